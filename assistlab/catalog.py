@@ -1,0 +1,141 @@
+"""Presets and how a model reference resolves: hub id, bundled name, or a folder the operator allowed."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import bundled
+from .errors import InputError, ModelLoadError
+
+MODELS_DIR_ENV = "ASSISTLAB_MODELS_DIR"
+
+# org/name or a legacy single name, optionally @revision (branch, tag or commit).
+_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}(?:@[A-Za-z0-9._/-]{1,128})?$")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A target/assistant pair people commonly try."""
+
+    label: str
+    target: str
+    assistant: str
+    note: str
+
+
+BUNDLED_TARGET = "bundled:gemma-3-270m"
+BUNDLED_ASSISTANT = "bundled:smollm2-135m-instruct"
+
+PRESETS: tuple[Preset, ...] = (
+    Preset(
+        "Bundled, offline: Gemma 3 270M + SmolLM2-135M",
+        BUNDLED_TARGET,
+        BUNDLED_ASSISTANT,
+        "Ships with AssistLab; different tokenizers (universal assisted generation), runs on a CPU.",
+    ),
+    Preset(
+        "Reference: Gemma 3 27B + Qwen2.5-0.5B",
+        "google/gemma-3-27b-it",
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        "The reference benchmark's pair: 23.9 s plain vs 20.5 s assisted on a GPU. Needs ~55 GB and HF_TOKEN.",
+    ),
+    Preset(
+        "Qwen2.5 7B + Qwen2.5 0.5B",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        "Same family and tokenizer: classic assisted generation.",
+    ),
+    Preset(
+        "Qwen2.5 1.5B + Qwen2.5 0.5B",
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        "Same family; small enough for a modest GPU.",
+    ),
+    Preset(
+        "Llama 3.1 8B + Llama 3.2 1B",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "meta-llama/Llama-3.2-1B-Instruct",
+        "Same tokenizer; gated, needs HF_TOKEN.",
+    ),
+    Preset(
+        "SmolLM2 1.7B + SmolLM2 135M",
+        "HuggingFaceTB/SmolLM2-1.7B-Instruct",
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "Same family; light enough for a CPU with patience.",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A resolved reference: `kind` is 'hub', 'bundled' or 'local'; `location` a repo id or a folder."""
+
+    text: str
+    kind: str
+    location: str
+    revision: str | None = None
+
+    @property
+    def short_name(self) -> str:
+        return self.location.rstrip("/").split("/")[-1] if self.kind != "bundled" else self.text[len(bundled.PREFIX):]
+
+
+def models_dir() -> Path | None:
+    """The one directory local folders may come from, or None when local folders are disabled."""
+    value = os.environ.get(MODELS_DIR_ENV)
+    return Path(value).expanduser().resolve() if value else None
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _local(text: str, root: Path | None) -> ModelRef:
+    if root is None:
+        raise InputError(
+            f"Local folders are disabled on this server, so {text!r} cannot be used. The operator can allow a "
+            f"folder of models by setting {MODELS_DIR_ENV}; otherwise use a hub id like org/name."
+        )
+    candidate = Path(text).expanduser()
+    if not candidate.is_absolute():
+        candidate = root / candidate
+    real = candidate.resolve()  # follows symlinks, so a link pointing out is judged by where it points
+    if not _inside(real, root):
+        raise InputError(
+            f"{text!r} is outside the allowed models folder ({MODELS_DIR_ENV}); only folders inside it can be used."
+        )
+    if not real.is_dir():
+        raise ModelLoadError(f"There is no model folder {text!r} inside the allowed models folder.")
+    return ModelRef(text, "local", str(real))
+
+
+def resolve(text: str) -> ModelRef:
+    """Turn what a user typed into a ModelRef, refusing anything outside what they may use."""
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("A model reference is empty; choose a preset, type a hub id (org/name) or a folder name.")
+    text = text.strip()
+    if "\x00" in text or len(text) > 512:
+        raise InputError("That model reference is not valid; use a hub id like org/name or a folder name.")
+    if bundled.is_bundled(text):
+        bundled.lookup(text)  # raises with the list of bundled names
+        return ModelRef(text, "bundled", text)
+    root = models_dir()
+    looks_like_path = text.startswith(("/", ".", "~")) or "\\" in text or ".." in Path(text).parts
+    if looks_like_path:
+        return _local(text, root)
+    if root is not None and (root / text).exists():
+        return _local(text, root)
+    if _HUB_ID.match(text) and ".." not in text and "--" not in text:
+        repo, _, revision = text.partition("@")
+        return ModelRef(text, "hub", repo, revision or None)
+    raise InputError(
+        f"{text!r} is not a hub id (org/name, optionally @revision), a bundled model ({bundled.PREFIX}NAME) or a "
+        f"folder inside the allowed models folder."
+    )

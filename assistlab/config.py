@@ -1,0 +1,182 @@
+"""What a user asks for: frozen, validated requests for one comparison."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from .errors import InputError
+
+STRATEGIES = ("auto", "assistant", "universal", "prompt-lookup", "early-exit")
+# Strategies that need a second model.
+MODEL_STRATEGIES = ("auto", "assistant", "universal")
+SCHEDULES = ("constant", "heuristic", "heuristic_transient")
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+# Upper limits, in the spirit of TGI's --max-input-tokens: a shared server must not accept unbounded work.
+LIMITS = {
+    "max_new_tokens": 2048,
+    "repeats": 50,
+    "warmup": 10,
+    "prompt_chars": 32_000,
+    "num_assistant_tokens": 64,
+    "prompt_lookup_num_tokens": 64,
+    "arms": 8,
+}
+
+# Defaults that finish quickly on a CPU; on CUDA the reference benchmark's 256 tokens.
+CPU_DEFAULTS = {"max_new_tokens": 64, "repeats": 3, "warmup": 1}
+CUDA_DEFAULTS = {"max_new_tokens": 256, "repeats": 5, "warmup": 1}
+
+DEFAULT_PROMPT = "Write me a long essay on Deep Learning"
+
+
+def _as_int(name: str, value: object, low: int, high: int) -> int:
+    """Coerce a user value to an int in [low, high] or raise a message naming the field."""
+    if isinstance(value, bool):
+        raise InputError(f"{name} must be a whole number, not {value!r}.")
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            raise InputError(f"{name} must be a whole number, got {value!r}.")
+        value = int(value)
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise InputError(f"{name} must be a whole number, got {value!r}.") from None
+    if not isinstance(value, int):
+        raise InputError(f"{name} must be a whole number, got {value!r}.")
+    if value < low or value > high:
+        raise InputError(f"{name} must be between {low} and {high}, got {value}.")
+    return value
+
+
+def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise InputError(f"{name} must be one of {', '.join(choices)}; got {value!r}.")
+    return value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """One assisted arm: how candidate tokens are drafted for the target to verify."""
+
+    strategy: str = "auto"
+    assistant: str | None = None
+    num_assistant_tokens: int = 5
+    num_assistant_tokens_schedule: str = "constant"
+    assistant_confidence_threshold: float | None = None
+    prompt_lookup_num_tokens: int = 10
+    early_exit_layer: int | None = None
+
+    def __post_init__(self) -> None:
+        _choice("strategy", self.strategy, STRATEGIES)
+        _choice("num_assistant_tokens_schedule", self.num_assistant_tokens_schedule, SCHEDULES)
+        object.__setattr__(
+            self,
+            "num_assistant_tokens",
+            _as_int("num_assistant_tokens", self.num_assistant_tokens, 1, LIMITS["num_assistant_tokens"]),
+        )
+        object.__setattr__(
+            self,
+            "prompt_lookup_num_tokens",
+            _as_int("prompt_lookup_num_tokens", self.prompt_lookup_num_tokens, 1, LIMITS["prompt_lookup_num_tokens"]),
+        )
+        if self.strategy in MODEL_STRATEGIES:
+            if not self.assistant or not str(self.assistant).strip():
+                raise InputError(f"The {self.strategy!r} strategy needs an assistant model; choose one or use prompt-lookup.")
+            object.__setattr__(self, "assistant", str(self.assistant).strip())
+        else:
+            object.__setattr__(self, "assistant", None)
+        if self.strategy == "early-exit":
+            if self.early_exit_layer is None:
+                raise InputError("early_exit_layer is required for the early-exit strategy (a layer number, e.g. 4).")
+            object.__setattr__(self, "early_exit_layer", _as_int("early_exit_layer", self.early_exit_layer, 1, 1000))
+        else:
+            object.__setattr__(self, "early_exit_layer", None)
+        threshold = self.assistant_confidence_threshold
+        if threshold is not None:
+            try:
+                threshold = float(threshold)
+            except (TypeError, ValueError):
+                raise InputError(f"assistant_confidence_threshold must be a number, got {threshold!r}.") from None
+            if not 0.0 <= threshold < 1.0:
+                raise InputError(f"assistant_confidence_threshold must be in [0, 1), got {threshold}.")
+            object.__setattr__(self, "assistant_confidence_threshold", threshold)
+
+    @property
+    def label(self) -> str:
+        """A short, unique-enough name for charts and tables."""
+        if self.strategy == "prompt-lookup":
+            return f"prompt-lookup (k={self.prompt_lookup_num_tokens})"
+        if self.strategy == "early-exit":
+            return f"early-exit (layer {self.early_exit_layer}, k={self.num_assistant_tokens})"
+        short = str(self.assistant).rstrip("/").split("/")[-1].split(":")[-1]
+        return f"{self.strategy}: {short} (k={self.num_assistant_tokens})"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    """A whole comparison: the target, its assisted arms, the prompt and how to time it.
+
+    `max_new_tokens`, `repeats` and `warmup` may be None, meaning the device default (see `resolved`).
+    """
+
+    target: str
+    arms: tuple[ArmSpec, ...] = ()
+    prompt: str = DEFAULT_PROMPT
+    max_new_tokens: int | None = None
+    repeats: int | None = None
+    warmup: int | None = None
+    do_sample: bool = False
+    seed: int = 0
+    fixed_length: bool = True
+    chat_template: bool = True
+    device: str = "auto"
+    dtype: str = "auto"
+    device_map_auto: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.target, str) or not self.target.strip():
+            raise InputError("Choose a target model (a hub id like org/name, a bundled name, or a local folder).")
+        object.__setattr__(self, "target", self.target.strip())
+        if not isinstance(self.prompt, str):
+            raise InputError("The prompt must be a single piece of text (batch inputs are not supported).")
+        if not self.prompt.strip():
+            raise InputError("The prompt is empty; type a prompt or pick an example.")
+        if len(self.prompt) > LIMITS["prompt_chars"]:
+            raise InputError(
+                f"The prompt has {len(self.prompt):,} characters; the limit is {LIMITS['prompt_chars']:,}. Shorten it."
+            )
+        arms = tuple(self.arms)
+        if not all(isinstance(a, ArmSpec) for a in arms):
+            raise InputError("Each assisted arm must be an ArmSpec.")
+        if len(arms) > LIMITS["arms"]:
+            raise InputError(f"At most {LIMITS['arms']} assisted arms can be compared at once; got {len(arms)}.")
+        object.__setattr__(self, "arms", arms)
+        for name, low in (("max_new_tokens", 1), ("repeats", 1), ("warmup", 0)):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _as_int(name, value, low, LIMITS[name]))
+        object.__setattr__(self, "seed", _as_int("seed", self.seed, 0, 2**31 - 1))
+        _choice("device", self.device, DEVICES)
+        _choice("dtype", self.dtype, DTYPES)
+        for name in ("do_sample", "fixed_length", "chat_template", "device_map_auto"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}.")
+
+    def resolved(self, device_type: str) -> BenchRequest:
+        """The same request with device defaults filled in (`device_type` is 'cpu' or 'cuda')."""
+        defaults = CUDA_DEFAULTS if device_type == "cuda" else CPU_DEFAULTS
+        changes = {k: v for k, v in defaults.items() if getattr(self, k) is None}
+        return dataclasses.replace(self, **changes) if changes else self
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["arms"] = [a.to_dict() for a in self.arms]
+        return data

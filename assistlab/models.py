@@ -1,0 +1,353 @@
+"""Loading a tokenizer and causal LM once: checks, dtype/device choice, memory estimate, a small cache."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import bundled, catalog
+from .errors import InputError, ModelLoadError, ResourceError
+
+Progress = Callable[[str], None]
+
+# Files a checkpoint needs besides its weights; weights come only as safetensors.
+HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "*.jinja"]
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+# Prefixes under which multimodal checkpoints keep their language model.
+TEXT_KEY_MAPPING = {
+    r"^model\.language_model\.": "model.",
+    r"^language_model\.model\.": "model.",
+    r"^language_model\.lm_head\.": "lm_head.",
+}
+# Memory a model needs beyond its weights (activations, cache, allocator slack), as a fraction.
+MEMORY_HEADROOM = 1.2
+
+
+def choose_device(name: str) -> torch.device:
+    """'auto' is CUDA when present, else CPU; asking for CUDA without one is an input error."""
+    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise InputError("device is 'cuda' but no CUDA GPU is available here; choose 'cpu' or 'auto'.")
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def choose_dtype(name: str, device: torch.device) -> torch.dtype:
+    """'auto' is bfloat16 on a CUDA GPU that supports it, else float32."""
+    if name == "auto":
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    return getattr(torch, name)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclass
+class LoadedModel:
+    """A ready model: eval mode, on its device, with its tokenizer and where it came from."""
+
+    ref: catalog.ModelRef
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+    dtype: torch.dtype
+    folder: str
+    num_layers: int
+    context_length: int | None
+    load_seconds: float
+    provenance: dict | None = None
+    last_used: float = field(default_factory=time.monotonic)
+
+    @property
+    def name(self) -> str:
+        return self.ref.text
+
+    def describe(self) -> dict:
+        info = {
+            "ref": self.ref.text,
+            "kind": self.ref.kind,
+            "class": type(self.model).__name__,
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "num_layers": self.num_layers,
+            "dtype": dtype_name(self.dtype),
+            "device": str(self.device),
+            "load_seconds": round(self.load_seconds, 2),
+        }
+        if self.ref.revision:
+            info["revision"] = self.ref.revision
+        if self.provenance:
+            info["provenance"] = self.provenance
+        return info
+
+
+def _hub_error(exc: BaseException, ref: catalog.ModelRef) -> ModelLoadError:
+    """Translate huggingface_hub's exceptions into one sentence that says what to do."""
+    from huggingface_hub import errors as hub_errors
+
+    chain, seen = [], exc
+    while seen is not None and len(chain) < 10:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    name = ref.location
+    for err in chain:
+        if isinstance(err, hub_errors.GatedRepoError):
+            return ModelLoadError(
+                f"{name} is gated: accept its license on the Hugging Face Hub and set HF_TOKEN to a token that has access."
+            )
+        if isinstance(err, hub_errors.RevisionNotFoundError):
+            return ModelLoadError(f"{name} has no revision {ref.revision!r}; check the part after '@'.")
+        if isinstance(err, hub_errors.RepositoryNotFoundError):
+            return ModelLoadError(
+                f"{name} was not found on the Hugging Face Hub (or it is private: set HF_TOKEN). Check the spelling."
+            )
+        if isinstance(err, (hub_errors.OfflineModeIsEnabled, hub_errors.LocalEntryNotFoundError)):
+            return ModelLoadError(
+                f"{name} is not in the local cache and the Hub cannot be reached (offline or HF_HUB_OFFLINE=1). "
+                f"Download it on a connected machine first, or use a bundled model or a local folder."
+            )
+    return ModelLoadError(f"{name} could not be fetched from the Hugging Face Hub: {str(exc).splitlines()[0][:200]}")
+
+
+def _fetch_hub(ref: catalog.ModelRef, progress: Progress, config_only: bool = False) -> Path:
+    """Download (or find in the cache) a hub checkpoint's config, tokenizer and safetensors weights."""
+    from huggingface_hub import hf_hub_download, snapshot_download
+
+    token = os.environ.get("HF_TOKEN") or None
+    try:
+        if config_only:
+            return Path(hf_hub_download(ref.location, "config.json", revision=ref.revision, token=token)).parent
+        progress(f"Fetching {ref.location} (safetensors only)...")
+        return Path(
+            snapshot_download(ref.location, revision=ref.revision, token=token, allow_patterns=HUB_PATTERNS)
+        )
+    except Exception as exc:  # huggingface_hub raises many types; all become one message
+        raise _hub_error(exc, ref) from None
+
+
+def _read_config(folder: Path, ref: catalog.ModelRef):
+    """Load and vet a config: no remote code, and a causal LM (or a multimodal model with one inside)."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise ModelLoadError(f"{ref.text} has no config.json, so it is not a transformers checkpoint.")
+    try:
+        raw = json.loads(config_file.read_text())
+    except ValueError:
+        raise ModelLoadError(f"{ref.text}: config.json is not valid JSON.") from None
+    if "auto_map" in raw or "auto_map" in raw.get("text_config", {}):
+        raise ModelLoadError(
+            f"{ref.text} asks to run its own code (auto_map in config.json); AssistLab never runs code from a "
+            f"checkpoint. Use a model that transformers supports natively."
+        )
+    try:
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    except (ValueError, KeyError, OSError) as exc:
+        raise ModelLoadError(
+            f"{ref.text}: transformers cannot read this config ({str(exc).splitlines()[0][:160]})."
+        ) from None
+    text_config = config.get_text_config()
+    if text_config is not config and type(text_config) in MODEL_FOR_CAUSAL_LM_MAPPING:
+        return text_config, MODEL_FOR_CAUSAL_LM_MAPPING[type(text_config)], True
+    if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING:
+        return config, MODEL_FOR_CAUSAL_LM_MAPPING[type(config)], False
+    raise ModelLoadError(
+        f"{ref.text} is a {config.model_type!r} model ({type(config).__name__}), not a causal language model that "
+        f"can generate text; choose a decoder model such as Llama, Qwen or Gemma."
+    )
+
+
+def _check_weights(folder: Path, ref: catalog.ModelRef) -> None:
+    if any(folder.glob("*.safetensors")):
+        return
+    if any(p.suffix in PICKLE_SUFFIXES for p in folder.iterdir()):
+        raise ModelLoadError(
+            f"{ref.text} has only pickle weights (.bin/.pt), which can run code when loaded; AssistLab loads "
+            f"safetensors only. Convert the checkpoint to safetensors first."
+        )
+    raise ModelLoadError(f"{ref.text} has no weights (*.safetensors) in its folder.")
+
+
+def estimate_bytes(config, model_cls, dtype: torch.dtype) -> int:
+    """Weight memory of a model built on the meta device (no allocation), in bytes."""
+    from accelerate import init_empty_weights
+
+    with init_empty_weights():
+        shell = model_cls._from_config(config)
+    params = {id(p): p.numel() for p in shell.parameters()}  # tied weights count once
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return sum(params.values()) * itemsize
+
+
+def free_bytes(device: torch.device) -> int:
+    """Memory available for a new model on this device."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def release_memory() -> None:
+    """Return cached allocator memory after a failure or eviction."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB"
+
+
+class ModelStore:
+    """A small cache of loaded models keyed by (reference, dtype, device, device_map).
+
+    Models unused for `idle_seconds` are dropped; when memory is short the least recently used go first.
+    """
+
+    def __init__(self, max_models: int = 4, idle_seconds: float = 1800.0):
+        self.max_models = max_models
+        self.idle_seconds = idle_seconds
+        self._models: OrderedDict[tuple, LoadedModel] = OrderedDict()
+        self._lock = threading.RLock()
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    def loaded(self) -> list[LoadedModel]:
+        return list(self._models.values())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._models.clear()
+        release_memory()
+
+    def _evict(self, keep: set[tuple], predicate: Callable[[LoadedModel], bool]) -> int:
+        dropped = 0
+        for key in list(self._models):
+            if key not in keep and predicate(self._models[key]):
+                del self._models[key]
+                dropped += 1
+        if dropped:
+            release_memory()
+        return dropped
+
+    def get(
+        self,
+        text: str,
+        device: torch.device,
+        dtype: torch.dtype,
+        device_map_auto: bool = False,
+        progress: Progress | None = None,
+        keep: set[tuple] = frozenset(),
+    ) -> tuple[tuple, LoadedModel]:
+        """Return (cache key, model), loading it the first time. `keep` names keys that must not be evicted."""
+        say = progress or (lambda _msg: None)
+        ref = catalog.resolve(text)
+        key = (ref.kind, ref.location, ref.revision, dtype, str(device), device_map_auto)
+        with self._lock:
+            now = time.monotonic()
+            self._evict(keep | {key}, lambda m: now - m.last_used > self.idle_seconds)
+            if key in self._models:
+                self._models.move_to_end(key)
+                loaded = self._models[key]
+                loaded.last_used = now
+                return key, loaded
+            while len(self._models) >= self.max_models and self._evict(
+                keep, lambda m: m is next(iter(self._models.values()))
+            ):
+                pass
+            loaded = self._load(ref, device, dtype, device_map_auto, say, keep)
+            self._models[key] = loaded
+            return key, loaded
+
+    def _load(self, ref, device, dtype, device_map_auto, say, keep) -> LoadedModel:
+        started = time.perf_counter()
+        provenance = None
+        if ref.kind == "bundled":
+            folder = bundled.ensure_converted(ref.text, progress=say)
+            provenance = bundled.provenance(bundled.lookup(ref.text))
+        elif ref.kind == "hub":
+            folder = _fetch_hub(ref, say, config_only=True)
+        else:
+            folder = Path(ref.location)
+        config, model_cls, text_only = _read_config(folder, ref)
+
+        needed = int(estimate_bytes(config, model_cls, dtype) * MEMORY_HEADROOM)
+        available = free_bytes(device)
+        if needed > available and self._evict(keep, lambda m: True):
+            available = free_bytes(device)
+        if needed > available and not (device_map_auto and device.type == "cuda"):
+            where = "GPU" if device.type == "cuda" else "memory"
+            raise ResourceError(
+                f"{ref.text} needs about {_gb(needed)} in {dtype_name(dtype)}, but only {_gb(available)} of {where} "
+                f"is free. Choose a smaller model, a smaller dtype (bfloat16), or device_map auto across GPUs."
+            )
+        if ref.kind == "hub":
+            folder = _fetch_hub(ref, say)
+        _check_weights(folder, ref)
+
+        say(f"Loading {ref.text}...")
+        from transformers import AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+        except Exception as exc:  # tokenizers fail in many ways; all mean the same to a user
+            raise ModelLoadError(
+                f"{ref.text} has no usable tokenizer ({str(exc).splitlines()[0][:160]}); it cannot be benchmarked."
+            ) from None
+        kwargs = {"config": config, "dtype": dtype, "use_safetensors": True, "trust_remote_code": False}
+        if text_only:
+            kwargs["key_mapping"] = TEXT_KEY_MAPPING
+        if device_map_auto and device.type == "cuda":
+            kwargs["device_map"] = "auto"
+        try:
+            model, info = model_cls.from_pretrained(folder, output_loading_info=True, **kwargs)
+        except torch.OutOfMemoryError:
+            release_memory()
+            raise ResourceError(f"{ref.text} did not fit in GPU memory while loading; choose a smaller model or dtype.") from None
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise ModelLoadError(f"{ref.text} could not be loaded: {str(exc).splitlines()[0][:200]}") from None
+        missing = [k for k in info.get("missing_keys", []) if "lm_head" not in k]
+        if missing:
+            raise ModelLoadError(
+                f"{ref.text}: {len(missing)} weights are missing from the checkpoint (e.g. {missing[0]}), so it would "
+                f"generate noise. Check that the folder holds a complete causal LM."
+            )
+        if "device_map" not in kwargs:
+            try:
+                model.to(device)
+            except torch.OutOfMemoryError:
+                del model
+                release_memory()
+                raise ResourceError(f"{ref.text} did not fit on {device}; choose a smaller model or dtype.") from None
+        model.eval()
+        # Both arms must use the same cache kind; some models (Gemma 3) default to one assisted decoding cannot use.
+        model.generation_config.cache_implementation = None
+        text_cfg = model.config.get_text_config()
+        return LoadedModel(
+            ref=ref,
+            model=model,
+            tokenizer=tokenizer,
+            device=model.device,
+            dtype=dtype,
+            folder=str(folder),
+            num_layers=int(getattr(text_cfg, "num_hidden_layers", 0) or 0),
+            context_length=getattr(text_cfg, "max_position_embeddings", None),
+            load_seconds=time.perf_counter() - started,
+            provenance=provenance,
+        )

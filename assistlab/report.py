@@ -1,0 +1,201 @@
+"""The result of a comparison: raw runs, the numbers derived from them, JSON/CSV forms, the environment."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import platform
+import sys
+from dataclasses import dataclass, field
+
+from . import stats
+
+SCHEMA = 1
+
+
+@dataclass
+class RunRecord:
+    """One timed generate() call. Times are seconds from the call's start."""
+
+    arm: int
+    repetition: int
+    latency_s: float
+    new_tokens: int
+    ttft_s: float | None
+    step_times: list[float]
+    step_tokens: list[int]
+    drafted: list[int]
+    accepted: list[int]
+    token_ids: list[int]
+    text: str
+    memory_bytes: int | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.latency_s if self.latency_s > 0 else 0.0
+
+
+@dataclass
+class ArmInfo:
+    """What an arm is; `error` says why it stopped early, if it did."""
+
+    name: str
+    strategy: str
+    spec: dict | None = None
+    error: str | None = None
+
+    @property
+    def assisted(self) -> bool:
+        return self.strategy != "plain"
+
+
+@dataclass
+class Report:
+    """Everything one comparison measured; every number in `to_dict` is derived from `runs`."""
+
+    request: dict
+    environment: dict
+    arms: list[ArmInfo]
+    runs: list[RunRecord] = field(default_factory=list)
+    status: str = "running"
+    message: str = ""
+    planned_repeats: int = 0
+
+    def runs_of(self, arm: int) -> list[RunRecord]:
+        return sorted((r for r in self.runs if r.arm == arm), key=lambda r: r.repetition)
+
+    @property
+    def plain(self) -> list[RunRecord]:
+        return self.runs_of(0)
+
+    def _arm_dict(self, index: int) -> dict:
+        info, runs = self.arms[index], self.runs_of(index)
+        last = runs[-1] if runs else None
+        data = {
+            "name": info.name,
+            "strategy": info.strategy,
+            "spec": info.spec,
+            "error": info.error,
+            "latencies_s": [r.latency_s for r in runs],
+            "new_tokens": [r.new_tokens for r in runs],
+            "tokens_per_s": [r.tokens_per_s for r in runs],
+            "ttft_s": [r.ttft_s for r in runs],
+            "memory_bytes": [r.memory_bytes for r in runs],
+            "latency_summary": stats.summarize([r.latency_s for r in runs]),
+            "tokens_per_s_summary": stats.summarize([r.tokens_per_s for r in runs]),
+            "text": last.text if last else "",
+            "token_ids": last.token_ids if last else [],
+            "trace": [{"t_s": r.step_times, "tokens": r.step_tokens} for r in runs],
+        }
+        if info.assisted:
+            data["drafted_tokens"] = [sum(r.drafted) for r in runs]
+            data["accepted_tokens"] = [sum(r.accepted) for r in runs]
+            for entry, r in zip(data["trace"], runs):
+                entry.update(drafted=r.drafted, accepted=r.accepted)
+        return data
+
+    def comparison(self) -> list[dict]:
+        """Each assisted arm against plain: speedup with interval, acceptance, output identity."""
+        plain = self.plain
+        plain_lat = [r.latency_s for r in plain]
+        out = []
+        for index, info in enumerate(self.arms):
+            if not info.assisted:
+                continue
+            runs = self.runs_of(index)
+            # Pair runs by repetition so each ratio compares runs made side by side.
+            by_rep = {r.repetition: r for r in plain}
+            paired = [(by_rep[r.repetition].latency_s, r.latency_s) for r in runs if r.repetition in by_rep]
+            drafted = [d for r in runs for d in r.drafted]
+            accepted = [a for r in runs for a in r.accepted]
+            forwards = sum(len(r.step_tokens) for r in runs)
+            tokens = sum(r.new_tokens for r in runs)
+            entry = {
+                "arm": info.name,
+                "speedup": stats.speedup([p for p, _ in paired], [c for _, c in paired]),
+                "acceptance_rate": stats.acceptance_rate(drafted, accepted),
+                "tokens_per_forward": tokens / forwards if forwards else None,
+                "acceptance_by_position": stats.acceptance_by_position(
+                    [(d, a) for r in runs for d, a in zip(r.drafted, r.accepted)]
+                ),
+                "outputs_identical": None,
+                "first_difference": None,
+            }
+            if runs and plain:
+                first = stats.first_difference(plain[-1].token_ids, runs[-1].token_ids)
+                entry["first_difference"] = first
+                entry["outputs_identical"] = first is None
+            out.append(entry)
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "status": self.status,
+            "message": self.message,
+            "request": self.request,
+            "environment": self.environment,
+            "counted_repetitions": len(self.plain),
+            "planned_repetitions": self.planned_repeats,
+            "arms": [self._arm_dict(i) for i in range(len(self.arms))],
+            "comparison": self.comparison(),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def to_csv(self) -> str:
+        """One row per counted run."""
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(
+            ["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
+             "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes"]
+        )
+        for run in sorted(self.runs, key=lambda r: (r.repetition, r.arm)):
+            info = self.arms[run.arm]
+            writer.writerow([
+                info.name, info.strategy, run.repetition, f"{run.latency_s:.6f}", run.new_tokens,
+                f"{run.tokens_per_s:.3f}", "" if run.ttft_s is None else f"{run.ttft_s:.6f}",
+                sum(run.drafted) if info.assisted else "", sum(run.accepted) if info.assisted else "",
+                len(run.step_tokens), "" if run.memory_bytes is None else run.memory_bytes,
+            ])
+        return buf.getvalue()
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(device, dtype: str, models: dict) -> dict:
+    """Versions and hardware a result depends on."""
+    import torch
+    import transformers
+
+    from . import __version__
+
+    env = {
+        "device": device.type,
+        "dtype": dtype,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "assistlab": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_model": _cpu_model(),
+        "cpu_threads": torch.get_num_threads(),
+        "memory_measure": "peak CUDA memory allocated" if device.type == "cuda" else "process RSS after the run",
+        "models": models,
+    }
+    if device.type == "cuda":
+        env["gpu_name"] = torch.cuda.get_device_name(device)
+        env["cuda"] = torch.version.cuda
+    return env

@@ -1,0 +1,289 @@
+"""Warm-up, then interleaved timed runs of every arm; yields after each run so callers can stream and stop."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+from transformers.generation.streamers import BaseStreamer
+
+from . import models as models_mod
+from . import report as report_mod
+from . import strategies
+from .config import MODEL_STRATEGIES, BenchRequest
+from .errors import AssistLabError, InputError, ResourceError
+from .models import LoadedModel, ModelStore
+from .report import ArmInfo, Report, RunRecord
+
+Clock = Callable[[], float]
+
+
+@dataclass
+class Event:
+    """What the runner reports: a status line, or a finished run with the report so far.
+
+    `done` and `total` count runs including warm-up, for progress bars.
+    """
+
+    kind: str  # "status", "run" or "done"
+    message: str
+    done: int
+    total: int
+    report: Report | None = None
+    warmup: bool = False
+
+
+class StepStreamer(BaseStreamer):
+    """Records when each group of tokens arrives. The first put() is the prompt and is skipped.
+
+    On CUDA each put() follows a copy to the host, which waits for the GPU, so the clock reading is honest.
+    """
+
+    def __init__(self, clock: Clock, start: float):
+        self.clock, self.start = clock, start
+        self.times: list[float] = []
+        self.tokens: list[int] = []
+        self._prompt_seen = False
+
+    def put(self, value) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        self.times.append(self.clock() - self.start)
+        self.tokens.append(int(value.numel()))
+
+    def end(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def observe_drafts(model) -> Iterator[tuple[list[int], list[int]]]:
+    """Count drafted and accepted tokens per verification step without changing what is generated.
+
+    transformers calls `update_candidate_strategy(input_ids, scores, num_matches)` once per step on its
+    candidate generator; `scores` holds one row per candidate plus the bonus token, in target tokens.
+    """
+    drafted: list[int] = []
+    accepted: list[int] = []
+    original = model._get_candidate_generator
+
+    def wrapped(*args, **kwargs):
+        generator = original(*args, **kwargs)
+        update = generator.update_candidate_strategy
+
+        def counting_update(input_ids, scores, num_matches):
+            drafted.append(int(scores.shape[1]) - 1)
+            accepted.append(int(num_matches))
+            return update(input_ids, scores, num_matches)
+
+        generator.update_candidate_strategy = counting_update
+        return generator
+
+    model._get_candidate_generator = wrapped
+    try:
+        yield drafted, accepted
+    finally:
+        del model._get_candidate_generator  # the instance attribute; the class method shows through again
+
+
+def _memory_now(device: torch.device) -> int:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    )
+
+
+def timed_generate(
+    target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock, assisted: bool
+) -> tuple[float, StepStreamer, list[int], list[int], torch.Tensor, int]:
+    """One generate() call between two clock readings, with the GPU drained before each."""
+    model, device = target.model, target.device
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    observer = observe_drafts(model) if assisted else contextlib.nullcontext(([], []))
+    with observer as (drafted, accepted), torch.inference_mode():
+        start = clock()
+        streamer = StepStreamer(clock, start)
+        output = model.generate(**inputs, **kwargs, streamer=streamer)
+        if cuda:
+            torch.cuda.synchronize(device)
+        latency = clock() - start
+    return latency, streamer, drafted, accepted, output, _memory_now(device)
+
+
+def encode_prompt(request: BenchRequest, target: LoadedModel) -> dict:
+    """Token ids for the prompt: through the chat template when asked for and the target has one."""
+    tok = target.tokenizer
+    if request.chat_template and getattr(tok, "chat_template", None):
+        encoded = tok.apply_chat_template(
+            [{"role": "user", "content": request.prompt}],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+            return_tensors="pt",
+        )
+    else:
+        encoded = tok(request.prompt, return_tensors="pt")
+    inputs = {k: v.to(target.device) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}
+    length = int(inputs["input_ids"].shape[1])
+    if length == 0:
+        raise InputError("The prompt became no tokens at all; type some text.")
+    limit = target.context_length
+    if limit and length + request.max_new_tokens > limit:
+        raise InputError(
+            f"The prompt is {length} tokens and {request.max_new_tokens} new tokens are asked for, but "
+            f"{target.name} reads at most {limit} tokens; shorten the prompt or lower max_new_tokens."
+        )
+    return inputs
+
+
+@dataclass
+class _Arm:
+    info: ArmInfo
+    kwargs: dict
+    configure: Callable[[], None]
+
+
+def run_benchmark(
+    request: BenchRequest,
+    store: ModelStore,
+    clock: Clock = time.perf_counter,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Iterator[Event]:
+    """Load, warm up, then time every arm `repeats` times, interleaved. The last event is 'done'."""
+    device = models_mod.choose_device(request.device)
+    dtype = models_mod.choose_dtype(request.dtype, device)
+    request = request.resolved(device.type)
+    messages: list[str] = []
+
+    def load(text: str, keep: set) -> tuple[tuple, LoadedModel]:
+        return store.get(text, device, dtype, request.device_map_auto, progress=messages.append, keep=keep)
+
+    yield Event("status", f"Loading the target {request.target}...", 0, 0)
+    target_key, target = load(request.target, set())
+    keep = {target_key}
+    assistants: dict[str, LoadedModel] = {}
+    for spec in request.arms:
+        if spec.strategy in MODEL_STRATEGIES and spec.assistant not in assistants:
+            yield Event("status", f"Loading the assistant {spec.assistant}...", 0, 0)
+            key, assistants[spec.assistant] = load(spec.assistant, keep)
+            keep.add(key)
+
+    inputs = encode_prompt(request, target)
+    base = strategies.base_kwargs(request, target)
+    arms = [_Arm(ArmInfo("plain", "plain"), dict(base), lambda: None)]
+    for spec in request.arms:
+        helper = assistants.get(spec.assistant) if spec.assistant else None
+        strategy = strategies.resolve_strategy(spec, target, helper)
+        name = spec.label if spec.strategy != "auto" else spec.label.replace("auto:", f"{strategy}:", 1)
+        names = [a.info.name for a in arms]
+        if name in names:
+            name = f"{name} #{names.count(name) + 1}"
+        kwargs = {**base, **strategies.arm_kwargs(spec, strategy, target, helper)}
+        arms.append(
+            _Arm(
+                ArmInfo(name, strategy, spec.to_dict()),
+                kwargs,
+                lambda s=spec, st=strategy, h=helper: strategies.configure_drafter(s, st, target, h),
+            )
+        )
+
+    described = {"target": target.describe()}
+    for text, helper in assistants.items():
+        described[f"assistant {text}"] = helper.describe()
+    report = Report(
+        request=request.to_dict(),
+        environment=report_mod.environment(device, models_mod.dtype_name(dtype), described),
+        arms=[a.info for a in arms],
+        planned_repeats=request.repeats,
+    )
+    report.environment["prompt_tokens"] = int(inputs["input_ids"].shape[1])
+    report.environment["load_messages"] = messages
+    total = (request.warmup + request.repeats) * len(arms)
+    done = 0
+    schedule = [(True, w) for w in range(request.warmup)] + [(False, r) for r in range(request.repeats)]
+
+    for warmup, repetition in schedule:
+        for index, arm in enumerate(arms):
+            if should_stop():
+                report.status = "stopped"
+                report.message = f"Stopped after {len(report.plain)} of {request.repeats} repetitions."
+                yield Event("done", report.message, done, total, report)
+                return
+            if arm.info.error:
+                done += 1
+                continue
+            if request.do_sample:
+                torch.manual_seed(request.seed + repetition)
+            arm.configure()
+            try:
+                latency, streamer, drafted, accepted, output, memory = timed_generate(
+                    target, inputs, arm.kwargs, clock, arm.info.assisted
+                )
+            except Exception as exc:  # one arm failing must not lose the others' results
+                if isinstance(exc, AssistLabError):
+                    reason = str(exc)
+                elif _is_oom(exc):
+                    models_mod.release_memory()
+                    reason = (
+                        "ran out of memory; lower max_new_tokens, use a smaller model or dtype, or free the GPU."
+                    )
+                else:
+                    reason = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+                arm.info.error = reason
+                if index == 0:
+                    report.status = "failed"
+                    report.message = f"The plain run {reason}"
+                    if _is_oom(exc):
+                        raise ResourceError(f"The plain (unassisted) run {reason}") from None
+                    raise AssistLabError(f"The plain (unassisted) run {reason}") from None
+                done += 1
+                yield Event("run", f"{arm.info.name} {reason}", done, total, report, warmup)
+                continue
+            done += 1
+            if not warmup:
+                prompt_len = inputs["input_ids"].shape[1]
+                new_ids = output[0, prompt_len:].tolist()
+                report.runs.append(
+                    RunRecord(
+                        arm=index,
+                        repetition=repetition,
+                        latency_s=latency,
+                        new_tokens=len(new_ids),
+                        ttft_s=streamer.times[0] if streamer.times else None,
+                        step_times=streamer.times,
+                        step_tokens=streamer.tokens,
+                        drafted=drafted,
+                        accepted=accepted,
+                        token_ids=new_ids,
+                        text=target.tokenizer.decode(new_ids, skip_special_tokens=True),
+                        memory_bytes=memory,
+                    )
+                )
+            phase = f"warm-up {repetition + 1}/{request.warmup}" if warmup else f"repetition {repetition + 1}/{request.repeats}"
+            yield Event("run", f"{arm.info.name}: {phase}, {latency:.2f} s", done, total, report, warmup)
+
+    failed = [a.info.name for a in arms if a.info.error]
+    report.status = "complete"
+    report.message = "Complete." if not failed else f"Complete, but {', '.join(failed)} failed."
+    yield Event("done", report.message, done, total, report)
+
+
+def run_to_report(request: BenchRequest, store: ModelStore, **kwargs) -> Report:
+    """Run a comparison to the end and return its report."""
+    final = None
+    for event in run_benchmark(request, store, **kwargs):
+        final = event
+    return final.report
