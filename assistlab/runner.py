@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,6 +20,17 @@ from .models import LoadedModel, ModelStore
 from .report import ArmInfo, Report, RunRecord
 
 Clock = Callable[[], float]
+
+
+class _QuietFixedLength(logging.Filter):
+    """Drop transformers' per-call warning about eos_token_id=-1: fixed length is what we asked for."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "should consist of positive integers" not in record.getMessage()
+
+
+logging.getLogger("transformers.generation.utils").addFilter(_QuietFixedLength())
+logging.getLogger("transformers.generation.configuration_utils").addFilter(_QuietFixedLength())
 
 
 @dataclass
