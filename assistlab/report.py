@@ -199,3 +199,22 @@ def environment(device, dtype: str, models: dict) -> dict:
         env["gpu_name"] = torch.cuda.get_device_name(device)
         env["cuda"] = torch.version.cuda
     return env
+
+
+def speedup_sentence(entry: dict) -> str:
+    """One comparison entry in words: '1.17x faster (95% interval 1.12-1.21x); outputs identical'."""
+    s = entry["speedup"]
+    if s["median"] is None:
+        return f"{entry['arm']}: no completed repetitions."
+    ratio = s["median"]
+    verdict = "faster" if ratio > 1 else "slower" if ratio < 1 else "the same speed"
+    if s["ci_low"] is not None and s["ci_low"] <= 1.0 <= s["ci_high"]:
+        verdict += ", not clearly different from plain"
+    text = f"{entry['arm']}: {ratio:.2f}× ({verdict}; 95% interval {s['ci_low']:.2f}–{s['ci_high']:.2f}×)"
+    if entry.get("acceptance_rate") is not None:
+        text += f", {entry['acceptance_rate']:.0%} of drafted tokens accepted"
+    if entry.get("outputs_identical") is True:
+        text += "; outputs identical"
+    elif entry.get("outputs_identical") is False:
+        text += f"; outputs differ from token {entry['first_difference']}"
+    return text

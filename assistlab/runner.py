@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from transformers.generation.streamers import BaseStreamer
 
+from . import catalog
 from . import models as models_mod
 from . import report as report_mod
 from . import strategies
@@ -22,15 +23,26 @@ from .report import ArmInfo, Report, RunRecord
 Clock = Callable[[], float]
 
 
-class _QuietFixedLength(logging.Filter):
-    """Drop transformers' per-call warning about eos_token_id=-1: fixed length is what we asked for."""
+# Warnings transformers repeats on every call for settings we chose on purpose: eos_token_id=-1 (fixed
+# length, like the reference benchmark) and the assistant's own generation config during drafting.
+# Universal assisted generation decodes drafts with the tokenizer's defaults, which warns once per tokenizer.
+_EXPECTED_WARNINGS = (
+    "should consist of positive integers",
+    "Passing `generation_config` together with",
+    "Ignoring clean_up_tokenization_spaces",
+)
+
+
+class _QuietExpected(logging.Filter):
+    """Drop transformers' per-call warnings about settings AssistLab chose deliberately."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "should consist of positive integers" not in record.getMessage()
+        message = record.getMessage()
+        return not any(part in message for part in _EXPECTED_WARNINGS)
 
 
-logging.getLogger("transformers.generation.utils").addFilter(_QuietFixedLength())
-logging.getLogger("transformers.generation.configuration_utils").addFilter(_QuietFixedLength())
+for _name in ("generation.utils", "generation.configuration_utils", "tokenization_utils_tokenizers"):
+    logging.getLogger(f"transformers.{_name}").addFilter(_QuietExpected())
 
 
 @dataclass
@@ -179,6 +191,8 @@ def run_benchmark(
     dtype = models_mod.choose_dtype(request.dtype, device)
     request = request.resolved(device.type)
     messages: list[str] = []
+    for text in [request.target] + [a.assistant for a in request.arms if a.assistant]:
+        catalog.resolve(text)  # refuse a bad reference before loading anything
 
     def load(text: str, keep: set) -> tuple[tuple, LoadedModel]:
         return store.get(text, device, dtype, request.device_map_auto, progress=messages.append, keep=keep)
@@ -280,7 +294,9 @@ def run_benchmark(
                         drafted=drafted,
                         accepted=accepted,
                         token_ids=new_ids,
-                        text=target.tokenizer.decode(new_ids, skip_special_tokens=True),
+                        text=target.tokenizer.decode(
+                            new_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
+                        ),
                         memory_bytes=memory,
                     )
                 )

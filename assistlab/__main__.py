@@ -1,0 +1,206 @@
+"""Command line: `python -m assistlab bench ...`, built on the same calls the web app makes."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from . import __version__, bundled, catalog
+from .config import LIMITS, SCHEDULES, STRATEGIES, MODEL_STRATEGIES, ArmSpec, BenchRequest, DEFAULT_PROMPT
+from .errors import AssistLabError, InputError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line on stderr starting with 'error:' and exit code 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sys.stderr.write(f"error: {message} (see --help)\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m assistlab", description="Does this assistant make this target faster?")
+    parser.add_argument("--version", action="version", version=f"assistlab {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    bench = sub.add_parser("bench", help="time plain and assisted generation and compare them")
+    bench.add_argument("--target", default=catalog.BUNDLED_TARGET, help="hub id (org/name[@rev]), bundled:NAME or a folder in $ASSISTLAB_MODELS_DIR (default: %(default)s)")
+    bench.add_argument("--assistant", action="append", default=None, help="assistant model; repeat to compare several (default: %s)" % catalog.BUNDLED_ASSISTANT)
+    bench.add_argument("--strategy", choices=STRATEGIES, default="auto", help="how the assistant drafts (default: %(default)s)")
+    bench.add_argument("--prompt-lookup", dest="prompt_lookup", action=argparse.BooleanOptionalAction, default=True, help="also compare prompt lookup on the target (default: on)")
+    prompt = bench.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", default=None, help=f"the prompt (default: {DEFAULT_PROMPT!r})")
+    prompt.add_argument("--prompt-file", type=Path, default=None, help="read the prompt from a text file")
+    bench.add_argument("--max-new-tokens", default=None, help=f"tokens each arm generates (default 64 on CPU, 256 on CUDA; max {LIMITS['max_new_tokens']})")
+    bench.add_argument("--repeats", default=None, help=f"counted repetitions per arm (default 3 on CPU, 5 on CUDA; max {LIMITS['repeats']})")
+    bench.add_argument("--warmup", default=None, help="uncounted warm-up runs per arm (default 1)")
+    bench.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    bench.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
+    bench.add_argument("--device-map-auto", action="store_true", help="spread a large target over all GPUs (accelerate)")
+    bench.add_argument("--sample", action="store_true", help="sample instead of greedy decoding (outputs then differ)")
+    bench.add_argument("--seed", default=0, help="seed for sampling; repetition i uses seed+i")
+    bench.add_argument("--no-fixed-length", dest="fixed_length", action="store_false", help="let EOS end generation early (arms may then do unequal work)")
+    bench.add_argument("--no-chat-template", dest="chat_template", action="store_false", help="feed the prompt raw even if the target has a chat template")
+    bench.add_argument("--num-assistant-tokens", default=5, help="tokens drafted per step (default: %(default)s)")
+    bench.add_argument("--schedule", choices=SCHEDULES, default="constant", help="draft length schedule (default: %(default)s; 'heuristic' adapts within a run)")
+    bench.add_argument("--confidence-threshold", default=None, help="assistant stops drafting below this probability (0-1)")
+    bench.add_argument("--prompt-lookup-num-tokens", default=10, help="tokens prompt lookup proposes per step (default: %(default)s)")
+    bench.add_argument("--early-exit-layer", default=None, help="layer to exit at for --strategy early-exit")
+    bench.add_argument("--json", type=Path, default=None, help="write the report as JSON here")
+    bench.add_argument("--csv", type=Path, default=None, help="write one row per run as CSV here")
+    bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    sub.add_parser("presets", help="list the preset model pairs")
+    sub.add_parser("prepare", help="convert the bundled models once (otherwise done on first use)")
+    return parser
+
+
+def request_from_args(args: argparse.Namespace) -> BenchRequest:
+    """The same BenchRequest the web app would build from the same choices."""
+    if args.prompt_file is not None:
+        try:
+            prompt = args.prompt_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"Cannot read the prompt file {str(args.prompt_file)!r}: {exc.strerror or exc}.") from None
+    else:
+        prompt = args.prompt if args.prompt is not None else DEFAULT_PROMPT
+    knobs = dict(
+        num_assistant_tokens=args.num_assistant_tokens,
+        num_assistant_tokens_schedule=args.schedule,
+        assistant_confidence_threshold=args.confidence_threshold,
+        prompt_lookup_num_tokens=args.prompt_lookup_num_tokens,
+    )
+    arms: list[ArmSpec] = []
+    if args.strategy in MODEL_STRATEGIES:
+        for assistant in args.assistant or [catalog.BUNDLED_ASSISTANT]:
+            arms.append(ArmSpec(args.strategy, assistant, **knobs))
+    else:
+        if args.assistant:
+            raise InputError(f"--assistant is not used by the {args.strategy!r} strategy; drop it or choose 'auto'.")
+        arms.append(ArmSpec(args.strategy, early_exit_layer=args.early_exit_layer, **knobs))
+    if args.prompt_lookup and args.strategy != "prompt-lookup":
+        arms.append(ArmSpec("prompt-lookup", **knobs))
+    return BenchRequest(
+        target=args.target,
+        arms=tuple(arms),
+        prompt=prompt,
+        max_new_tokens=args.max_new_tokens,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        do_sample=args.sample,
+        seed=args.seed,
+        fixed_length=args.fixed_length,
+        chat_template=args.chat_template,
+        device=args.device,
+        dtype=args.dtype,
+        device_map_auto=args.device_map_auto,
+    )
+
+
+def _cell(value: float | None, fmt: str = "{:.3f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def format_table(data: dict) -> str:
+    """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
+    from .report import speedup_sentence
+
+    request, env = data["request"], data["environment"]
+    title = (
+        f" Generation: {request['max_new_tokens']} new tokens, {data['counted_repetitions']} repetitions "
+        f"(+{request['warmup']} warm-up), {env['device']} {env['dtype']}, {env['cpu_threads']} threads "
+    )
+    comp = {c["arm"]: c for c in data["comparison"]}
+    header = ["arm", "median s", "IQR s", "min-max s", "tokens/s", "TTFT s", "accepted", "tok/fwd"]
+    rows = []
+    for arm in data["arms"]:
+        lat, tps = arm["latency_summary"], arm["tokens_per_s_summary"]
+        c = comp.get(arm["name"], {})
+        ttft = sorted(t for t in arm["ttft_s"] if t is not None)
+        rows.append([
+            arm["name"] + (" (FAILED)" if arm["error"] else ""),
+            _cell(lat["median"]),
+            _cell(lat["iqr"]),
+            "-" if lat["min"] is None else f"{lat['min']:.3f}-{lat['max']:.3f}",
+            _cell(tps["median"], "{:.1f}"),
+            _cell(ttft[len(ttft) // 2] if ttft else None),
+            _cell(c.get("acceptance_rate"), "{:.0%}"),
+            _cell(c.get("tokens_per_forward", 1.0 if arm["strategy"] == "plain" else None), "{:.2f}"),
+        ])
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = lambda r: "  " + " | ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+    width = len(line(header))
+    out = [f"[{title:-^{width - 2}}]", line(header), "  " + "-" * (width - 2)]
+    out += [line(r) for r in rows]
+    out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, 95% bootstrap interval.")
+    for entry in data["comparison"]:
+        out.append("  " + speedup_sentence(entry))
+    for arm in data["arms"]:
+        if arm["error"]:
+            out.append(f"  {arm['name']}: {arm['error']}")
+    if data["status"] != "complete":
+        out.append(data["message"])
+    return "\n".join(out)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from .models import ModelStore
+    from .runner import run_benchmark
+
+    request = request_from_args(args)
+    stop = threading.Event()
+
+    def on_interrupt(_sig, _frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        sys.stderr.write("\nStopping after the current run (Ctrl-C again to abort)...\n")
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    final = None
+    try:
+        for event in run_benchmark(request, ModelStore(), should_stop=stop.is_set):
+            if not args.quiet:
+                counter = f"[{event.done}/{event.total}] " if event.total else ""
+                sys.stderr.write(f"{counter}{event.message}\n")
+            final = event
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    data = final.report.to_dict()
+    print(format_table(data))
+    for path, text in ((args.json, final.report.to_json()), (args.csv, final.report.to_csv())):
+        if path is not None:
+            try:
+                path.write_text(text)
+            except OSError as exc:
+                raise InputError(f"Cannot write {str(path)!r}: {exc.strerror}.") from None
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "presets":
+            for p in catalog.PRESETS:
+                print(f"{p.label}\n  target:    {p.target}\n  assistant: {p.assistant}\n  {p.note}")
+            return 0
+        if args.command == "prepare":
+            for name in bundled.BUNDLED:
+                print(bundled.ensure_converted(bundled.PREFIX + name, progress=print))
+            return 0
+        return _bench(args)
+    except AssistLabError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""The command line: exit codes, the table, and the JSON/CSV it writes."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, models_dir=None, env_extra=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("ASSISTLAB_MODELS_DIR", None)
+    if models_dir is not None:
+        env["ASSISTLAB_MODELS_DIR"] = str(models_dir)
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, "-m", "assistlab", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def test_bench_writes_a_complete_report(models_dir, tmp_path):
+    out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
+    result = cli(
+        "bench", "--target", "target", "--assistant", "assistant-other", "--max-new-tokens", "8",
+        "--repeats", "2", "--warmup", "1", "--json", str(out_json), "--csv", str(out_csv),
+        models_dir=models_dir,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    table = result.stdout
+    assert "plain" in table and "universal: assistant-other (k=5)" in table and "prompt-lookup (k=10)" in table
+    assert "×" in table and "outputs identical" in table
+    report = json.loads(out_json.read_text())
+    assert report["schema"] == 1
+    assert set(report) >= {"request", "environment", "arms", "comparison"}
+    assert set(report["environment"]) >= {"device", "dtype", "torch", "transformers", "assistlab", "python", "cpu_model"}
+    assert [a["strategy"] for a in report["arms"]] == ["plain", "universal", "prompt-lookup"]
+    for arm in report["arms"]:
+        assert set(arm) >= {"name", "strategy", "latencies_s", "new_tokens", "tokens_per_s", "ttft_s", "text", "token_ids"}
+        assert len(arm["latencies_s"]) == 2 and arm["new_tokens"] == [8, 8]
+    for arm in report["arms"][1:]:
+        assert len(arm["drafted_tokens"]) == 2 and len(arm["accepted_tokens"]) == 2
+    for entry in report["comparison"]:
+        assert set(entry["speedup"]) >= {"median", "ci_low", "ci_high"}
+        assert set(entry) >= {"acceptance_rate", "outputs_identical", "first_difference"}
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == 6 and {r["arm"] for r in rows} == {a["name"] for a in report["arms"]}
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["bench", "--repeats", "0"], "repeats must be between 1"),
+        (["bench", "--max-new-tokens", "lots"], "max_new_tokens must be a whole number"),
+        (["bench", "--max-new-tokens", "999999"], "max_new_tokens must be between"),
+        (["bench", "--prompt", "  "], "prompt is empty"),
+        (["bench", "--target", "/etc"], "outside the allowed models folder"),
+        (["bench", "--target", "../../etc"], "outside the allowed models folder"),
+        (["bench", "--target", "not a model"], "is not a hub id"),
+        (["bench", "--strategy", "early-exit", "--target", "target"], "early_exit_layer is required"),
+        (["bench", "--strategy", "prompt-lookup", "--assistant", "x"], "not used by the 'prompt-lookup'"),
+        (["bench", "--prompt-file", "/nonexistent/prompt.txt"], "Cannot read the prompt file"),
+        (["bench", "--strategy", "medusa"], "invalid choice"),
+        (["bench", "--bogus"], "unrecognized arguments"),
+        (["nothing"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, words, models_dir):
+    result = cli(*args, models_dir=models_dir)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("error:") and words in lines[-1], result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_presets_lists_the_reference_pair():
+    result = cli("presets")
+    assert result.returncode == 0
+    assert "google/gemma-3-27b-it" in result.stdout and "Qwen/Qwen2.5-0.5B-Instruct" in result.stdout
