@@ -5,12 +5,14 @@ from __future__ import annotations
 import gc
 import json
 import os
+import socket
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 import torch
 
@@ -120,17 +122,40 @@ def _hub_error(exc: BaseException, ref: catalog.ModelRef) -> ModelLoadError:
     return ModelLoadError(f"{name} could not be fetched from the Hugging Face Hub: {str(exc).splitlines()[0][:200]}")
 
 
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hub's host answers at all; False at once when offline mode is set."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlparse(constants.ENDPOINT)
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def _fetch_hub(ref: catalog.ModelRef, progress: Progress, config_only: bool = False) -> Path:
     """Download (or find in the cache) a hub checkpoint's config, tokenizer and safetensors weights."""
     from huggingface_hub import hf_hub_download, snapshot_download
 
     token = os.environ.get("HF_TOKEN") or None
+    # Without a network huggingface_hub retries for half a minute; look once, then use only the local cache.
+    local_only = not _hub_reachable()
     try:
         if config_only:
-            return Path(hf_hub_download(ref.location, "config.json", revision=ref.revision, token=token)).parent
+            return Path(
+                hf_hub_download(
+                    ref.location, "config.json", revision=ref.revision, token=token, local_files_only=local_only
+                )
+            ).parent
         progress(f"Fetching {ref.location} (safetensors only)...")
         return Path(
-            snapshot_download(ref.location, revision=ref.revision, token=token, allow_patterns=HUB_PATTERNS)
+            snapshot_download(
+                ref.location, revision=ref.revision, token=token, allow_patterns=HUB_PATTERNS,
+                local_files_only=local_only,
+            )
         )
     except Exception as exc:  # huggingface_hub raises many types; all become one message
         raise _hub_error(exc, ref) from None
@@ -139,7 +164,7 @@ def _fetch_hub(ref: catalog.ModelRef, progress: Progress, config_only: bool = Fa
 def _read_config(folder: Path, ref: catalog.ModelRef):
     """Load and vet a config: no remote code, and a causal LM (or a multimodal model with one inside)."""
     from transformers import AutoConfig
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING
 
     config_file = folder / "config.json"
     if not config_file.is_file():
@@ -159,6 +184,11 @@ def _read_config(folder: Path, ref: catalog.ModelRef):
         raise ModelLoadError(
             f"{ref.text}: transformers cannot read this config ({str(exc).splitlines()[0][:160]})."
         ) from None
+    if type(config) in MODEL_FOR_MASKED_LM_MAPPING and not getattr(config, "is_decoder", False):
+        raise ModelLoadError(
+            f"{ref.text} is an encoder ({type(config).__name__}), not a causal language model that can generate "
+            f"text; choose a decoder model such as Llama, Qwen or Gemma."
+        )
     text_config = config.get_text_config()
     if text_config is not config and type(text_config) in MODEL_FOR_CAUSAL_LM_MAPPING:
         return text_config, MODEL_FOR_CAUSAL_LM_MAPPING[type(text_config)], True
