@@ -35,5 +35,7 @@ def store():
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: uses the bundled real models (minutes on a CPU)")
+    config.addinivalue_line("markers", "browser: drives Chromium through Playwright")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
