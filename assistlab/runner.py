@@ -113,9 +113,15 @@ def observe_drafts(model) -> Iterator[tuple[list[int], list[int]]]:
         del model._get_candidate_generator  # the instance attribute; the class method shows through again
 
 
+def _synchronize_all() -> None:
+    """Wait for every GPU: a target spread with device_map='auto' works on several."""
+    for i in range(torch.cuda.device_count()):
+        torch.cuda.synchronize(i)
+
+
 def _memory_now(device: torch.device) -> int:
     if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device))
+        return sum(int(torch.cuda.max_memory_allocated(i)) for i in range(torch.cuda.device_count()))
     import psutil
 
     return int(psutil.Process().memory_info().rss)
@@ -134,15 +140,16 @@ def timed_generate(
     model, device = target.model, target.device
     cuda = device.type == "cuda"
     if cuda:
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
+        _synchronize_all()
+        for i in range(torch.cuda.device_count()):
+            torch.cuda.reset_peak_memory_stats(i)
     observer = observe_drafts(model) if assisted else contextlib.nullcontext(([], []))
     with observer as (drafted, accepted), torch.inference_mode():
         start = clock()
         streamer = StepStreamer(clock, start)
         output = model.generate(**inputs, **kwargs, streamer=streamer)
         if cuda:
-            torch.cuda.synchronize(device)
+            _synchronize_all()
         latency = clock() - start
     return latency, streamer, drafted, accepted, output, _memory_now(device)
 
@@ -171,6 +178,32 @@ def encode_prompt(request: BenchRequest, target: LoadedModel) -> dict:
             f"{target.name} reads at most {limit} tokens; shorten the prompt or lower max_new_tokens."
         )
     return inputs
+
+
+@dataclass
+class _Failure:
+    reason: str
+    oom: bool
+
+
+def _attempt(target: LoadedModel, inputs: dict, arm: _Arm, clock: Clock):
+    """timed_generate, or a _Failure that says why; one arm failing must not lose the others' results."""
+    try:
+        return timed_generate(target, inputs, arm.kwargs, clock, arm.info.assisted)
+    except Exception as exc:
+        if isinstance(exc, AssistLabError):
+            failure = _Failure(str(exc), False)
+        elif _is_oom(exc):
+            failure = _Failure(
+                "ran out of memory; lower max_new_tokens, use a smaller model or dtype, or free the GPU.", True
+            )
+        else:
+            detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+            failure = _Failure(f"failed: {type(exc).__name__}: {detail}", False)
+    # Outside the except block the traceback, and the tensors its frames hold, are gone.
+    if failure.oom:
+        models_mod.release_memory()
+    return failure
 
 
 @dataclass
@@ -254,30 +287,17 @@ def run_benchmark(
             if request.do_sample:
                 torch.manual_seed(request.seed + repetition)
             arm.configure()
-            try:
-                latency, streamer, drafted, accepted, output, memory = timed_generate(
-                    target, inputs, arm.kwargs, clock, arm.info.assisted
-                )
-            except Exception as exc:  # one arm failing must not lose the others' results
-                if isinstance(exc, AssistLabError):
-                    reason = str(exc)
-                elif _is_oom(exc):
-                    models_mod.release_memory()
-                    reason = (
-                        "ran out of memory; lower max_new_tokens, use a smaller model or dtype, or free the GPU."
-                    )
-                else:
-                    reason = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-                arm.info.error = reason
+            outcome = _attempt(target, inputs, arm, clock)
+            if isinstance(outcome, _Failure):
+                arm.info.error = outcome.reason
                 if index == 0:
                     report.status = "failed"
-                    report.message = f"The plain run {reason}"
-                    if _is_oom(exc):
-                        raise ResourceError(f"The plain (unassisted) run {reason}") from None
-                    raise AssistLabError(f"The plain (unassisted) run {reason}") from None
+                    report.message = f"The plain (unassisted) run {outcome.reason}"
+                    raise (ResourceError if outcome.oom else AssistLabError)(report.message)
                 done += 1
-                yield Event("run", f"{arm.info.name} {reason}", done, total, report, warmup)
+                yield Event("run", f"{arm.info.name} {outcome.reason}", done, total, report, warmup)
                 continue
+            latency, streamer, drafted, accepted, output, memory = outcome
             done += 1
             if not warmup:
                 prompt_len = inputs["input_ids"].shape[1]
