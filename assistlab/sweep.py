@@ -1,0 +1,170 @@
+"""Speedup against draft length: one comparison whose arms are variants of one assisted arm.
+
+All variants run in one request, so they share one plain baseline and are interleaved with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Generator, Sequence
+
+from . import explain
+from .config import LIMITS, MODEL_STRATEGIES, SCHEDULES, ArmSpec, BenchRequest
+from .errors import InputError
+from .models import ModelStore
+from .report import Report
+from .runner import Clock, Event, run_benchmark
+
+PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens")
+DEFAULT_VALUES = (1, 2, 3, 5, 8)
+DEFAULT_SCHEDULES = ("heuristic", "heuristic_transient")
+# Strategies whose draft length num_assistant_tokens sets.
+DRAFTING_STRATEGIES = (*MODEL_STRATEGIES, "early-exit")
+
+
+def _base_arm(request: BenchRequest, param: str) -> ArmSpec:
+    """The arm the sweep varies: the first that `param` applies to (a default prompt-lookup arm if none)."""
+    if param == "prompt_lookup_num_tokens":
+        return next((a for a in request.arms if a.strategy == "prompt-lookup"), ArmSpec(strategy="prompt-lookup"))
+    base = next((a for a in request.arms if a.strategy in DRAFTING_STRATEGIES), None)
+    if base is None:
+        raise InputError(
+            "A num_assistant_tokens sweep needs an arm with an assistant model or early exit; add one, "
+            "or sweep prompt_lookup_num_tokens instead."
+        )
+    return base
+
+
+def sweep_arms(
+    request: BenchRequest,
+    param: str = "num_assistant_tokens",
+    values: Sequence[int] = DEFAULT_VALUES,
+    schedules: Sequence[str] = DEFAULT_SCHEDULES,
+) -> tuple[ArmSpec, ...]:
+    """Variants of the request's first matching arm: one per fixed `value`, then one per adaptive schedule.
+
+    Adaptive schedules start from the base arm's num_assistant_tokens and apply only to that parameter;
+    prompt lookup has none, so they are dropped for it. Every run here starts afresh (configure_drafter
+    resets the drafter's config), so 'heuristic' and 'heuristic_transient' should measure alike.
+    """
+    if param not in PARAMS:
+        raise InputError(f"The swept setting must be one of {', '.join(PARAMS)}; got {param!r}.")
+    base = _base_arm(request, param)
+    adaptive = list(dict.fromkeys(schedules)) if param == "num_assistant_tokens" else []
+    for schedule in adaptive:
+        if schedule not in SCHEDULES or schedule == "constant":
+            raise InputError(f"Sweep schedules must be among heuristic, heuristic_transient; got {schedule!r}.")
+    fixed = [dataclasses.replace(base, **{param: v, "num_assistant_tokens_schedule": "constant"}) for v in values]
+    # ArmSpec validated and coerced each value; drop repeats, keep ascending order.
+    fixed = sorted({getattr(a, param): a for a in fixed}.values(), key=lambda a: getattr(a, param))
+    arms = [*fixed, *(dataclasses.replace(base, num_assistant_tokens_schedule=s) for s in adaptive)]
+    if not arms:
+        raise InputError("Give at least one draft length (or schedule) to sweep.")
+    if len(arms) > LIMITS["arms"]:
+        raise InputError(
+            f"A sweep compares at most {LIMITS['arms']} settings at once; {len(fixed)} lengths and "
+            f"{len(adaptive)} schedules make {len(arms)}. Drop some."
+        )
+    return tuple(arms)
+
+
+def sweep_request(
+    request: BenchRequest,
+    param: str = "num_assistant_tokens",
+    values: Sequence[int] = DEFAULT_VALUES,
+    schedules: Sequence[str] = DEFAULT_SCHEDULES,
+) -> BenchRequest:
+    """The request with its arms replaced by the sweep's variants; everything else as asked."""
+    return dataclasses.replace(request, arms=sweep_arms(request, param, values, schedules))
+
+
+def _point(entry: dict, arm: dict, param: str) -> dict:
+    spec = arm.get("spec") or {}
+    schedule = spec.get("num_assistant_tokens_schedule", "constant") if param == "num_assistant_tokens" else "constant"
+    value = spec.get(param)
+    label = f"k={value}" if schedule == "constant" else f"{schedule} (from k={value})"  # k as in ArmSpec.label
+    return {
+        "arm": entry["arm"],
+        "label": label,
+        "value": value,
+        "schedule": schedule,
+        "speedup": entry.get("speedup"),
+        "acceptance_rate": entry.get("acceptance_rate"),
+        "tokens_per_forward": entry.get("tokens_per_forward"),
+        "alpha": entry.get("alpha"),
+        "c": entry.get("c"),
+        "predicted_speedup": entry.get("predicted_speedup"),
+        "error": arm.get("error"),
+    }
+
+
+def _median(point: dict) -> float | None:
+    return (point.get("speedup") or {}).get("median")
+
+
+def summarize_sweep(report: dict, param: str = "num_assistant_tokens") -> dict:
+    """Speedup per setting from a sweep's report dict, and the best setting named in one sentence.
+
+    The best is the highest median speedup; it is called clearly best only when its 95% interval lies
+    above every other setting's.
+    """
+    points = [_point(entry, arm, param) for entry, arm in explain.paired_arms(report)]
+    measured = [p for p in points if _median(p) is not None]
+    summary = {"param": param, "points": points, "best": None, "best_text": "No setting finished a repetition."}
+    if not measured:
+        return summary
+    best = max(measured, key=_median)
+    rivals = [p for p in measured if p is not best]
+    s = best["speedup"]
+    clearly = bool(rivals) and all(
+        s["ci_low"] is not None and (p["speedup"]["ci_high"] or 0.0) < s["ci_low"] for p in rivals
+    )
+    text = f"Best: {best['label']} at {s['median']:.2f}x (95% interval {s['ci_low']:.2f}-{s['ci_high']:.2f}x)"
+    if not rivals:
+        text += "."
+    elif clearly:
+        text += ", clearly ahead of every other setting."
+    else:
+        close = [p["label"] for p in rivals if (p["speedup"]["ci_high"] or 0.0) >= (s["ci_low"] or 0.0)]
+        text += f"; its interval overlaps {', '.join(close)}, so those are not clearly slower."
+    summary["best"] = {"arm": best["arm"], "label": best["label"], "value": best["value"],
+                       "schedule": best["schedule"], "speedup": s, "clear": clearly}
+    summary["best_text"] = text
+    return summary
+
+
+def sweep(
+    request: BenchRequest,
+    store: ModelStore,
+    param: str = "num_assistant_tokens",
+    values: Sequence[int] = DEFAULT_VALUES,
+    schedules: Sequence[str] = DEFAULT_SCHEDULES,
+    clock: Clock = time.perf_counter,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Generator[Event, None, dict]:
+    """Run the sweep as one comparison, yielding the runner's events; returns `summarize_sweep` of the end.
+
+    The summary is also set on the final report as `report.sweep`, for the report to carry.
+    """
+    final = None
+    for event in run_benchmark(sweep_request(request, param, values, schedules), store, clock, should_stop):
+        if event.kind == "done":
+            final = event
+            break
+        yield event
+    summary = summarize_sweep(final.report.to_dict(), param)
+    final.report.sweep = summary
+    yield final
+    return summary
+
+
+def run_sweep(request: BenchRequest, store: ModelStore, **kwargs) -> tuple[Report, dict]:
+    """Run a sweep to the end; the report and its summary."""
+    events = sweep(request, store, **kwargs)
+    final = None
+    while True:
+        try:
+            final = next(events)
+        except StopIteration as stop:
+            return final.report, stop.value
