@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--confidence-threshold", default=None, help="assistant stops drafting below this probability (0-1)")
     bench.add_argument("--prompt-lookup-num-tokens", default=10, help="tokens prompt lookup proposes per step (default: %(default)s)")
     bench.add_argument("--early-exit-layer", default=None, help="layer to exit at for --strategy early-exit")
+    bench.add_argument("--sweep", choices=("num_assistant_tokens", "prompt_lookup_num_tokens"), default=None, help="instead of one setting, compare several draft lengths of the first matching arm against one plain baseline")
+    bench.add_argument("--sweep-values", default="1,2,3,5,8", help="draft lengths for --sweep (default: %(default)s)")
+    bench.add_argument("--sweep-schedules", default="heuristic", help="adaptive schedules added to --sweep of num_assistant_tokens, comma-separated; '' for none (default: %(default)s)")
     bench.add_argument("--json", type=Path, default=None, help="write the report as JSON here")
     bench.add_argument("--csv", type=Path, default=None, help="write one row per run as CSV here")
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -140,6 +143,14 @@ def format_table(data: dict) -> str:
     out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, 95% bootstrap interval.")
     for entry in data["comparison"]:
         out.append("  " + speedup_sentence(entry))
+        if entry.get("predicted_speedup") is not None:
+            out.append(
+                f"    why: alpha {entry['alpha']:.2f} (acceptance per drafted token), c {entry['c']:.2f} (drafting "
+                f"cost per token in target steps), k {entry['k']:.3g} -> predicted {entry['predicted_speedup']:.2f}×. "
+                f"{entry['limit']}"
+            )
+    if data.get("sweep"):
+        out.append(f"Sweep of {data['sweep']['param']}: {data['sweep']['best_text']}")
     for arm in data["arms"]:
         if arm["error"]:
             out.append(f"  {arm['name']}: {arm['error']}")
@@ -151,6 +162,8 @@ def format_table(data: dict) -> str:
 def _bench(args: argparse.Namespace) -> int:
     from .models import ModelStore
     from .runner import run_benchmark
+
+    from . import sweep
 
     request = request_from_args(args)
     stop = threading.Event()
@@ -164,7 +177,17 @@ def _bench(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGINT, on_interrupt)
     final = None
     try:
-        for event in run_benchmark(request, ModelStore(), should_stop=stop.is_set):
+        store = ModelStore()
+        if args.sweep:
+            events = sweep.sweep(
+                request, store, param=args.sweep,
+                values=[v for v in args.sweep_values.split(",") if v.strip()],
+                schedules=[s.strip() for s in args.sweep_schedules.split(",") if s.strip()],
+                should_stop=stop.is_set,
+            )
+        else:
+            events = run_benchmark(request, store, should_stop=stop.is_set)
+        for event in events:
             if not args.quiet:
                 counter = f"[{event.done}/{event.total}] " if event.total else ""
                 sys.stderr.write(f"{counter}{event.message}\n")

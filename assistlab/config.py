@@ -112,9 +112,18 @@ class ArmSpec:
         if self.strategy == "prompt-lookup":
             return f"prompt-lookup (k={self.prompt_lookup_num_tokens})"
         if self.strategy == "early-exit":
-            return f"early-exit (layer {self.early_exit_layer}, k={self.num_assistant_tokens})"
+            return f"early-exit (layer {self.early_exit_layer}, {self._draft_label})"
         short = str(self.assistant).rstrip("/").split("/")[-1].split(":")[-1]
-        return f"{self.strategy}: {short} (k={self.num_assistant_tokens})"
+        return f"{self.strategy}: {short} ({self._draft_label})"
+
+    @property
+    def _draft_label(self) -> str:
+        label = f"k={self.num_assistant_tokens}"
+        if self.num_assistant_tokens_schedule != "constant":
+            label += f", {self.num_assistant_tokens_schedule}"
+        if self.assistant_confidence_threshold:
+            label += f", threshold {self.assistant_confidence_threshold:g}"
+        return label
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

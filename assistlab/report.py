@@ -9,7 +9,7 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
-from . import stats
+from . import explain, stats
 
 SCHEMA = 1
 
@@ -61,6 +61,9 @@ class Report:
     status: str = "running"
     message: str = ""
     planned_repeats: int = 0
+    probes: dict[int, dict] = field(default_factory=dict)  # arm index -> explain.probe_arm(...)
+    segments: dict[int, list] = field(default_factory=dict)  # arm index -> explain.text_segments(...) of its last run
+    sweep: dict | None = None  # a sweep's summary, set by sweep.sweep()
 
     def runs_of(self, arm: int) -> list[RunRecord]:
         return sorted((r for r in self.runs if r.arm == arm), key=lambda r: r.repetition)
@@ -87,12 +90,15 @@ class Report:
             "text": last.text if last else "",
             "token_ids": last.token_ids if last else [],
             "trace": [{"t_s": r.step_times, "tokens": r.step_tokens} for r in runs],
+            "token_origins": explain.token_origins(last) if last else [],
+            "text_segments": self.segments.get(index, []),
         }
         if info.assisted:
             data["drafted_tokens"] = [sum(r.drafted) for r in runs]
             data["accepted_tokens"] = [sum(r.accepted) for r in runs]
             for entry, r in zip(data["trace"], runs):
                 entry.update(drafted=r.drafted, accepted=r.accepted)
+            data["probe"] = self.probes.get(index)
         return data
 
     def comparison(self) -> list[dict]:
@@ -122,6 +128,15 @@ class Report:
                 "outputs_identical": None,
                 "first_difference": None,
             }
+            analysis = explain.explain_arm(
+                self.probes.get(index),
+                [(d, a) for r in runs for d, a in zip(r.drafted, r.accepted)],
+                [r.step_times for r in plain],
+                entry["speedup"]["median"],
+                info.strategy,
+            )
+            entry["analysis"] = analysis
+            entry.update({key: analysis[key] for key in explain.ANALYSIS_KEYS})
             if runs and plain:
                 first = stats.first_difference(plain[-1].token_ids, runs[-1].token_ids)
                 entry["first_difference"] = first
@@ -130,7 +145,7 @@ class Report:
         return out
 
     def to_dict(self) -> dict:
-        return {
+        data = {
             "schema": SCHEMA,
             "status": self.status,
             "message": self.message,
@@ -141,6 +156,10 @@ class Report:
             "arms": [self._arm_dict(i) for i in range(len(self.arms))],
             "comparison": self.comparison(),
         }
+        data["ranking"] = explain.rank_arms(data)
+        if self.sweep is not None:
+            data["sweep"] = self.sweep
+        return data
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from transformers.generation.streamers import BaseStreamer
 
-from . import catalog
+from . import catalog, explain
 from . import models as models_mod
 from . import report as report_mod
 from . import strategies
@@ -247,9 +247,11 @@ def run_benchmark(
         helper = assistants.get(spec.assistant) if spec.assistant else None
         strategy = strategies.resolve_strategy(spec, target, helper)
         name = spec.label if spec.strategy != "auto" else spec.label.replace("auto:", f"{strategy}:", 1)
-        names = [a.info.name for a in arms]
-        if name in names:
-            name = f"{name} #{names.count(name) + 1}"
+        names = {a.info.name for a in arms}
+        base_name, copy = name, 1
+        while name in names:  # two arms with the same settings still need distinct names
+            copy += 1
+            name = f"{base_name} #{copy}"
         kwargs = {**base, **strategies.arm_kwargs(spec, strategy, target, helper)}
         arms.append(
             _Arm(
@@ -320,8 +322,17 @@ def run_benchmark(
                         memory_bytes=memory,
                     )
                 )
+                report.segments[index] = explain.text_segments(target.tokenizer, report.runs[-1])
             phase = f"warm-up {repetition + 1}/{request.warmup}" if warmup else f"repetition {repetition + 1}/{request.repeats}"
             yield Event("run", f"{arm.info.name}: {phase}, {latency:.2f} s", done, total, report, warmup)
+
+    # The cost model: one untimed, instrumented run per assisted arm, after every timed run.
+    for index, arm in enumerate(arms):
+        if arm.info.assisted and not arm.info.error and not should_stop():
+            yield Event("status", f"Measuring the drafting cost of {arm.info.name} (untimed)...", done, total, report)
+            if request.do_sample:
+                torch.manual_seed(request.seed)
+            report.probes[index] = explain.probe_arm(target, inputs, arm.kwargs, arm.configure, clock)
 
     failed = [a.info.name for a in arms if a.info.error]
     report.status = "complete"
