@@ -83,3 +83,19 @@ def test_presets_lists_the_reference_pair():
     result = cli("presets")
     assert result.returncode == 0
     assert "google/gemma-3-27b-it" in result.stdout and "Qwen/Qwen2.5-0.5B-Instruct" in result.stdout
+
+
+def test_sweep_and_cost_model_on_the_command_line(models_dir, tmp_path):
+    out_json = tmp_path / "sweep.json"
+    result = cli(
+        "bench", "--target", "target", "--assistant", "target-copy", "--max-new-tokens", "8", "--repeats", "2",
+        "--warmup", "0", "--sweep", "num_assistant_tokens", "--sweep-values", "2,4", "--json", str(out_json),
+        "--quiet", models_dir=models_dir,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Sweep of num_assistant_tokens: Best:" in result.stdout
+    assert "why: alpha 1.00" in result.stdout  # a copy of the target is always accepted
+    report = json.loads(out_json.read_text())
+    assert [p["value"] for p in report["sweep"]["points"]] == [2, 4, 5]
+    assert [p["schedule"] for p in report["sweep"]["points"]] == ["constant", "constant", "heuristic"]
+    assert {r["arm"] for r in report["ranking"]} == {c["arm"] for c in report["comparison"]}
