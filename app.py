@@ -1,0 +1,26 @@
+"""Start the AssistLab web app: `python app.py`, then open http://127.0.0.1:7860.
+
+GRADIO_SERVER_NAME, GRADIO_SERVER_PORT and GRADIO_ROOT_PATH work as in Gradio; ASSISTLAB_AUTH=user:password
+asks for a login; ASSISTLAB_MODELS_DIR allows local model folders.
+"""
+
+import sys
+
+from assistlab.errors import AssistLabError
+from assistlab.models import ModelStore
+
+
+def main() -> int:
+    from assistlab import ui
+
+    try:
+        options = ui.launch_options()
+    except AssistLabError as exc:
+        print(f"assistlab: {exc}", file=sys.stderr)
+        return 2
+    ui.build_app(ModelStore()).launch(**options)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

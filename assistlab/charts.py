@@ -1,0 +1,267 @@
+"""Report dict -> Plotly figures and the result in words; pure functions, plotly only."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from .stats import spread_is_wide
+
+# Plain is always the calm slate; assisted arms take the colours after it, in report order.
+PALETTE = ("#64748b", "#4f46e5", "#0d9488", "#d97706", "#db2777", "#2563eb", "#65a30d", "#9333ea", "#dc2626")
+FAINT = "#94a3b8"
+FONT = "Inter, ui-sans-serif, system-ui, -apple-system, Segoe UI, sans-serif"
+CHART_HEIGHT = 330
+
+
+def arm_color(index: int) -> str:
+    """The colour of the arm at `index` in report['arms']; the same in every chart."""
+    return PALETTE[index % len(PALETTE)]
+
+
+def _counted(report: dict) -> list[tuple[int, dict]]:
+    """Arms with at least one counted run, with their index for colours."""
+    return [(i, arm) for i, arm in enumerate(report.get("arms", [])) if arm.get("latencies_s")]
+
+
+def _assisted(report: dict) -> list[tuple[int, dict, dict]]:
+    """(colour index, arm, comparison entry) for each assisted arm that has a comparison."""
+    by_name = {c["arm"]: c for c in report.get("comparison", [])}
+    return [
+        (i, arm, by_name[arm["name"]])
+        for i, arm in enumerate(report.get("arms", []))
+        if arm.get("strategy") != "plain" and arm["name"] in by_name
+    ]
+
+
+def _axis_label(name: str) -> str:
+    """Long arm names broken after the strategy so horizontal charts keep room for the data."""
+    head, sep, tail = name.partition(": ")
+    return f"{head}:<br>{tail}" if sep and len(name) > 20 else name
+
+
+def _style(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
+        template="plotly_white",
+        font={"family": FONT, "size": 12, "color": "#334155"},
+        height=CHART_HEIGHT,
+        margin={"l": 10, "r": 16, "t": 48, "b": 10},
+        showlegend=False,
+        hoverlabel={"font": {"family": FONT}},
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+    )
+    fig.update_xaxes(title_text=x_title, zeroline=False, gridcolor="#e2e8f0", automargin=True)
+    fig.update_yaxes(title_text=y_title, zeroline=False, gridcolor="#e2e8f0", automargin=True)
+    return fig
+
+
+def _waiting(fig: go.Figure, text: str) -> go.Figure:
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font={"color": FAINT, "size": 13})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def latency_figure(report: dict) -> go.Figure:
+    """Every counted run's latency per arm, as a box with each run shown as a point."""
+    fig = go.Figure()
+    for i, arm in reversed(_counted(report)):  # reversed so plain sits at the top of a horizontal chart
+        fig.add_trace(
+            go.Box(
+                x=arm["latencies_s"],
+                y=[_axis_label(arm["name"])] * len(arm["latencies_s"]),
+                name=arm["name"],
+                orientation="h",
+                boxpoints="all",
+                jitter=0.4,
+                pointpos=0,
+                marker={"color": arm_color(i), "size": 7, "opacity": 0.8},
+                line={"color": arm_color(i)},
+                fillcolor="rgba(0,0,0,0)",
+                hovertemplate="<b>%{fullData.name}</b><br>latency %{x:.3f} s<extra></extra>",
+            )
+        )
+    _style(fig, "Latency of each run (lower is faster)", "seconds per generation", "")
+    return fig if fig.data else _waiting(fig, "Waiting for the first repetition")
+
+
+def _representative_run(arm: dict) -> int:
+    """The counted run whose latency is nearest the arm's median, so the timeline shows a typical run."""
+    median = arm["latency_summary"]["median"]
+    latencies = arm["latencies_s"]
+    return min(range(len(latencies)), key=lambda k: abs(latencies[k] - median))
+
+
+def timeline_figure(report: dict) -> go.Figure:
+    """Tokens generated over time in one typical run of each arm; assisted arms rise in steps."""
+    fig = go.Figure()
+    for i, arm in _counted(report):
+        run = _representative_run(arm)
+        trace = arm["trace"][run]
+        times, cumulative, total = [0.0], [0], 0
+        for t, n in zip(trace["t_s"], trace["tokens"]):
+            total += n
+            times.append(t)
+            cumulative.append(total)
+        fig.add_trace(
+            go.Scatter(
+                x=times,
+                y=cumulative,
+                name=arm["name"],
+                mode="lines+markers",
+                line={"color": arm_color(i), "shape": "hv", "width": 2},
+                marker={"size": 4},
+                hovertemplate="<b>%{fullData.name}</b><br>%{y} tokens after %{x:.3f} s<extra></extra>",
+            )
+        )
+    _style(fig, "Tokens over time in a typical run", "seconds since the call started", "tokens generated")
+    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.25, "x": 0})
+    return fig if fig.data else _waiting(fig, "Waiting for the first repetition")
+
+
+def speedup_figure(report: dict) -> go.Figure:
+    """Median speedup of each assisted arm over plain, with its 95% interval; right of 1.0 is faster."""
+    fig = go.Figure()
+    for i, arm, comp in reversed(_assisted(report)):
+        s = comp["speedup"]
+        if s.get("median") is None:
+            continue
+        low = s["ci_low"] if s.get("ci_low") is not None else s["median"]
+        high = s["ci_high"] if s.get("ci_high") is not None else s["median"]
+        fig.add_trace(
+            go.Scatter(
+                x=[s["median"]],
+                y=[_axis_label(arm["name"])],
+                name=arm["name"],
+                mode="markers",
+                marker={"color": arm_color(i), "size": 13, "symbol": "diamond"},
+                error_x={"type": "data", "symmetric": False, "array": [high - s["median"]],
+                         "arrayminus": [s["median"] - low], "color": arm_color(i), "thickness": 2, "width": 8},
+                customdata=[[low, high, s.get("n", 0)]],
+                hovertemplate=(
+                    "<b>%{fullData.name}</b><br>speedup %{x:.2f}×"
+                    "<br>95% interval %{customdata[0]:.2f}–%{customdata[1]:.2f}×"
+                    "<br>%{customdata[2]} paired runs<extra></extra>"
+                ),
+            )
+        )
+    _style(fig, "Speedup over plain (right of 1× is faster)", "plain time ÷ assisted time", "")
+    if not fig.data:
+        return _waiting(fig, "Waiting for the first repetition")
+    fig.add_vline(x=1.0, line={"color": FAINT, "dash": "dash", "width": 1.5})
+    fig.update_xaxes(ticksuffix="×")
+    return fig
+
+
+def acceptance_figure(report: dict) -> go.Figure:
+    """Share of drafted tokens the target accepted at each draft position, per assisted arm."""
+    fig = go.Figure()
+    for i, arm, comp in _assisted(report):
+        rates = comp.get("acceptance_by_position") or []
+        if not rates:
+            continue
+        overall = comp.get("acceptance_rate")
+        per_forward = comp.get("tokens_per_forward")
+        fig.add_trace(
+            go.Scatter(
+                x=list(range(1, len(rates) + 1)),
+                y=rates,
+                name=arm["name"],
+                mode="lines+markers",
+                line={"color": arm_color(i), "width": 2},
+                marker={"size": 6},
+                customdata=[[overall or 0.0, per_forward or 0.0]] * len(rates),
+                hovertemplate=(
+                    "<b>%{fullData.name}</b><br>draft position %{x}: %{y:.0%} accepted"
+                    "<br>overall %{customdata[0]:.0%} accepted, %{customdata[1]:.2f} tokens per target forward"
+                    "<extra></extra>"
+                ),
+            )
+        )
+    _style(fig, "Acceptance by draft position", "position in the draft (1 = first drafted token)",
+           "accepted (% of drafts reaching it)")
+    if not fig.data:
+        return _waiting(fig, "No drafts yet")
+    fig.update_yaxes(range=[-0.03, 1.05], tickformat=".0%")
+    fig.update_xaxes(dtick=1)
+    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.25, "x": 0})
+    return fig
+
+
+def verdict(speedup: dict) -> str:
+    """'faster', 'slower' or 'unclear', judged by the interval when there is one, else by the median."""
+    median, low, high = speedup.get("median"), speedup.get("ci_low"), speedup.get("ci_high")
+    if median is None:
+        return "unclear"
+    if low is not None and high is not None and speedup.get("n", 0) > 1:
+        if low > 1.0:
+            return "faster"
+        if high < 1.0:
+            return "slower"
+        return "unclear"
+    return "faster" if median > 1.0 else "slower" if median < 1.0 else "unclear"
+
+
+def _speed_phrase(speedup: dict) -> str:
+    median, low, high, n = speedup["median"], speedup.get("ci_low"), speedup.get("ci_high"), speedup.get("n", 0)
+    interval = f"95% interval {low:.2f}–{high:.2f}×" if n > 1 and low is not None and high is not None else (
+        "one repetition, so no interval"
+    )
+    kind = verdict(speedup)
+    if kind == "faster":
+        return f"was {median:.2f}× faster ({interval})"
+    if kind == "slower":
+        return f"was {median:.2f}× (slower; {interval})"
+    return f"was {median:.2f}×, no clear difference from plain ({interval})"
+
+
+def _output_phrase(comp: dict, sampling: bool) -> str:
+    if comp.get("outputs_identical") is None:
+        return ""
+    if comp["outputs_identical"]:
+        return "; outputs identical"
+    where = comp.get("first_difference")
+    at = f" from token {where + 1}" if where is not None else ""
+    return f"; outputs differ{at}" + (" (expected when sampling)" if sampling else "")
+
+
+def headline(report: dict) -> str:
+    """The result in words, one line per assisted arm then notes; slower results are called slower."""
+    return "\n".join(headline_lines(report))
+
+
+def headline_lines(report: dict) -> list[str]:
+    """The sentences of `headline`, for callers that lay them out themselves."""
+    arms = report.get("arms", [])
+    sampling = bool(report.get("request", {}).get("do_sample"))
+    plain_runs = len(arms[0]["latencies_s"]) if arms else 0
+    if not plain_runs:
+        stopped = report.get("status") == "stopped"
+        return ["Stopped before any repetition finished." if stopped else "Nothing measured yet."]
+    errors = {a["name"]: a["error"] for a in arms if a.get("error")}
+    sentences = []
+    for _i, arm, comp in _assisted(report):
+        if arm["name"] in errors and not arm.get("latencies_s"):
+            sentences.append(f"{arm['name']} failed: {errors[arm['name']]}")
+            continue
+        if comp["speedup"].get("median") is None:
+            continue
+        sentence = f"{arm['name']} {_speed_phrase(comp['speedup'])}{_output_phrase(comp, sampling)}."
+        if arm["name"] in errors:
+            sentence += f" It then failed: {errors[arm['name']]}"
+        sentences.append(sentence)
+    if not sentences:
+        sentences.append("No assisted arm finished a run, so there is nothing to compare.")
+    counted, planned = report.get("counted_repetitions", plain_runs), report.get("planned_repetitions")
+    if report.get("status") == "running":
+        sentences.append(f"So far: {counted} of {planned} repetitions.")
+    elif report.get("status") == "stopped":
+        sentences.append(f"Stopped after {counted} of {planned} repetitions.")
+    noisy = [a["name"] for a in arms if a.get("latencies_s") and spread_is_wide(a["latency_summary"])]
+    if noisy:
+        sentences.append(
+            f"Timings were noisy for {', '.join(noisy)} (spread over 10% of the median); more repetitions would help."
+        )
+    return sentences

@@ -1,0 +1,170 @@
+"""The page in a real browser: choose tiny models, run, watch, stop, read the result, download the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium"),
+    pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(models_dir, store, tmp_path_factory):
+    from assistlab import ui
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+        mp.setenv("GRADIO_HEARTBEAT_INTERVAL", "0.5")  # notice a closed tab quickly
+        demo = ui.build_app(store, reports_dir=tmp_path_factory.mktemp("reports"))
+        _app, url, _share = demo.launch(
+            prevent_thread_lock=True, server_port=free_port(), quiet=True, **ui.launch_options({})
+        )
+        try:
+            yield url
+        finally:
+            demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser, app_url):
+    context = browser.new_context(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(app_url)
+    page.wait_for_selector("#al-run")
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory) -> Path:
+    folder = os.environ.get("ASSISTLAB_TEST_ARTIFACTS")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("browser-artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def choose(page, target: str, assistant: str, tokens: int, repeats: int) -> None:
+    """Type folder names into the model boxes (they accept custom values) and set the run size."""
+    for selector, value in (("#al-target input", target), ("#al-assistant input", assistant)):
+        page.click(selector)
+        page.fill(selector, value)
+        page.keyboard.press("Enter")
+    page.fill("#al-prompt textarea", "write me a long essay on deep learning")
+    page.locator("#al-settings").get_by_text("Settings", exact=True).click()
+    for label, value in (("New tokens per run", tokens), ("Repetitions", repeats)):
+        box = page.get_by_label(label)
+        box.wait_for()
+        # The accordion mounts its contents as it opens and may reset a value typed in that instant.
+        for _ in range(5):
+            box.fill(str(value))
+            box.press("Tab")  # number boxes commit on blur
+            page.wait_for_timeout(150)
+            if box.input_value() == str(value):
+                break
+        assert box.input_value() == str(value)
+
+
+def test_a_bad_model_shows_its_message_not_a_traceback(page):
+    choose(page, "/etc", "assistant-other", tokens=4, repeats=1)
+    page.click("#al-run")
+    page.get_by_text("outside the allowed models folder").first.wait_for()
+    assert "Failed:" in page.inner_text("#al-progress")
+    assert "Traceback" not in page.content()
+
+
+def test_a_comparison_runs_and_shows_charts_texts_and_downloads(page, artifacts):
+    choose(page, "target", "assistant-other", tokens=12, repeats=2)
+    page.click("#al-run")
+    page.wait_for_selector("#al-download-json", state="visible", timeout=90_000)
+    page.wait_for_timeout(500)  # let plotly finish drawing before the screenshot
+
+    assert page.locator(".js-plotly-plot").count() == 4
+    headline = page.inner_text("#al-headline")
+    assert "universal: assistant-other (k=5) was" in headline and "prompt-lookup (k=10) was" in headline
+    cards = page.locator("#al-texts .al-text-card")
+    assert cards.count() == 3
+    assert "plain" in cards.nth(0).inner_text() and "universal" in cards.nth(1).inner_text()
+    assert all(cards.nth(i).locator(".al-text").inner_text().strip() for i in range(3))
+    assert page.locator("#al-numbers tbody tr").count() == 3
+    assert "Ran on CPU" in page.inner_text("#al-results")
+    assert "Complete" in page.inner_text("#al-progress")
+
+    with page.expect_download() as download:
+        page.click("#al-download-json")
+    report = json.loads(Path(download.value.path()).read_text())
+    assert report["schema"] == 1 and len(report["arms"]) == 3 and report["counted_repetitions"] == 2
+    assert report["request"]["max_new_tokens"] == 12 and report["request"]["target"] == "target"
+
+    shot = artifacts / "comparison.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    print(f"screenshot: {shot}")
+
+
+def test_stop_ends_the_run_between_runs_and_keeps_what_was_measured(page):
+    choose(page, "target", "assistant-other", tokens=48, repeats=50)
+    page.click("#al-run")
+    page.wait_for_selector("#al-headline", timeout=60_000)  # the first counted repetition is on the page
+    page.click("#al-stop")
+    page.wait_for_selector("#al-progress .al-stopped", timeout=60_000)
+    assert "Stopped after" in page.inner_text("#al-headline")
+    assert page.locator("#al-download-json").is_visible()
+    assert page.locator(".js-plotly-plot").count() == 4
+
+
+def test_closing_the_tab_stops_its_run_and_frees_the_slot(browser, app_url):
+    def open_page():
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.goto(app_url)
+        page.wait_for_selector("#al-run")
+        return context, page
+
+    left_context, left = open_page()
+    # 150 runs of 200 tokens: minutes of work, unless closing the tab stops it.
+    choose(left, "target", "assistant-other", tokens=200, repeats=50)
+    left.click("#al-run")
+    left.wait_for_selector("#al-headline", timeout=60_000)
+    left_context.close()
+
+    context, page = open_page()
+    try:
+        choose(page, "target", "assistant-other", tokens=8, repeats=1)
+        page.click("#al-run")
+        page.wait_for_selector("#al-download-json", state="visible", timeout=40_000)
+        assert "Complete" in page.inner_text("#al-progress")
+    finally:
+        context.close()
