@@ -30,6 +30,7 @@ class RunRecord:
     token_ids: list[int]
     text: str
     memory_bytes: int | None = None
+    wall_window: tuple[float, float] | None = None
 
     @property
     def tokens_per_s(self) -> float:
@@ -85,6 +86,7 @@ class Report:
             "tokens_per_s": [r.tokens_per_s for r in runs],
             "ttft_s": [r.ttft_s for r in runs],
             "memory_bytes": [r.memory_bytes for r in runs],
+            "wall_windows": [r.wall_window for r in runs],
             "latency_summary": stats.summarize([r.latency_s for r in runs]),
             "tokens_per_s_summary": stats.summarize([r.tokens_per_s for r in runs]),
             "text": last.text if last else "",

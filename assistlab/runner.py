@@ -133,9 +133,20 @@ def _is_oom(exc: BaseException) -> bool:
     )
 
 
-def timed_generate(
-    target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock, assisted: bool
-) -> tuple[float, StepStreamer, list[int], list[int], torch.Tensor, int]:
+@dataclass
+class Timed:
+    """What one timed generate() call produced."""
+
+    latency: float
+    streamer: StepStreamer
+    drafted: list[int]
+    accepted: list[int]
+    output: torch.Tensor
+    memory: int
+    wall_window: tuple[float, float]  # Unix times around the call, to show that no two runs overlapped
+
+
+def timed_generate(target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock, assisted: bool) -> Timed:
     """One generate() call between two clock readings, with the GPU drained before each."""
     model, device = target.model, target.device
     cuda = device.type == "cuda"
@@ -145,13 +156,15 @@ def timed_generate(
             torch.cuda.reset_peak_memory_stats(i)
     observer = observe_drafts(model) if assisted else contextlib.nullcontext(([], []))
     with observer as (drafted, accepted), torch.inference_mode():
+        wall_start = time.time()
         start = clock()
         streamer = StepStreamer(clock, start)
         output = model.generate(**inputs, **kwargs, streamer=streamer)
         if cuda:
             _synchronize_all()
         latency = clock() - start
-    return latency, streamer, drafted, accepted, output, _memory_now(device)
+        wall_end = time.time()
+    return Timed(latency, streamer, drafted, accepted, output, _memory_now(device), (wall_start, wall_end))
 
 
 def encode_prompt(request: BenchRequest, target: LoadedModel) -> dict:
@@ -186,7 +199,7 @@ class _Failure:
     oom: bool
 
 
-def _attempt(target: LoadedModel, inputs: dict, arm: _Arm, clock: Clock):
+def _attempt(target: LoadedModel, inputs: dict, arm: _Arm, clock: Clock) -> Timed | _Failure:
     """timed_generate, or a _Failure that says why; one arm failing must not lose the others' results."""
     try:
         return timed_generate(target, inputs, arm.kwargs, clock, arm.info.assisted)
@@ -299,32 +312,33 @@ def run_benchmark(
                 done += 1
                 yield Event("run", f"{arm.info.name} {outcome.reason}", done, total, report, warmup)
                 continue
-            latency, streamer, drafted, accepted, output, memory = outcome
             done += 1
             if not warmup:
                 prompt_len = inputs["input_ids"].shape[1]
-                new_ids = output[0, prompt_len:].tolist()
+                new_ids = outcome.output[0, prompt_len:].tolist()
+                times = outcome.streamer.times
                 report.runs.append(
                     RunRecord(
                         arm=index,
                         repetition=repetition,
-                        latency_s=latency,
+                        latency_s=outcome.latency,
                         new_tokens=len(new_ids),
-                        ttft_s=streamer.times[0] if streamer.times else None,
-                        step_times=streamer.times,
-                        step_tokens=streamer.tokens,
-                        drafted=drafted,
-                        accepted=accepted,
+                        ttft_s=times[0] if times else None,
+                        step_times=times,
+                        step_tokens=outcome.streamer.tokens,
+                        drafted=outcome.drafted,
+                        accepted=outcome.accepted,
                         token_ids=new_ids,
                         text=target.tokenizer.decode(
                             new_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
                         ),
-                        memory_bytes=memory,
+                        memory_bytes=outcome.memory,
+                        wall_window=outcome.wall_window,
                     )
                 )
                 report.segments[index] = explain.text_segments(target.tokenizer, report.runs[-1])
             phase = f"warm-up {repetition + 1}/{request.warmup}" if warmup else f"repetition {repetition + 1}/{request.repeats}"
-            yield Event("run", f"{arm.info.name}: {phase}, {latency:.2f} s", done, total, report, warmup)
+            yield Event("run", f"{arm.info.name}: {phase}, {outcome.latency:.2f} s", done, total, report, warmup)
 
     # The cost model: one untimed, instrumented run per assisted arm, after every timed run.
     for index, arm in enumerate(arms):
