@@ -168,6 +168,11 @@ def _read_marker(folder: Path) -> dict | None:
         return None
 
 
+def needs_conversion(ref: str, root: Path | None = None) -> bool:
+    """True when a bundled model has not been converted on this machine yet (the slow first use)."""
+    return _read_marker(converted_dir(lookup(ref), root)) is None
+
+
 def provenance(model: BundledModel, root: Path | None = None) -> dict:
     """Package, version, file checksum and license; the checksum once the model has been converted."""
     marker = _read_marker(converted_dir(model, root)) or {}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from transformers.generation.streamers import BaseStreamer
 
-from . import catalog, explain
+from . import bundled, catalog, explain
 from . import models as models_mod
 from . import report as report_mod
 from . import strategies
@@ -226,6 +226,15 @@ class _Arm:
     configure: Callable[[], None]
 
 
+def _loading_message(role: str, text: str) -> str:
+    if bundled.is_bundled(text) and bundled.needs_conversion(text):
+        return (
+            f"Preparing the bundled {role} {text} for first use: converting it once to safetensors "
+            f"(a minute or two on a CPU; later starts skip this)..."
+        )
+    return f"Loading the {role} {text}..."
+
+
 def run_benchmark(
     request: BenchRequest,
     store: ModelStore,
@@ -243,13 +252,13 @@ def run_benchmark(
     def load(text: str, keep: set) -> tuple[tuple, LoadedModel]:
         return store.get(text, device, dtype, request.device_map_auto, progress=messages.append, keep=keep)
 
-    yield Event("status", f"Loading the target {request.target}...", 0, 0)
+    yield Event("status", _loading_message("target", request.target), 0, 0)
     target_key, target = load(request.target, set())
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
     for spec in request.arms:
         if spec.strategy in MODEL_STRATEGIES and spec.assistant not in assistants:
-            yield Event("status", f"Loading the assistant {spec.assistant}...", 0, 0)
+            yield Event("status", _loading_message("assistant", spec.assistant), 0, 0)
             key, assistants[spec.assistant] = load(spec.assistant, keep)
             keep.add(key)
 
