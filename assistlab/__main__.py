@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from . import __version__, bundled, catalog
-from .config import LIMITS, SCHEDULES, STRATEGIES, MODEL_STRATEGIES, ArmSpec, BenchRequest, DEFAULT_PROMPT
+from .config import DEFAULT_PROMPT, LIMITS, MODEL_STRATEGIES, SCHEDULES, STRATEGIES, BenchRequest, assisted_arms
 from .errors import AssistLabError, InputError
 
 EXIT_USAGE = 2
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="time plain and assisted generation and compare them")
     bench.add_argument("--target", default=catalog.BUNDLED_TARGET, help="hub id (org/name[@rev]), bundled:NAME or a folder in $ASSISTLAB_MODELS_DIR (default: %(default)s)")
-    bench.add_argument("--assistant", action="append", default=None, help="assistant model; repeat to compare several (default: %s)" % catalog.BUNDLED_ASSISTANT)
+    bench.add_argument("--assistant", action="append", default=None, help="assistant model; repeat to compare several (default for model strategies: %s; with prompt-lookup or early-exit each gets an auto arm of its own)" % catalog.BUNDLED_ASSISTANT)
     bench.add_argument("--strategy", choices=STRATEGIES, default="auto", help="how the assistant drafts (default: %(default)s)")
     bench.add_argument("--prompt-lookup", dest="prompt_lookup", action=argparse.BooleanOptionalAction, default=True, help="also compare prompt lookup on the target (default: on)")
     prompt = bench.add_mutually_exclusive_group()
@@ -78,19 +78,14 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
         assistant_confidence_threshold=args.confidence_threshold,
         prompt_lookup_num_tokens=args.prompt_lookup_num_tokens,
     )
-    arms: list[ArmSpec] = []
-    if args.strategy in MODEL_STRATEGIES:
-        for assistant in args.assistant or [catalog.BUNDLED_ASSISTANT]:
-            arms.append(ArmSpec(args.strategy, assistant, **knobs))
-    else:
-        if args.assistant:
-            raise InputError(f"--assistant is not used by the {args.strategy!r} strategy; drop it or choose 'auto'.")
-        arms.append(ArmSpec(args.strategy, early_exit_layer=args.early_exit_layer, **knobs))
-    if args.prompt_lookup and args.strategy != "prompt-lookup":
-        arms.append(ArmSpec("prompt-lookup", **knobs))
+    assistants = args.assistant or ([catalog.BUNDLED_ASSISTANT] if args.strategy in MODEL_STRATEGIES else [])
+    arms = assisted_arms(
+        args.strategy, assistants, also_prompt_lookup=args.prompt_lookup, early_exit_layer=args.early_exit_layer,
+        **knobs,
+    )
     return BenchRequest(
         target=args.target,
-        arms=tuple(arms),
+        arms=arms,
         prompt=prompt,
         max_new_tokens=args.max_new_tokens,
         repeats=args.repeats,

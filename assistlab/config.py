@@ -189,3 +189,28 @@ class BenchRequest:
         data = dataclasses.asdict(self)
         data["arms"] = [a.to_dict() for a in self.arms]
         return data
+
+
+def assisted_arms(
+    strategy: str,
+    assistants: tuple[str, ...] | list[str] = (),
+    *,
+    also_prompt_lookup: bool = True,
+    early_exit_layer: int | None = None,
+    **knobs,
+) -> tuple[ArmSpec, ...]:
+    """The arms a form or a command line describes, shared by the web app and the CLI.
+
+    The chosen strategy comes first, with every assistant when it drafts with a model; when it needs no
+    model, each assistant still gets an arm of its own with 'auto'. Prompt lookup comes last when asked for.
+    """
+    assistants = [a for a in assistants if a and str(a).strip()]
+    if strategy in MODEL_STRATEGIES:
+        arms = [ArmSpec(strategy, a, **knobs) for a in assistants] or [ArmSpec(strategy, None, **knobs)]
+    else:
+        arms = [ArmSpec(strategy, early_exit_layer=early_exit_layer, **knobs)]
+        arms += [ArmSpec("auto", a, **knobs) for a in assistants]
+    if also_prompt_lookup and strategy != "prompt-lookup":
+        lookup = knobs.get("prompt_lookup_num_tokens", ArmSpec.prompt_lookup_num_tokens)
+        arms.append(ArmSpec("prompt-lookup", prompt_lookup_num_tokens=lookup))
+    return tuple(arms)

@@ -63,7 +63,6 @@ def test_bench_writes_a_complete_report(models_dir, tmp_path):
         (["bench", "--target", "../../etc"], "outside the allowed models folder"),
         (["bench", "--target", "not a model"], "is not a hub id"),
         (["bench", "--strategy", "early-exit", "--target", "target"], "early_exit_layer is required"),
-        (["bench", "--strategy", "prompt-lookup", "--assistant", "x"], "not used by the 'prompt-lookup'"),
         (["bench", "--prompt-file", "/nonexistent/prompt.txt"], "Cannot read the prompt file"),
         (["bench", "--strategy", "medusa"], "invalid choice"),
         (["bench", "--bogus"], "unrecognized arguments"),

@@ -135,3 +135,16 @@ def test_presets_start_with_the_bundled_pair():
     first = catalog.PRESETS[0]
     assert (first.target, first.assistant) == (catalog.BUNDLED_TARGET, catalog.BUNDLED_ASSISTANT)
     assert any(p.target == "google/gemma-3-27b-it" and p.assistant == "Qwen/Qwen2.5-0.5B-Instruct" for p in catalog.PRESETS)
+
+
+def test_assisted_arms_as_the_app_and_cli_build_them():
+    from assistlab.config import assisted_arms
+
+    arms = assisted_arms("universal", ["a", "b"], num_assistant_tokens=3, prompt_lookup_num_tokens=4)
+    assert [(a.strategy, a.assistant) for a in arms] == [("universal", "a"), ("universal", "b"), ("prompt-lookup", None)]
+    assert arms[1].num_assistant_tokens == 3 and arms[2].prompt_lookup_num_tokens == 4
+    arms = assisted_arms("early-exit", ["a"], early_exit_layer=2, also_prompt_lookup=False)
+    assert [(a.strategy, a.assistant, a.early_exit_layer) for a in arms] == [("early-exit", None, 2), ("auto", "a", None)]
+    assert [a.strategy for a in assisted_arms("prompt-lookup", [])] == ["prompt-lookup"]
+    with pytest.raises(InputError, match="needs an assistant"):
+        assisted_arms("assistant", ["  "])
