@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from .report import speedup_sentence
 from .stats import spread_is_wide
 
 # Plain is always the calm slate; assisted arms take the colours after it, in report order.
@@ -121,19 +122,34 @@ def timeline_figure(report: dict) -> go.Figure:
     return fig if fig.data else _waiting(fig, "Waiting for the first repetition")
 
 
+def _error_bars(speedup: dict) -> tuple[float, float]:
+    """(low, high) of a speedup's interval, collapsing to the median when there is none."""
+    median = speedup["median"]
+    low = speedup["ci_low"] if speedup.get("ci_low") is not None else median
+    high = speedup["ci_high"] if speedup.get("ci_high") is not None else median
+    return low, high
+
+
+def _key(fig: go.Figure, text: str) -> None:
+    """A one-line marker key above the plot, for charts whose traces are arms rather than kinds of mark."""
+    fig.add_annotation(text=text, showarrow=False, x=1.0, y=1.02, xref="paper", yref="paper", xanchor="right",
+                       yanchor="bottom", font={"color": FAINT, "size": 11})
+
+
 def speedup_figure(report: dict) -> go.Figure:
-    """Median speedup of each assisted arm over plain, with its 95% interval; right of 1.0 is faster."""
+    """Median speedup of each assisted arm over plain, with its 95% interval and the cost model's prediction."""
     fig = go.Figure()
+    predicted_any = False
     for i, arm, comp in reversed(_assisted(report)):
         s = comp["speedup"]
         if s.get("median") is None:
             continue
-        low = s["ci_low"] if s.get("ci_low") is not None else s["median"]
-        high = s["ci_high"] if s.get("ci_high") is not None else s["median"]
+        low, high = _error_bars(s)
+        y = _axis_label(arm["name"])
         fig.add_trace(
             go.Scatter(
                 x=[s["median"]],
-                y=[_axis_label(arm["name"])],
+                y=[y],
                 name=arm["name"],
                 mode="markers",
                 marker={"color": arm_color(i), "size": 13, "symbol": "diamond"},
@@ -141,17 +157,38 @@ def speedup_figure(report: dict) -> go.Figure:
                          "arrayminus": [s["median"] - low], "color": arm_color(i), "thickness": 2, "width": 8},
                 customdata=[[low, high, s.get("n", 0)]],
                 hovertemplate=(
-                    "<b>%{fullData.name}</b><br>speedup %{x:.2f}×"
+                    "<b>%{fullData.name}</b><br>measured speedup %{x:.2f}×"
                     "<br>95% interval %{customdata[0]:.2f}–%{customdata[1]:.2f}×"
                     "<br>%{customdata[2]} paired runs<extra></extra>"
                 ),
             )
         )
+        predicted = comp.get("predicted_speedup")
+        if predicted is not None:
+            predicted_any = True
+            fig.add_trace(
+                go.Scatter(
+                    x=[predicted],
+                    y=[y],
+                    name=f"{arm['name']} (predicted)",
+                    mode="markers",
+                    marker={"color": "rgba(0,0,0,0)", "size": 12, "symbol": "circle",
+                            "line": {"color": arm_color(i), "width": 2}},
+                    customdata=[[comp.get("alpha") or 0.0, comp.get("c") or 0.0, comp.get("k") or 0.0]],
+                    hovertemplate=(
+                        "<b>%{fullData.name}</b><br>predicted speedup %{x:.2f}×"
+                        "<br>from α %{customdata[0]:.2f}, c %{customdata[1]:.2f}, k %{customdata[2]:.3g}"
+                        " (Leviathan et al. 2023)<extra></extra>"
+                    ),
+                )
+            )
     _style(fig, "Speedup over plain (right of 1× is faster)", "plain time ÷ assisted time", "")
     if not fig.data:
         return _waiting(fig, "Waiting for the first repetition")
     fig.add_vline(x=1.0, line={"color": FAINT, "dash": "dash", "width": 1.5})
     fig.update_xaxes(ticksuffix="×")
+    if predicted_any:
+        _key(fig, "◆ measured, 95% interval   ○ predicted by the cost model")
     return fig
 
 
@@ -190,41 +227,69 @@ def acceptance_figure(report: dict) -> go.Figure:
     return fig
 
 
-def verdict(speedup: dict) -> str:
-    """'faster', 'slower' or 'unclear', judged by the interval when there is one, else by the median."""
-    median, low, high = speedup.get("median"), speedup.get("ci_low"), speedup.get("ci_high")
-    if median is None:
-        return "unclear"
-    if low is not None and high is not None and speedup.get("n", 0) > 1:
-        if low > 1.0:
-            return "faster"
-        if high < 1.0:
-            return "slower"
-        return "unclear"
-    return "faster" if median > 1.0 else "slower" if median < 1.0 else "unclear"
+SWEEP_AXIS = {
+    "num_assistant_tokens": "draft length (num_assistant_tokens)",
+    "prompt_lookup_num_tokens": "prompt-lookup length (prompt_lookup_num_tokens)",
+}
 
 
-def _speed_phrase(speedup: dict) -> str:
-    median, low, high, n = speedup["median"], speedup.get("ci_low"), speedup.get("ci_high"), speedup.get("n", 0)
-    interval = f"95% interval {low:.2f}–{high:.2f}×" if n > 1 and low is not None and high is not None else (
-        "one repetition, so no interval"
+def sweep_figure(report: dict) -> go.Figure:
+    """Speedup at each swept setting with its 95% interval, the predicted speedup, and the best one marked.
+
+    Reads report['sweep'] (sweep.summarize_sweep); settings are categories, since an adaptive schedule
+    sits beside the fixed lengths.
+    """
+    summary = report.get("sweep") or {}
+    points = [p for p in summary.get("points", []) if (p.get("speedup") or {}).get("median") is not None]
+    best = (summary.get("best") or {}).get("arm")
+    fig = go.Figure()
+    _style(fig, "Speedup by setting (above 1× is faster)", SWEEP_AXIS.get(summary.get("param"), "setting"),
+           "plain time ÷ assisted time")
+    if not points:
+        return _waiting(fig, "Waiting for the first repetition")
+    labels = [p["label"] for p in points]
+    medians = [p["speedup"]["median"] for p in points]
+    bars = [_error_bars(p["speedup"]) for p in points]
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=medians,
+            name="measured, 95% interval",
+            mode="lines+markers",
+            line={"color": PALETTE[1], "width": 1.5},
+            marker={"color": [PALETTE[2] if p["arm"] == best else PALETTE[1] for p in points],
+                    "size": [16 if p["arm"] == best else 10 for p in points],
+                    "symbol": ["star" if p["arm"] == best else "diamond" for p in points]},
+            error_y={"type": "data", "symmetric": False, "array": [h - m for (_, h), m in zip(bars, medians)],
+                     "arrayminus": [m - lo for (lo, _), m in zip(bars, medians)], "color": PALETTE[1],
+                     "thickness": 1.5, "width": 6},
+            customdata=[[lo, hi, p.get("acceptance_rate") if p.get("acceptance_rate") is not None else float("nan")]
+                        for (lo, hi), p in zip(bars, points)],
+            hovertemplate=(
+                "<b>%{x}</b><br>measured speedup %{y:.2f}×"
+                "<br>95% interval %{customdata[0]:.2f}–%{customdata[1]:.2f}×"
+                "<br>%{customdata[2]:.0%} of drafted tokens accepted<extra></extra>"
+            ),
+        )
     )
-    kind = verdict(speedup)
-    if kind == "faster":
-        return f"was {median:.2f}× faster ({interval})"
-    if kind == "slower":
-        return f"was {median:.2f}× (slower; {interval})"
-    return f"was {median:.2f}×, no clear difference from plain ({interval})"
-
-
-def _output_phrase(comp: dict, sampling: bool) -> str:
-    if comp.get("outputs_identical") is None:
-        return ""
-    if comp["outputs_identical"]:
-        return "; outputs identical"
-    where = comp.get("first_difference")
-    at = f" from token {where + 1}" if where is not None else ""
-    return f"; outputs differ{at}" + (" (expected when sampling)" if sampling else "")
+    predicted = [(p["label"], p["predicted_speedup"]) for p in points if p.get("predicted_speedup") is not None]
+    if predicted:
+        fig.add_trace(
+            go.Scatter(
+                x=[label for label, _ in predicted],
+                y=[value for _, value in predicted],
+                name="predicted by the cost model",
+                mode="markers",
+                marker={"color": "rgba(0,0,0,0)", "size": 11, "symbol": "circle",
+                        "line": {"color": PALETTE[0], "width": 2}},
+                hovertemplate="<b>%{x}</b><br>predicted speedup %{y:.2f}× (Leviathan et al. 2023)<extra></extra>",
+            )
+        )
+    fig.add_hline(y=1.0, line={"color": FAINT, "dash": "dash", "width": 1.5})
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels)
+    fig.update_yaxes(ticksuffix="×")
+    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.3, "x": 0})
+    return fig
 
 
 def headline(report: dict) -> str:
@@ -233,25 +298,23 @@ def headline(report: dict) -> str:
 
 
 def headline_lines(report: dict) -> list[str]:
-    """The sentences of `headline`, for callers that lay them out themselves."""
+    """The sentences of `headline`, for callers that lay them out themselves; each arm's starts with its name."""
     arms = report.get("arms", [])
     sampling = bool(report.get("request", {}).get("do_sample"))
     plain_runs = len(arms[0]["latencies_s"]) if arms else 0
     if not plain_runs:
         stopped = report.get("status") == "stopped"
         return ["Stopped before any repetition finished." if stopped else "Nothing measured yet."]
-    errors = {a["name"]: a["error"] for a in arms if a.get("error")}
     sentences = []
     for _i, arm, comp in _assisted(report):
-        if arm["name"] in errors and not arm.get("latencies_s"):
-            sentences.append(f"{arm['name']} failed: {errors[arm['name']]}")
+        error = arm.get("error")
+        if error and not arm.get("latencies_s"):
+            sentences.append(f"{arm['name']} failed: {error}")
             continue
         if comp["speedup"].get("median") is None:
             continue
-        sentence = f"{arm['name']} {_speed_phrase(comp['speedup'])}{_output_phrase(comp, sampling)}."
-        if arm["name"] in errors:
-            sentence += f" It then failed: {errors[arm['name']]}"
-        sentences.append(sentence)
+        sentence = speedup_sentence(comp, sampling)
+        sentences.append(f"{sentence} It then failed: {error}" if error else sentence)
     if not sentences:
         sentences.append("No assisted arm finished a run, so there is nothing to compare.")
     counted, planned = report.get("counted_repetitions", plain_runs), report.get("planned_repetitions")

@@ -222,20 +222,49 @@ def environment(device, dtype: str, models: dict) -> dict:
     return env
 
 
-def speedup_sentence(entry: dict) -> str:
-    """One comparison entry in words: '1.17x faster (95% interval 1.12-1.21x); outputs identical'."""
-    s = entry["speedup"]
-    if s["median"] is None:
-        return f"{entry['arm']}: no completed repetitions."
-    ratio = s["median"]
-    verdict = "faster" if ratio > 1 else "slower" if ratio < 1 else "the same speed"
-    if s["ci_low"] is not None and s["ci_low"] <= 1.0 <= s["ci_high"]:
-        verdict += ", not clearly different from plain"
-    text = f"{entry['arm']}: {ratio:.2f}× ({verdict}; 95% interval {s['ci_low']:.2f}–{s['ci_high']:.2f}×)"
+def verdict(speedup: dict) -> str:
+    """'faster', 'slower' or 'unclear': judged by the 95% interval when there is one, else by the median."""
+    median, low, high = speedup.get("median"), speedup.get("ci_low"), speedup.get("ci_high")
+    if median is None:
+        return "unclear"
+    if low is not None and high is not None and speedup.get("n", 0) > 1:
+        return "faster" if low > 1.0 else "slower" if high < 1.0 else "unclear"
+    return "faster" if median > 1.0 else "slower" if median < 1.0 else "unclear"
+
+
+def interval_phrase(speedup: dict) -> str:
+    """'95% interval 1.12–1.21×', or why there is none."""
+    low, high = speedup.get("ci_low"), speedup.get("ci_high")
+    if speedup.get("n", 0) > 1 and low is not None and high is not None:
+        return f"95% interval {low:.2f}–{high:.2f}×"
+    return "one repetition, so no interval"
+
+
+def speedup_sentence(entry: dict, sampling: bool = False) -> str:
+    """One comparison entry in words; the CLI and the page both say a result this way.
+
+    e.g. 'assistant: x (k=5) was 1.17× faster (95% interval 1.12–1.21×); 83% of drafted tokens accepted;
+    outputs identical.' A result whose interval contains 1× is called no clear difference, never faster.
+    """
+    name, s = entry["arm"], entry.get("speedup") or {}
+    median = s.get("median")
+    if median is None:
+        return f"{name} finished no repetition, so there is no speedup to report."
+    interval = interval_phrase(s)
+    kind = verdict(s)
+    if kind == "faster":
+        parts = [f"{name} was {median:.2f}× faster ({interval})"]
+    elif kind == "slower":
+        parts = [f"{name} was slower, {median:.2f}× as fast as plain ({interval})"]
+    else:
+        contains = " contains 1×" if s.get("n", 0) > 1 and s.get("ci_low") is not None else ""
+        parts = [f"{name} was {median:.2f}×, no clear difference from plain ({interval}{contains})"]
     if entry.get("acceptance_rate") is not None:
-        text += f", {entry['acceptance_rate']:.0%} of drafted tokens accepted"
+        parts.append(f"{entry['acceptance_rate']:.0%} of drafted tokens accepted")
     if entry.get("outputs_identical") is True:
-        text += "; outputs identical"
+        parts.append("outputs identical")
     elif entry.get("outputs_identical") is False:
-        text += f"; outputs differ from token {entry['first_difference']}"
-    return text
+        first = entry.get("first_difference")
+        differ = "outputs differ" + (f" from token {first + 1}" if first is not None else "")
+        parts.append(differ + (" (expected when sampling)" if sampling else ""))
+    return "; ".join(parts) + "."

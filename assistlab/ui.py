@@ -24,7 +24,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from . import __version__, catalog, charts
+from . import __version__, catalog, charts, sweep
 from .config import (
     CPU_DEFAULTS,
     CUDA_DEFAULTS,
@@ -90,18 +90,16 @@ EXAMPLES = [
 
 HINTS = {
     "max_new_tokens": (
-        f"0 = the device default: {CPU_DEFAULTS['max_new_tokens']} on a CPU, "
-        f"{CUDA_DEFAULTS['max_new_tokens']} on a GPU. Every run writes exactly this many tokens, so all arms do "
-        f"equal work."
+        f"Empty = the device default ({CPU_DEFAULTS['max_new_tokens']} on a CPU, {CUDA_DEFAULTS['max_new_tokens']} "
+        f"on a GPU), at most {LIMITS['max_new_tokens']}. Every run writes exactly this many, so arms do equal work."
     ),
     "repeats": (
-        f"Timed runs per arm. 0 = the device default: {CPU_DEFAULTS['repeats']} on a CPU, "
-        f"{CUDA_DEFAULTS['repeats']} on a GPU. "
-        f"More runs give a narrower interval."
+        f"Timed runs per arm. Empty = the device default ({CPU_DEFAULTS['repeats']} on a CPU, "
+        f"{CUDA_DEFAULTS['repeats']} on a GPU), at most {LIMITS['repeats']}. More runs narrow the interval."
     ),
     "warmup": (
-        f"Untimed runs first, so one-off start-up costs are not counted; {CPU_DEFAULTS['warmup']} is usually "
-        f"enough, 0 = none."
+        f"Untimed runs first, so start-up costs are not counted; {CPU_DEFAULTS['warmup']} is usually enough, "
+        f"0 = none, at most {LIMITS['warmup']}."
     ),
     "do_sample": "Greedy writes the same text every time, so plain and assisted outputs can be checked for "
     "equality. Sampling draws at random from the seed.",
@@ -113,6 +111,7 @@ HINTS = {
     "confidence": "Stop a draft early when the assistant is less sure than this (0 to 1). 0 = transformers' "
     "default.",
     "prompt_lookup_num_tokens": "How many tokens prompt lookup copies from the prompt per guess.",
+    "sweep_values": "Whole numbers, comma-separated; each becomes one arm of the sweep.",
     "early_exit_layer": "For early exit: draft with the target's first N layers (e.g. 4). 0 = not set.",
     "target": "The model whose speed you care about: a preset, a hub id (org/name) or a folder in the "
     "operator's models directory.",
@@ -120,6 +119,35 @@ HINTS = {
     "extra_assistants": "More assistants to compare in the same run, one per line or comma-separated.",
     "chat_template": "Wrap the prompt as a chat message when the target has a chat template.",
 }
+
+# Token origins, as explain.token_origins names them, and how the page explains each.
+ORIGINS = ("draft", "target")
+ORIGIN_LABELS = {
+    "draft": "drafted (by the assistant, or copied from the prompt) and accepted by the target",
+    "target": "written by the target itself at a verification step (a correction or the bonus token)",
+}
+
+WHY_ROWS = (
+    ("α", "alpha", ".2f", "chance the target accepts each drafted token it judges"),
+    ("c", "c", ".2f", "cost of drafting one token, in target forward passes"),
+    ("k", "k", ".3g", "tokens drafted per verification step (mean)"),
+)
+WHY_FOOTNOTE = (
+    "Predicted speedup = (1 − α<sup>k+1</sup>) / ((1 − α)(k·c + 1)): the tokens a verification step is expected "
+    "to yield over what the step costs in target forward passes, from "
+    '<a href="https://arxiv.org/abs/2211.17192" target="_blank" rel="noopener">Leviathan et al. 2023</a>. '
+    "α counts only the drafted tokens the target judged (up to the first rejection), so it is higher than the "
+    "share of drafted tokens accepted."
+)
+RANKING_HEAD = ("Rank", "Arm", "Speedup (95% interval)", "Accepted", "c", "α", "Predicted", "What limits it")
+
+SWEEP_VALUES = "1,2,3,5,8"
+SWEEP_SCHEDULES = ("heuristic",)  # the adaptive point added to a draft-length sweep
+SWEEP_INTRO = (
+    "Try several draft lengths in one comparison, against one shared plain baseline, with the settings above. "
+    "**Sweep draft length** varies num_assistant_tokens of the first arm with an assistant (plus the adaptive "
+    "'heuristic' schedule); **Sweep prompt-lookup length** varies prompt_lookup_num_tokens."
+)
 
 INTRO = (
     "Pick a target and an assistant, then press **Run**. AssistLab times the target on its own (plain) and "
@@ -168,8 +196,43 @@ CSS = """
 .al-failed-badge { background: #fee2e2; color: #991b1b; }
 .al-text { white-space: pre-wrap; word-break: break-word; font-family: var(--font-mono); font-size: .85rem;
   max-height: 320px; overflow-y: auto; margin: 0; line-height: 1.5; }
-.al-text mark { background: #fde68a; color: inherit; border-radius: 3px; padding: 0 1px; }
+.al-text mark { background: transparent; color: inherit; text-decoration: underline 2px #dc2626;
+  text-underline-offset: 3px; text-decoration-skip-ink: none; }
 .al-text del { color: #b91c1c; background: #fee2e2; text-decoration: line-through; }
+.al-o-draft { background: #ccfbf1 !important; }
+.al-o-target { background: #e0e7ff !important; }
+.al-text .al-o-draft, .al-text .al-o-target { border-radius: 2px; }
+.al-legend { display: flex; flex-wrap: wrap; gap: 6px 18px; font-size: .84rem; margin: 2px 0 10px;
+  color: var(--body-text-color-subdued); }
+.al-legend > span { display: inline-flex; align-items: center; gap: 6px; }
+.al-legend mark { background: transparent; color: inherit; text-decoration: underline 2px #dc2626;
+  text-underline-offset: 3px; }
+.al-legend del { color: #b91c1c; background: #fee2e2; }
+.al-swatch { display: inline-block; width: 14px; height: 14px; border-radius: 3px; flex: none;
+  border: 1px solid rgba(15, 23, 42, .12); }
+.al-text-card > .al-sub { display: block; margin: -2px 0 6px; }
+.al-why { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); gap: 12px; }
+.al-why-card { border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 10px 14px;
+  background: var(--background-fill-primary); }
+.al-why-card h4 { margin: 0 0 8px; font-size: .95rem; }
+.al-why-nums { display: flex; gap: 28px; margin-bottom: 6px; }
+.al-big { font-size: 1.25rem; font-weight: 620; }
+.al-kv { border-collapse: collapse; font-size: .86rem; margin: 4px 0 !important; border: none !important; }
+.al-kv tr { border: none !important; }
+.al-kv th, .al-kv td { padding: 2px 10px 2px 0 !important; border: none !important; background: transparent !important;
+  text-align: left; vertical-align: top; }
+.al-kv th { font-style: italic; font-weight: 600; }
+.al-kv td:nth-child(2) { font-variant-numeric: tabular-nums; text-align: right; }
+.al-kv td:last-child { color: var(--body-text-color-subdued); }
+.al-limit { margin: 6px 0 2px; font-size: .9rem; line-height: 1.45; }
+.al-formula { margin-top: 8px !important; }
+.al-h { margin: 14px 0 6px; font-size: .95rem; }
+.al-ranking th:first-child, .al-ranking td:first-child { min-width: 0; width: 1%; text-align: center; }
+.al-ranking th:nth-child(2), .al-ranking td:nth-child(2) { text-align: left; white-space: normal !important;
+  min-width: 150px; }
+.al-ranking th:last-child, .al-ranking td:last-child { white-space: normal !important; text-align: left;
+  min-width: 260px; width: 42%; font-size: .84rem; }
+.al-sweep-best { font-weight: 560; margin: 6px 0 !important; }
 .al-env, .al-env p { font-size: .88rem !important; color: var(--body-text-color-subdued) !important; }
 """
 
@@ -187,8 +250,8 @@ def _unset(value) -> bool:
 
 
 def _optional_count(value):
-    """Token and repetition counts: not set means the device default."""
-    return None if _unset(value) else value
+    """Token and repetition counts: empty means the device default; 0 is refused by the request, as in the CLI."""
+    return None if _blank(value) else value
 
 
 def _split_refs(text) -> list[str]:
@@ -249,19 +312,49 @@ def request_from_form(
     )
 
 
-def gpu_seconds(request: BenchRequest) -> int:
+@dataclass(frozen=True)
+class SweepPlan:
+    """What a sweep varies: the setting, the values to try, and the adaptive schedules added beside them."""
+
+    param: str
+    values: tuple[str, ...]
+    schedules: tuple[str, ...] = ()
+
+    def apply(self, request: BenchRequest) -> BenchRequest:
+        """The request the sweep really runs: one arm per setting (raises InputError on a bad value)."""
+        return sweep.sweep_request(request, self.param, self.values, self.schedules)
+
+
+def sweep_plan(param: str, values_text) -> SweepPlan:
+    """The sweep a button asks for, from the values box ('1,2,3,5,8')."""
+    if param not in sweep.PARAMS:
+        raise InputError(f"The swept setting must be one of {', '.join(sweep.PARAMS)}; got {param!r}.")
+    values = tuple(part for part in re.split(r"[,;\s]+", "" if values_text is None else str(values_text)) if part)
+    return SweepPlan(param, values, SWEEP_SCHEDULES if param == "num_assistant_tokens" else ())
+
+
+def gpu_seconds(request: BenchRequest, plan: SweepPlan | None = None) -> int:
     """A generous guess at how long a request holds the GPU, for ZeroGPU's per-call duration."""
-    resolved = request.resolved("cuda")
+    resolved = (plan.apply(request) if plan is not None else request).resolved("cuda")
     runs = (resolved.warmup + resolved.repeats) * (1 + len(resolved.arms))
     # ~0.1 s per token covers a 27B target in bfloat16; loading is the fixed part.
     return int(min(1800, 60 + runs * resolved.max_new_tokens * 0.1))
 
 
-def _gpu_runner(store: ModelStore) -> Callable[[BenchRequest, threading.Event], Iterator[Event]]:
-    """run_benchmark bound to the app's store; on a ZeroGPU Space, inside spaces.GPU."""
+def _events(request: BenchRequest, store: ModelStore, plan: SweepPlan | None, should_stop) -> Iterator[Event]:
+    if plan is None:
+        return run_benchmark(request, store, should_stop=should_stop)
+    return sweep.sweep(request, store, plan.param, plan.values, plan.schedules, should_stop=should_stop)
 
-    def stream(request: BenchRequest, stop: threading.Event) -> Iterator[Event]:
-        yield from run_benchmark(request, store, should_stop=stop.is_set)
+
+Stream = Callable[[BenchRequest, threading.Event, SweepPlan | None], Iterator[Event]]
+
+
+def _gpu_runner(store: ModelStore) -> Stream:
+    """The runner (or a sweep) bound to the app's store; on a ZeroGPU Space, inside spaces.GPU."""
+
+    def stream(request: BenchRequest, stop: threading.Event, plan: SweepPlan | None = None) -> Iterator[Event]:
+        yield from _events(request, store, plan, stop.is_set)
 
     try:
         import spaces  # only present on Hugging Face Spaces
@@ -270,11 +363,11 @@ def _gpu_runner(store: ModelStore) -> Callable[[BenchRequest, threading.Event], 
 
     # ZeroGPU runs the call in another process and pickles its arguments, so the stop flag cannot go along:
     # there a run ends when it is done, when gradio stops reading it, or when its GPU time is up.
-    def zero_stream(request: BenchRequest) -> Iterator[Event]:
-        yield from run_benchmark(request, store)
+    def zero_stream(request: BenchRequest, plan: SweepPlan | None = None) -> Iterator[Event]:
+        yield from _events(request, store, plan, lambda: False)
 
     on_gpu = spaces.GPU(duration=gpu_seconds)(zero_stream)
-    return lambda request, stop: on_gpu(request)
+    return lambda request, stop, plan=None: on_gpu(request, plan)
 
 
 # ---------------------------------------------------------------- per-session stop flags and report files
@@ -471,26 +564,77 @@ def numbers_html(report: dict) -> str:
     )
 
 
-def diff_html(reference: str, other: str) -> str:
-    """`other` with the words that differ from `reference` marked; every piece HTML-escaped."""
-    # Words with their following spaces kept as separate pieces, so a changed word is marked whole.
-    ref_words = re.findall(r"\S+|\s+", _printable(reference))
-    other_words = re.findall(r"\S+|\s+", _printable(other))
-    out = []
-    matcher = difflib.SequenceMatcher(None, ref_words, other_words, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            out.append(html.escape("".join(other_words[j1:j2])))
-            continue
-        if op in ("replace", "delete") and i2 > i1:
-            out.append(f"<del>{html.escape(''.join(ref_words[i1:i2]))}</del>")
-        if op in ("replace", "insert") and j2 > j1:
-            out.append(f"<mark>{html.escape(''.join(other_words[j1:j2]))}</mark>")
+def _char_origins(text: str, segments: list) -> list[str | None]:
+    """Each character's origin from [[text, origin], ...]; all None when the pieces do not spell `text`."""
+    pieces = [(_printable(str(piece)), origin) for piece, origin in segments or []]
+    if "".join(piece for piece, _ in pieces) != text:
+        return [None] * len(text)
+    return [origin if origin in ORIGINS else None for piece, origin in pieces for _ in piece]
+
+
+def marked_html(text: str, reference: str | None = None, segments: list | None = None) -> str:
+    """`text` HTML-escaped, each token tinted by origin (from `segments`) and words that differ from
+    `reference` marked, with the reference's missing words shown struck through."""
+    text = _printable(text)
+    origins = _char_origins(text, segments or [])
+    differs = [False] * len(text)
+    struck: dict[int, str] = {}  # character position -> reference words missing before it
+    if reference is not None:
+        # Words with their following spaces kept as separate pieces, so a changed word is marked whole.
+        ref_words = re.findall(r"\S+|\s+", _printable(reference))
+        words = re.findall(r"\S+|\s+", text)
+        starts = [0]
+        for word in words:
+            starts.append(starts[-1] + len(word))
+        matcher = difflib.SequenceMatcher(None, ref_words, words, autojunk=False)
+        for op, i1, i2, j1, j2 in matcher.get_opcodes():
+            if op in ("replace", "delete") and i2 > i1:
+                struck[starts[j1]] = struck.get(starts[j1], "") + "".join(ref_words[i1:i2])
+            if op in ("replace", "insert"):
+                differs[starts[j1]:starts[j2]] = [True] * (starts[j2] - starts[j1])
+    out, i = [], 0
+    while i <= len(text):
+        if i in struck:
+            out.append(f"<del>{html.escape(struck[i])}</del>")
+        if i == len(text):
+            break
+        j = i + 1
+        while j < len(text) and j not in struck and (origins[j], differs[j]) == (origins[i], differs[i]):
+            j += 1
+        chunk = html.escape(text[i:j])
+        tag = "mark" if differs[i] else "span"
+        cls = f' class="al-o-{origins[i]}"' if origins[i] else ""
+        out.append(f"<{tag}{cls}>{chunk}</{tag}>" if differs[i] or cls else chunk)
+        i = j
     return "".join(out)
 
 
+def diff_html(reference: str, other: str) -> str:
+    """`other` with the words that differ from `reference` marked; every piece HTML-escaped."""
+    return marked_html(other, reference)
+
+
+def origin_legend_html() -> str:
+    """The key to the colours and marks in the generated texts."""
+    return (
+        '<div class="al-legend" id="al-legend">'
+        f'<span><span class="al-swatch al-o-draft"></span>{html.escape(ORIGIN_LABELS["draft"])}</span>'
+        f'<span><span class="al-swatch al-o-target"></span>{html.escape(ORIGIN_LABELS["target"])}</span>'
+        '<span><mark>differs from plain</mark></span>'
+        '<span><del>in plain, not here</del></span></div>'
+    )
+
+
+def _origin_note(arm: dict) -> str:
+    origins = arm.get("token_origins") or []
+    if not origins:
+        return ""
+    drafted = sum(1 for o in origins if o == "draft")
+    return f'<span class="al-sub">{drafted} of {len(origins)} tokens drafted and accepted</span>'
+
+
 def texts_html(report: dict) -> str:
-    """The plain text and each assisted text side by side, differences from plain highlighted."""
+    """The plain text and each assisted text side by side: where each token came from, and what differs."""
     arms = report.get("arms", [])
     if not arms:
         return ""
@@ -499,25 +643,142 @@ def texts_html(report: dict) -> str:
     cards = []
     for i, arm in enumerate(arms):
         comp = by_name.get(arm["name"], {})
+        segments = arm.get("text_segments") if i else None  # plain is all the target's: no tint needed
+        note = _origin_note(arm) if i else ""
         if arm.get("error") and not arm.get("latencies_s"):
             badge, body = '<span class="al-badge al-failed-badge">failed</span>', html.escape(arm["error"])
         elif i == 0:
             badge, body = '<span class="al-badge al-same">reference</span>', html.escape(_printable(plain))
-        elif comp.get("outputs_identical"):
-            badge = '<span class="al-badge al-same">identical to plain</span>'
-            body = html.escape(_printable(arm["text"]))
         elif comp.get("outputs_identical") is False:
             where = comp.get("first_difference")
             at = f" from token {where + 1}" if where is not None else ""
             badge = f'<span class="al-badge al-differs">differs{at}</span>'
-            body = diff_html(plain, arm.get("text", ""))
+            body = marked_html(arm.get("text", ""), plain, segments)
         else:
-            badge, body = "", html.escape(_printable(arm.get("text", "")))
+            same = comp.get("outputs_identical")
+            badge = '<span class="al-badge al-same">identical to plain</span>' if same else ""
+            body = marked_html(arm.get("text", ""), None, segments)
         cards.append(
-            f'<div class="al-text-card"><h4>{_dot(i)}{html.escape(arm["name"])} {badge}</h4>'
+            f'<div class="al-text-card"><h4><span>{_dot(i)}{html.escape(arm["name"])}</span> {badge}</h4>{note}'
             f'<pre class="al-text">{body}</pre></div>'
         )
-    return f'<div class="al-texts" id="al-texts">{"".join(cards)}</div>'
+    legend = origin_legend_html() if len(arms) > 1 else ""
+    return f'{legend}<div class="al-texts" id="al-texts">{"".join(cards)}</div>'
+
+
+# ---------------------------------------------------------------- why: the cost model, the ranking, the sweep
+
+
+def _speed_cell(low, median, high, n=2) -> str:
+    if median is None:
+        return "–"
+    if n > 1 and low is not None and high is not None:
+        return f"{median:.2f}× <span class=\"al-sub\">({low:.2f}–{high:.2f}×)</span>"
+    return f"{median:.2f}×"
+
+
+def why_html(report: dict) -> str:
+    """Per assisted arm: measured against predicted speedup, alpha, c, k and the sentence on what limits it."""
+    by_name = {c["arm"]: c for c in report.get("comparison", [])}
+    running = report.get("status") == "running"
+    cards = []
+    for i, arm in enumerate(report.get("arms", [])):
+        comp = by_name.get(arm["name"])
+        if i == 0 or comp is None:
+            continue
+        s = comp.get("speedup") or {}
+        title = f"<h4>{_dot(i)}{html.escape(arm['name'])}</h4>"
+        if arm.get("error") and not arm.get("latencies_s"):
+            cards.append(f'<div class="al-why-card">{title}<p class="al-limit">Failed: {html.escape(arm["error"])}'
+                         f"</p></div>")
+            continue
+        measured = _speed_cell(s.get("ci_low"), s.get("median"), s.get("ci_high"), s.get("n", 0))
+        predicted = _fmt(comp.get("predicted_speedup"), ".2f", "×")
+        rows = "".join(
+            f"<tr><th>{symbol}</th><td>{_fmt(comp.get(key), pattern)}</td><td>{meaning}</td></tr>"
+            for symbol, key, pattern, meaning in WHY_ROWS
+        )
+        if comp.get("limit"):
+            limit = html.escape(comp["limit"])
+        elif running:
+            limit = "The drafting cost is measured after the timed runs; the prediction follows then."
+        else:
+            limit = "Not enough was measured to explain this arm."
+        analysis = comp.get("analysis") or {}
+        best_k = analysis.get("best_k")
+        hint = ""
+        predicted_value = comp.get("predicted_speedup")
+        # Only worth a line when another length would help noticeably, not by a rounding error.
+        if (best_k is not None and predicted_value and abs(best_k - (comp.get("k") or 0)) >= 1
+                and analysis.get("best_k_speedup", 0) >= 1.05 * predicted_value):
+            hint = (f'<p class="al-sub">For this α and c the model would favour k = {best_k} '
+                    f"(predicted {analysis['best_k_speedup']:.2f}×).</p>")
+        cards.append(
+            f'<div class="al-why-card">{title}<div class="al-why-nums">'
+            f'<div><div class="al-big">{measured}</div><div class="al-sub">measured</div></div>'
+            f'<div><div class="al-big">{predicted}</div><div class="al-sub">predicted by the cost model</div></div>'
+            f'</div><table class="al-kv">{rows}</table><p class="al-limit">{limit}</p>{hint}</div>'
+        )
+    if not cards:
+        return ""
+    return (
+        f'<div class="al-why" id="al-why">{"".join(cards)}</div><p class="al-sub al-formula">{WHY_FOOTNOTE}</p>'
+    )
+
+
+def ranking_html(report: dict) -> str:
+    """The assisted arms fastest first, with the numbers that explain the order; only when there are two or more."""
+    rows = report.get("ranking") or []
+    if len(rows) < 2:
+        return ""
+    colour = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
+    body = []
+    for row in rows:
+        name = html.escape(row["arm"])
+        if row.get("error"):
+            name += ' <span class="al-badge al-failed-badge">failed</span>'
+        cells = [
+            str(row["rank"]) if row.get("rank") is not None else "–",
+            f"{_dot(colour.get(row['arm'], 0))}{name}",
+            _speed_cell(row.get("ci_low"), row.get("speedup"), row.get("ci_high")),
+            _fmt(row.get("acceptance_rate"), ".0%"),
+            _fmt(row.get("c"), ".2f"),
+            _fmt(row.get("alpha"), ".2f"),
+            _fmt(row.get("predicted_speedup"), ".2f", "×"),
+            html.escape(row.get("limit") or row.get("error") or "–"),
+        ]
+        body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in RANKING_HEAD)
+    return (
+        '<div class="al-wrap"><h4 class="al-h">Ranking</h4><table class="al-table al-ranking" id="al-ranking">'
+        f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+    )
+
+
+def sweep_html(report: dict) -> str:
+    """The sweep's best setting in a sentence, then each setting's numbers."""
+    summary = report.get("sweep") or {}
+    points = summary.get("points") or []
+    if not points:
+        return ""
+    best = (summary.get("best") or {}).get("arm")
+    rows = []
+    for p in points:
+        s = p.get("speedup") or {}
+        label = html.escape(p["label"]) + (' <span class="al-badge al-same">best</span>' if p["arm"] == best else "")
+        if p.get("error"):
+            label += ' <span class="al-badge al-failed-badge">failed</span>'
+        cells = [label, _speed_cell(s.get("ci_low"), s.get("median"), s.get("ci_high"), s.get("n", 0)),
+                 _fmt(p.get("acceptance_rate"), ".0%"), _fmt(p.get("predicted_speedup"), ".2f", "×")]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("Setting", "Speedup (95% interval)", "Accepted", "Predicted"))
+    status = report.get("status")
+    lead = summary.get("best_text", "") if status != "running" else f"So far: {summary.get('best_text', '')}"
+    return (
+        f'<p class="al-sweep-best" id="al-sweep-best">{html.escape(lead)}</p><div class="al-wrap">'
+        f'<table class="al-table" id="al-sweep-table"><thead><tr>{head}</tr></thead>'
+        f'<tbody>{"".join(rows)}</tbody></table></div>'
+    )
 
 
 def environment_markdown(report: dict) -> str:
@@ -600,6 +861,8 @@ class Results:
     speedup: gr.Plot
     timeline: gr.Plot
     acceptance: gr.Plot
+    why: gr.HTML
+    ranking: gr.HTML
     numbers: gr.HTML
     texts: gr.HTML
     environment: gr.Markdown
@@ -609,6 +872,26 @@ class Results:
 
     def outputs(self) -> list:
         return [getattr(self, name) for name in self.__dataclass_fields__ if name not in ("run", "stop")]
+
+
+@dataclass
+class Sweeps:
+    """The draft-length sweep: its settings, buttons and outputs."""
+
+    values: gr.Textbox
+    draft_length: gr.Button
+    lookup_length: gr.Button
+    stop: gr.Button
+    progress: gr.HTML
+    panel: gr.Column
+    plot: gr.Plot
+    summary: gr.HTML
+    apply: gr.Button
+    download_json: gr.DownloadButton
+    best: gr.State
+
+    def outputs(self) -> list:
+        return [self.progress, self.panel, self.plot, self.summary, self.apply, self.download_json, self.best]
 
 
 def _local_folders() -> list[str]:
@@ -663,16 +946,17 @@ def _form_panel() -> Form:
     with gr.Accordion("Settings", open=False, elem_id="al-settings"):
         gr.Markdown("**How much to measure**")
         with gr.Row():
-            max_new_tokens = gr.Number(0, label="New tokens per run", precision=0, minimum=0,
-                                       maximum=LIMITS["max_new_tokens"], info=HINTS["max_new_tokens"], min_width=150)
-            repeats = gr.Number(0, label="Repetitions", precision=0, minimum=0, maximum=LIMITS["repeats"],
+            # No minimum/maximum here: gradio's own range message would not name the field; the request's does.
+            max_new_tokens = gr.Number(None, label="New tokens per run", precision=0, placeholder="device default",
+                                       info=HINTS["max_new_tokens"], min_width=150)
+            repeats = gr.Number(None, label="Repetitions", precision=0, placeholder="device default",
                                 info=HINTS["repeats"], min_width=150)
-            warmup = gr.Number(CPU_DEFAULTS["warmup"], label="Warm-up runs", precision=0, minimum=0,
-                               maximum=LIMITS["warmup"], info=HINTS["warmup"], min_width=150)
+            warmup = gr.Number(CPU_DEFAULTS["warmup"], label="Warm-up runs", precision=0, info=HINTS["warmup"],
+                               min_width=150)
         gr.Markdown("**How the text is generated**")
         with gr.Row():
             do_sample = gr.Checkbox(False, label="Sample instead of greedy", info=HINTS["do_sample"], min_width=200)
-            seed = gr.Number(0, label="Seed", precision=0, minimum=0, info=HINTS["seed"], min_width=150)
+            seed = gr.Number(0, label="Seed", precision=0, info=HINTS["seed"], min_width=150)
         with gr.Row():
             device = gr.Dropdown(list(DEVICES), value="auto", label="Device", info=HINTS["device"], min_width=150)
             dtype = gr.Dropdown(list(DTYPES), value="auto", label="Number format (dtype)", info=HINTS["dtype"],
@@ -680,16 +964,16 @@ def _form_panel() -> Form:
         gr.Markdown("**How drafts are made**")
         num_assistant_tokens = gr.Slider(1, LIMITS["num_assistant_tokens"], value=5, step=1,
                                          label="Draft length (num_assistant_tokens)",
-                                         info=HINTS["num_assistant_tokens"])
+                                         info=HINTS["num_assistant_tokens"], elem_id="al-draft-tokens")
         with gr.Row():
             schedule = gr.Dropdown(list(SCHEDULES), value="constant", label="Draft length schedule",
                                    info=HINTS["schedule"], min_width=150)
-            confidence_threshold = gr.Number(0, label="Confidence threshold", minimum=0, maximum=0.99, step=0.05,
-                                             info=HINTS["confidence"], min_width=150)
+            confidence_threshold = gr.Number(0, label="Confidence threshold", step=0.05, info=HINTS["confidence"],
+                                             min_width=150)
         prompt_lookup_num_tokens = gr.Slider(1, LIMITS["prompt_lookup_num_tokens"], value=10, step=1,
-                                             label="Prompt lookup tokens", info=HINTS["prompt_lookup_num_tokens"])
-        early_exit_layer = gr.Number(0, label="Early-exit layer", precision=0, minimum=0,
-                                     info=HINTS["early_exit_layer"])
+                                             label="Prompt lookup tokens", info=HINTS["prompt_lookup_num_tokens"],
+                                             elem_id="al-lookup-tokens")
+        early_exit_layer = gr.Number(0, label="Early-exit layer", precision=0, info=HINTS["early_exit_layer"])
     return Form(
         target, assistant, strategy, prompt, max_new_tokens, repeats, warmup, also_prompt_lookup,
         extra_assistants, chat_template, do_sample, seed, device, dtype, num_assistant_tokens, schedule,
@@ -712,6 +996,10 @@ def _results_panel() -> Results:
         with gr.Row(equal_height=True):
             timeline = gr.Plot(show_label=False, min_width=360, elem_id="al-plot-timeline")
             acceptance = gr.Plot(show_label=False, min_width=360, elem_id="al-plot-acceptance")
+        gr.Markdown("#### Why this speed")
+        why = gr.HTML()
+        ranking = gr.HTML()
+        gr.Markdown("#### All the numbers")
         numbers = gr.HTML()
         gr.Markdown("#### Generated texts")
         texts = gr.HTML()
@@ -721,8 +1009,30 @@ def _results_panel() -> Results:
         with gr.Row():
             download_json = gr.DownloadButton("Download report (JSON)", visible=False, elem_id="al-download-json")
             download_csv = gr.DownloadButton("Download runs (CSV)", visible=False, elem_id="al-download-csv")
-    return Results(run, stop, intro, progress, panel, headline, latency, speedup, timeline, acceptance, numbers, texts,
-                   environment, environment_json, download_json, download_csv)
+    return Results(run, stop, intro, progress, panel, headline, latency, speedup, timeline, acceptance, why, ranking,
+                   numbers, texts, environment, environment_json, download_json, download_csv)
+
+
+def _sweep_panel() -> Sweeps:
+    gr.Markdown("### 3 · Tune the draft length")
+    gr.Markdown(SWEEP_INTRO, elem_classes="al-env")
+    values = gr.Textbox(SWEEP_VALUES, label="Lengths to try", info=HINTS["sweep_values"], max_lines=1,
+                        elem_id="al-sweep-values")
+    with gr.Row():
+        draft_length = gr.Button("Sweep draft length", variant="secondary", elem_id="al-sweep-k", scale=2)
+        lookup_length = gr.Button("Sweep prompt-lookup length", variant="secondary", elem_id="al-sweep-lookup",
+                                  scale=2)
+        stop = gr.Button("Stop", variant="stop", elem_id="al-sweep-stop", scale=1)
+    progress = gr.HTML(progress_html("No sweep yet.", 0.0, "idle"), elem_id="al-sweep-progress")
+    with gr.Column(visible=False, elem_id="al-sweep-results") as panel:
+        plot = gr.Plot(show_label=False, elem_id="al-plot-sweep")
+        summary = gr.HTML()
+        with gr.Row():
+            apply = gr.Button("Apply best", variant="primary", visible=False, elem_id="al-sweep-apply")
+            download_json = gr.DownloadButton("Download sweep report (JSON)", visible=False,
+                                              elem_id="al-sweep-download")
+    return Sweeps(values, draft_length, lookup_length, stop, progress, panel, plot, summary, apply, download_json,
+                  gr.State(None))
 
 
 def _report_updates(results: Results, report: dict) -> dict:
@@ -735,6 +1045,8 @@ def _report_updates(results: Results, report: dict) -> dict:
         results.speedup: charts.speedup_figure(report),
         results.timeline: charts.timeline_figure(report),
         results.acceptance: charts.acceptance_figure(report),
+        results.why: why_html(report),
+        results.ranking: ranking_html(report),
         results.numbers: numbers_html(report),
         results.texts: texts_html(report),
         results.environment: environment_markdown(report),
@@ -742,10 +1054,32 @@ def _report_updates(results: Results, report: dict) -> dict:
     }
 
 
+def _sweep_updates(view: Sweeps, report: dict) -> dict:
+    """The sweep's chart and table, redrawn from its report dict (with 'sweep' set)."""
+    return {
+        view.panel: gr.update(visible=True),
+        view.plot: charts.sweep_figure(report),
+        view.summary: sweep_html(report),
+    }
+
+
+def best_setting_updates(best: dict | None) -> tuple:
+    """What Apply best writes into the settings: (num_assistant_tokens, schedule, prompt_lookup_num_tokens, note)."""
+    if not best or best.get("value") is None:
+        return gr.update(), gr.update(), gr.update(), gr.update()
+    if best["param"] == "prompt_lookup_num_tokens":
+        note = f"Applied prompt-lookup length {best['value']} to the settings."
+        return gr.update(), gr.update(), best["value"], progress_html(note, 1.0, "done")
+    note = f"Applied draft length {best['value']} with the {best['schedule']} schedule to the settings."
+    return best["value"], best["schedule"], gr.update(), progress_html(note, 1.0, "done")
+
+
 # ---------------------------------------------------------------- the app
 
 
-def build_app(store: ModelStore | None = None, reports_dir: Path | None = None) -> gr.Blocks:
+def build_app(
+    store: ModelStore | None = None, reports_dir: Path | None = None, queue_max_size: int = QUEUE_SIZE
+) -> gr.Blocks:
     """The whole page around one ModelStore; app.py launches it, tests drive it."""
     store = store if store is not None else ModelStore()
     files = ReportFiles(reports_dir)
@@ -760,6 +1094,7 @@ def build_app(store: ModelStore | None = None, reports_dir: Path | None = None) 
                 form = _form_panel()
             with gr.Column(scale=7, min_width=480):
                 results = _results_panel()
+                sweeps = _sweep_panel()
 
         # ---- Register listeners
 
@@ -769,7 +1104,27 @@ def build_app(store: ModelStore | None = None, reports_dir: Path | None = None) 
                 return gr.update(), gr.update(), gr.update()
             return preset.target, preset.assistant, preset.note
 
-        def arm_stop(request: gr.Request):
+        names = {component: name for name, component in zip(FORM_FIELDS, form.inputs())}
+
+        def form_request(data: dict) -> BenchRequest:
+            return request_from_form(**{names[c]: value for c, value in data.items() if c in names})
+
+        def streamed(session: str, progress: gr.HTML, events: Callable, render: Callable):
+            """Run `events(stop)` for one session, yielding `render(event)`; a failure ends in the progress bar."""
+            event = None
+            try:
+                with user_errors(), stops.running(session) as stop:
+                    if stop.is_set():  # Stop was pressed while this run waited in the queue
+                        yield {progress: progress_html("Stopped before it started.", 0.0, "stopped")}
+                        return
+                    for event in events(stop):
+                        yield render(event)
+            except gr.Error as exc:
+                done, total = (event.done, event.total) if event is not None else (0, 0)
+                yield {progress: progress_html(f"Failed: {exc.message}", done / total if total else 0.0, "failed")}
+                raise
+
+        def arm_run(request: gr.Request):
             stops.arm(request.session_hash)
             return {
                 results.progress: progress_html("Waiting for a free slot: one comparison runs at a time...", None),
@@ -777,34 +1132,62 @@ def build_app(store: ModelStore | None = None, reports_dir: Path | None = None) 
                 results.download_csv: gr.update(visible=False),
             }
 
-        names = {component: name for name, component in zip(FORM_FIELDS, form.inputs())}
-
         def run_stream(data: dict, request: gr.Request):
             """Stream one comparison into the page, redrawing after every counted run."""
-            values = {names[component]: value for component, value in data.items() if component in names}
-            event = None
-            try:
-                with user_errors(), stops.running(request.session_hash) as stop:
-                    if stop.is_set():  # Stop was pressed while this run waited in the queue
-                        yield {results.progress: progress_html("Stopped before it started.", 0.0, "stopped")}
-                        return
-                    bench = request_from_form(**values)
-                    for event in gpu_stream(bench, stop):
-                        update = {results.progress: event_progress(event)}
-                        if event.report is not None and (event.kind == "done" or not event.warmup):
-                            report = event.report.to_dict()
-                            if report["counted_repetitions"] or event.kind == "done":
-                                update.update(_report_updates(results, report))
-                        if event.kind == "done" and event.report is not None and event.report.runs:
-                            json_path, csv_path = files.write(event.report)
-                            update[results.download_json] = gr.update(value=json_path, visible=True)
-                            update[results.download_csv] = gr.update(value=csv_path, visible=True)
-                        yield update
-            except gr.Error as exc:
-                done, total = (event.done, event.total) if event is not None else (0, 0)
-                yield {results.progress: progress_html(f"Failed: {exc.message}", done / total if total else 0.0,
-                                                      "failed")}
-                raise
+
+            def render(event: Event) -> dict:
+                update = {results.progress: event_progress(event)}
+                if event.report is not None and (event.kind == "done" or not event.warmup):
+                    report = event.report.to_dict()
+                    if report["counted_repetitions"] or event.kind == "done":
+                        update.update(_report_updates(results, report))
+                if event.kind == "done" and event.report is not None and event.report.runs:
+                    json_path, csv_path = files.write(event.report)
+                    update[results.download_json] = gr.update(value=json_path, visible=True)
+                    update[results.download_csv] = gr.update(value=csv_path, visible=True)
+                return update
+
+            yield from streamed(request.session_hash, results.progress,
+                                lambda stop: gpu_stream(form_request(data), stop), render)
+
+        def arm_sweep(request: gr.Request):
+            stops.arm(request.session_hash)
+            return {
+                sweeps.progress: progress_html("Waiting for a free slot: one comparison runs at a time...", None),
+                sweeps.download_json: gr.update(visible=False),
+                sweeps.apply: gr.update(visible=False),
+            }
+
+        def sweep_stream(param: str, data: dict, request: gr.Request):
+            """Stream one sweep into its panel; when done, offer its best setting and its report."""
+
+            def events(stop: threading.Event) -> Iterator[Event]:
+                bench, plan = form_request(data), sweep_plan(param, data[sweeps.values])
+                plan.apply(bench)  # refuse a bad value before waiting for models
+                return gpu_stream(bench, stop, plan)
+
+            def render(event: Event) -> dict:
+                update = {sweeps.progress: event_progress(event)}
+                if event.report is not None and (event.kind == "done" or not event.warmup):
+                    report = event.report.to_dict()
+                    report.setdefault("sweep", sweep.summarize_sweep(report, param))
+                    if report["counted_repetitions"] or event.kind == "done":
+                        update.update(_sweep_updates(sweeps, report))
+                    if event.kind == "done" and event.report.runs:
+                        best = report["sweep"].get("best")
+                        update[sweeps.best] = {**best, "param": param} if best else None
+                        update[sweeps.apply] = gr.update(visible=best is not None)
+                        json_path, _csv = files.write(event.report)
+                        update[sweeps.download_json] = gr.update(value=json_path, visible=True)
+                return update
+
+            yield from streamed(request.session_hash, sweeps.progress, events, render)
+
+        def sweep_draft_length(data: dict, request: gr.Request):
+            yield from sweep_stream("num_assistant_tokens", data, request)
+
+        def sweep_lookup_length(data: dict, request: gr.Request):
+            yield from sweep_stream("prompt_lookup_num_tokens", data, request)
 
         def request_stop(request: gr.Request):
             running = stops.is_running(request.session_hash)
@@ -813,23 +1196,38 @@ def build_app(store: ModelStore | None = None, reports_dir: Path | None = None) 
                 return progress_html("Stopping after the current run...", None)
             return gr.update()
 
+        heavy = {"concurrency_id": GPU_GROUP, "concurrency_limit": 1, "api_visibility": "private"}
         form.preset.change(choose_preset, form.preset, [form.target, form.assistant, form.preset_note],
                            queue=False, api_visibility="private")
-        started = results.run.click(arm_stop, None, [results.progress, results.download_json, results.download_csv],
-                                 queue=False, api_visibility="private")
+        started = results.run.click(arm_run, None, [results.progress, results.download_json, results.download_csv],
+                                    queue=False, api_visibility="private")
         started.then(
             run_stream,
             set(form.inputs()),  # a set: gradio passes one {component: value} dict
             results.outputs(),
-            concurrency_id=GPU_GROUP,
-            concurrency_limit=1,
             show_progress="full",
             show_progress_on=[results.progress],
-            api_visibility="private",
+            **heavy,
         )
-        # No `cancels=` here: cancelling would free the GPU group while generate() is still running in its
+        for button, handler in ((sweeps.draft_length, sweep_draft_length), (sweeps.lookup_length, sweep_lookup_length)):
+            button.click(arm_sweep, None, [sweeps.progress, sweeps.download_json, sweeps.apply], queue=False,
+                         api_visibility="private").then(
+                handler,
+                {*form.inputs(), sweeps.values},
+                sweeps.outputs(),
+                show_progress="full",
+                show_progress_on=[sweeps.progress],
+                **heavy,
+            )
+        # No `cancels=` on Stop: cancelling would free the GPU group while generate() is still running in its
         # thread and lose the partial report; the flag ends the run cleanly between runs instead.
-        results.stop.click(request_stop, None, results.progress, queue=False, api_visibility="private")
+        for button, progress in ((results.stop, results.progress), (sweeps.stop, sweeps.progress)):
+            button.click(request_stop, None, progress, queue=False, api_visibility="private")
+        sweeps.apply.click(
+            best_setting_updates, sweeps.best,
+            [form.num_assistant_tokens, form.schedule, form.prompt_lookup_num_tokens, sweeps.progress],
+            queue=False, api_visibility="private",
+        )
 
         def forget_session(request: gr.Request):
             stops.forget(request.session_hash)  # a closed tab stops its run at the next boundary
@@ -857,7 +1255,10 @@ def build_app(store: ModelStore | None = None, reports_dir: Path | None = None) 
             prompt_lookup_num_tokens: int = 10,
             early_exit_layer: int | None = None,
         ) -> tuple[dict, str]:
-            """Compare a target with and without assistance; returns the JSON report and its headline."""
+            """Compare a target with and without assistance; returns the JSON report and its headline.
+
+            max_new_tokens, repeats and warmup left empty (None) take the device defaults.
+            """
             values = {name: value for name, value in locals().items() if name in FORM_FIELDS}
             with user_errors():
                 bench = request_from_form(**values)
@@ -869,7 +1270,7 @@ def build_app(store: ModelStore | None = None, reports_dir: Path | None = None) 
 
         gr.api(compare, api_name="compare", concurrency_id=GPU_GROUP, concurrency_limit=1)
 
-    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=1)
+    demo.queue(max_size=queue_max_size, default_concurrency_limit=1)
     return demo
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -32,6 +34,39 @@ def store():
     from assistlab.models import ModelStore
 
     return ModelStore(max_models=8)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def launch_app(tmp_path_factory):
+    """Start the app on loopback: `with launch_app(models_dir, store, **build_app_kwargs) as url: ...`.
+
+    ASSISTLAB_MODELS_DIR (and any `env`) is set while the server runs; the server closes when the block ends.
+    """
+
+    @contextlib.contextmanager
+    def launch(models: Path, model_store, env: dict | None = None, **build_kwargs):
+        from assistlab import ui
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("ASSISTLAB_MODELS_DIR", str(models))
+            for name, value in (env or {}).items():
+                mp.setenv(name, value)
+            demo = ui.build_app(model_store, reports_dir=tmp_path_factory.mktemp("reports"), **build_kwargs)
+            _app, url, _share = demo.launch(
+                prevent_thread_lock=True, server_port=free_port(), quiet=True, **ui.launch_options({})
+            )
+            try:
+                yield url
+            finally:
+                demo.close()
+
+    return launch
 
 
 def pytest_configure(config):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import socket
+import threading
 
 import pytest
+
+import html
 
 from assistlab import ui
 from assistlab.config import CPU_DEFAULTS
 from assistlab.errors import InputError
+from assistlab.report import speedup_sentence
 
 # gradio's own queue bookkeeping trips pandas deprecation warnings; they are not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
@@ -20,25 +23,12 @@ API_PARAMETERS = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def client(models_dir, store, tmp_path_factory):
+def client(models_dir, store, launch_app):
     from gradio_client import Client
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
-        demo = ui.build_app(store, reports_dir=tmp_path_factory.mktemp("reports"))
-        options = ui.launch_options({})
-        _app, url, _share = demo.launch(prevent_thread_lock=True, server_port=free_port(), quiet=True, **options)
-        try:
-            yield Client(url, verbose=False)
-        finally:
-            demo.close()
+    with launch_app(models_dir, store) as url:
+        yield Client(url, verbose=False)
 
 
 def compare(client, **kwargs):
@@ -59,6 +49,24 @@ def test_compare_returns_the_complete_report(client):
     lines = headline.splitlines()[:2]  # one line per assisted arm; a note on noisy timings may follow
     assert [line.split(" was ")[0] for line in lines] == names[1:]
     assert all("×" in line for line in lines)
+    # The API's headline and the command line speak with one voice.
+    assert lines == [speedup_sentence(entry) for entry in report["comparison"]]
+    assert all(arm["text_segments"] for arm in report["arms"][1:])
+
+
+def test_extra_assistants_are_ranked_with_the_rest(client):
+    report, _ = compare(client, target="target", assistant="assistant-other", extra_assistants="assistant-same",
+                        max_new_tokens=6)
+    assisted = [a["name"] for a in report["arms"][1:]]
+    assert assisted == ["universal: assistant-other (k=5)", "assistant: assistant-same (k=5)", "prompt-lookup (k=10)"]
+    assert sorted(row["arm"] for row in report["ranking"]) == sorted(assisted)
+    speeds = [row["speedup"] for row in report["ranking"]]
+    assert speeds == sorted(speeds, reverse=True)
+    table = ui.ranking_html(report)
+    assert table.count("<tr>") == 1 + 3  # header and one row per assisted arm, the extra assistant included
+    assert all(html.escape(name) in table for name in assisted)
+    why = ui.why_html(report)
+    assert why.count('class="al-why-card"') == 3
 
 
 def test_the_api_keeps_its_parameter_names(client):
@@ -99,14 +107,17 @@ def test_the_form_adds_prompt_lookup_and_extra_assistants():
     assert [(a.strategy, a.assistant) for a in only.arms] == [("prompt-lookup", None)]
 
 
-def test_zero_or_empty_counts_mean_the_device_default():
-    request = ui.request_from_form("target", "x", "auto", "hi", max_new_tokens=0, repeats=None, warmup=None,
+def test_empty_counts_mean_the_device_default_and_zero_is_refused():
+    request = ui.request_from_form("target", "x", "auto", "hi", max_new_tokens=None, repeats="", warmup=None,
                                    confidence_threshold=0, early_exit_layer=0)
     assert (request.max_new_tokens, request.repeats, request.warmup) == (None, None, None)
     assert request.resolved("cpu").max_new_tokens == CPU_DEFAULTS["max_new_tokens"]
     assert request.arms[0].assistant_confidence_threshold is None
     zero_warmup = ui.request_from_form("target", "x", "auto", "hi", warmup=0)
     assert zero_warmup.warmup == 0
+    for field in ("max_new_tokens", "repeats"):  # as on the command line: 0 runs nothing, so it is a mistake
+        with pytest.raises(InputError, match=f"{field} must be between 1"):
+            ui.request_from_form("target", "x", "auto", "hi", **{field: 0})
 
 
 def test_the_form_refuses_what_the_engine_refuses():
@@ -120,6 +131,53 @@ def test_gpu_seconds_grows_with_the_work():
     small = ui.request_from_form("t", "a", "auto", "hi", max_new_tokens=16, repeats=1, warmup=0)
     large = ui.request_from_form("t", "a", "auto", "hi", max_new_tokens=512, repeats=10, warmup=2)
     assert 60 <= ui.gpu_seconds(small) < ui.gpu_seconds(large) <= 1800
+    # A sweep of six settings holds the GPU longer than the comparison it starts from.
+    plan = ui.sweep_plan("num_assistant_tokens", "1,2,3,5,8")
+    assert ui.gpu_seconds(small, plan) > ui.gpu_seconds(small)
+
+
+def test_the_sweep_box_becomes_a_plan():
+    plan = ui.sweep_plan("num_assistant_tokens", " 1, 2;3  5,,8 ")
+    assert (plan.param, plan.values, plan.schedules) == ("num_assistant_tokens", ("1", "2", "3", "5", "8"),
+                                                         ("heuristic",))
+    request = ui.request_from_form("t", "a", "assistant", "hi", also_prompt_lookup=True)
+    swept = plan.apply(request)
+    assert [(a.num_assistant_tokens, a.num_assistant_tokens_schedule) for a in swept.arms] == [
+        (1, "constant"), (2, "constant"), (3, "constant"), (5, "constant"), (8, "constant"), (5, "heuristic"),
+    ]
+    lookup = ui.sweep_plan("prompt_lookup_num_tokens", "4,2")
+    assert lookup.schedules == ()
+    assert [a.prompt_lookup_num_tokens for a in lookup.apply(request).arms] == [2, 4]
+    with pytest.raises(InputError, match="num_assistant_tokens must be a whole number, got 'abc'"):
+        ui.sweep_plan("num_assistant_tokens", "2,abc").apply(request)
+    with pytest.raises(InputError, match="needs an arm with an assistant model"):
+        plan.apply(ui.request_from_form("t", "", "prompt-lookup", "hi"))
+
+
+def test_apply_best_writes_the_setting_that_won():
+    k, schedule, lookup, note = ui.best_setting_updates(
+        {"param": "num_assistant_tokens", "value": 3, "schedule": "heuristic", "label": "heuristic (from k=3)"}
+    )
+    assert (k, schedule) == (3, "heuristic") and lookup == {"__type__": "update"}
+    assert "draft length 3 with the heuristic schedule" in note
+    k, schedule, lookup, note = ui.best_setting_updates(
+        {"param": "prompt_lookup_num_tokens", "value": 2, "schedule": "constant", "label": "k=2"}
+    )
+    assert lookup == 2 and k == {"__type__": "update"} and schedule == {"__type__": "update"}
+    assert all(u == {"__type__": "update"} for u in ui.best_setting_updates(None))
+
+
+def test_a_sweep_streams_through_the_apps_runner(allowed_models, store):
+    request = ui.request_from_form("target", "", "prompt-lookup", "deep learning deep learning", max_new_tokens=4,
+                                   repeats=1, warmup=0)
+    plan = ui.sweep_plan("prompt_lookup_num_tokens", "1,3")
+    events = list(ui._gpu_runner(store)(request, threading.Event(), plan))
+    report = events[-1].report.to_dict()
+    assert events[-1].kind == "done" and report["status"] == "complete"
+    assert [p["value"] for p in report["sweep"]["points"]] == [1, 3]
+    assert report["sweep"]["best"]["value"] in (1, 3)
+    page = ui.sweep_html(report)
+    assert report["sweep"]["best_text"] in page.replace("&#x27;", "'") and page.count("<tr>") == 3
 
 
 def test_session_stops_are_per_session():
@@ -151,6 +209,7 @@ def test_report_files_are_written_where_the_app_owns_them(tmp_path, models_dir, 
 def test_page_text_is_escaped_and_differences_marked():
     assert ui.diff_html("the cat <b>", "the dog <b>") == "the <del>cat</del><mark>dog</mark> &lt;b&gt;"
     assert ui.diff_html("same\x07 text", "same\x07 text") == "same\ufffd text"  # control characters made visible
+    assert ui.diff_html("a b c", "a b") == "a b<del> c</del>"  # a word missing at the end is still shown
     report = {
         "arms": [
             {"name": "plain", "strategy": "plain", "text": "<script>alert(1)</script>", "latencies_s": [1.0]},
@@ -161,6 +220,77 @@ def test_page_text_is_escaped_and_differences_marked():
     page = ui.texts_html(report)
     assert "<script>" not in page and "x&lt;y" in page
     assert "differs from token 6" in page
+
+
+def test_each_token_is_marked_by_where_it_came_from():
+    segments = [["the <b>", "draft"], ["cat", "target"], [" sat", "draft"]]
+    assert ui.marked_html("the <b>cat sat", None, segments) == (
+        '<span class="al-o-draft">the &lt;b&gt;</span><span class="al-o-target">cat</span>'
+        '<span class="al-o-draft"> sat</span>'
+    )
+    # Origin and difference together: the changed word keeps its origin tint inside the difference mark.
+    assert ui.marked_html("the dog sat", "the cat sat", [["the ", "draft"], ["dog sat", "target"]]) == (
+        '<span class="al-o-draft">the </span><del>cat</del><mark class="al-o-target">dog</mark>'
+        '<span class="al-o-target"> sat</span>'
+    )
+    # Pieces that do not spell the text (a tokenizer that decodes differently) are not guessed at.
+    assert ui.marked_html("abc", None, [["xyz", "draft"]]) == "abc"
+    report = {
+        "arms": [
+            {"name": "plain", "strategy": "plain", "text": "one two", "latencies_s": [1.0]},
+            {"name": "a", "strategy": "assistant", "text": "one two", "latencies_s": [1.0],
+             "text_segments": [["one", "draft"], [" two", "target"]], "token_origins": ["draft", "target"]},
+        ],
+        "comparison": [{"arm": "a", "outputs_identical": True, "first_difference": None}],
+    }
+    page = ui.texts_html(report)
+    assert 'id="al-legend"' in page and "accepted by the target" in page and "bonus token" in page
+    assert '<span class="al-o-draft">one</span><span class="al-o-target"> two</span>' in page
+    assert "1 of 2 tokens drafted and accepted" in page
+    plain_card = page.split('class="al-text-card"')[1]
+    assert "al-o-" not in plain_card  # the reference is all the target's own; no tint
+
+
+def _explained(**entry):
+    base = {"arm": "assistant: small (k=5)", "speedup": {"median": 1.3, "ci_low": 1.2, "ci_high": 1.4, "n": 5},
+            "alpha": 0.8, "c": 0.1, "k": 5.0, "predicted_speedup": 2.0, "acceptance_rate": 0.7,
+            "limit": "Overhead limits this pair: <it measures 1.30x>.",
+            "analysis": {"best_k": 6, "best_k_speedup": 2.01}}
+    return {
+        "status": "complete",
+        "arms": [{"name": "plain", "strategy": "plain", "latencies_s": [1.0]},
+                 {"name": base["arm"], "strategy": "assistant", "latencies_s": [0.8]}],
+        "comparison": [{**base, **entry}],
+    }
+
+
+def test_the_why_panel_puts_prediction_beside_measurement():
+    page = ui.why_html(_explained())
+    assert 'id="al-why"' in page and page.count('class="al-why-card"') == 1
+    assert "1.30×" in page and "(1.20–1.40×)" in page and "2.00×" in page
+    assert "<th>α</th><td>0.80</td>" in page and "<th>c</th><td>0.10</td>" in page and "<th>k</th><td>5</td>" in page
+    assert "&lt;it measures 1.30x&gt;" in page and "<it " not in page
+    assert "Leviathan et al. 2023" in page
+    assert "would favour" not in page  # k=6 is predicted only 0.5% better: not worth a line
+    hinted = ui.why_html(_explained(analysis={"best_k": 2, "best_k_speedup": 2.4}))
+    assert "would favour k = 2 (predicted 2.40×)" in hinted
+    running = _explained(predicted_speedup=None, c=None, limit=None)
+    running["status"] = "running"
+    assert "measured after the timed runs" in ui.why_html(running)
+    assert ui.why_html({"arms": [{"name": "plain", "strategy": "plain"}], "comparison": []}) == ""
+
+
+def test_the_ranking_needs_two_assisted_arms():
+    row = {"arm": "a<b", "rank": 1, "speedup": 1.3, "ci_low": 1.2, "ci_high": 1.4, "acceptance_rate": 0.7,
+           "c": 0.1, "alpha": 0.8, "predicted_speedup": 2.0, "limit": "Low acceptance limits this pair."}
+    report = {"arms": [{"name": "plain"}, {"name": "a<b"}, {"name": "z"}], "ranking": [row]}
+    assert ui.ranking_html(report) == ""
+    report["ranking"] = [row, {"arm": "z", "rank": None, "speedup": None, "error": "ran out of memory"}]
+    table = ui.ranking_html(report)
+    assert 'id="al-ranking"' in table and table.count("<tr>") == 3
+    assert all(h in table for h in ("Rank", "Speedup (95% interval)", "Accepted", "α", "Predicted", "What limits it"))
+    assert "a&lt;b" in table and "1.30×" in table and "2.00×" in table and "Low acceptance" in table
+    assert "ran out of memory" in table and "failed" in table
 
 
 def test_launch_options_read_the_environment():
@@ -179,14 +309,17 @@ def test_launch_options_read_the_environment():
 def test_all_model_work_shares_one_gpu_slot(models_dir, store, monkeypatch):
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
     demo = ui.build_app(store)
-    heavy = {fn.name: fn for fn in demo.fns.values() if fn.name in ("run_stream", "compare")}
-    assert set(heavy) == {"run_stream", "compare"}
+    names = ("run_stream", "sweep_draft_length", "sweep_lookup_length", "compare")
+    heavy = {fn.name: fn for fn in demo.fns.values() if fn.name in names}
+    assert set(heavy) == set(names)
     assert {(fn.concurrency_id, fn.concurrency_limit) for fn in heavy.values()} == {(ui.GPU_GROUP, 1)}
     assert heavy["compare"].api_name == "compare"
-    assert heavy["run_stream"].api_visibility == "private"
-    light = [fn for fn in demo.fns.values() if fn.name in ("request_stop", "arm_stop")]
-    assert light and not any(fn.queue for fn in light)  # Stop must not wait behind the run it stops
+    assert all(heavy[name].api_visibility == "private" for name in names[:3])
+    quick = ("request_stop", "arm_run", "arm_sweep", "best_setting_updates")
+    light = [fn for fn in demo.fns.values() if fn.name in quick]
+    assert len(light) == 6 and not any(fn.queue for fn in light)  # Stop must not wait behind the run it stops
     assert demo._queue.max_size == ui.QUEUE_SIZE
+    assert ui.build_app(store, queue_max_size=2)._queue.max_size == 2
 
 
 def test_on_zero_gpu_the_run_goes_through_spaces_gpu(allowed_models, store, monkeypatch):

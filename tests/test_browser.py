@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import re
 from pathlib import Path
 
 import pytest
@@ -20,27 +20,11 @@ pytestmark = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def app_url(models_dir, store, tmp_path_factory):
-    from assistlab import ui
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
-        mp.setenv("GRADIO_HEARTBEAT_INTERVAL", "0.5")  # notice a closed tab quickly
-        demo = ui.build_app(store, reports_dir=tmp_path_factory.mktemp("reports"))
-        _app, url, _share = demo.launch(
-            prevent_thread_lock=True, server_port=free_port(), quiet=True, **ui.launch_options({})
-        )
-        try:
-            yield url
-        finally:
-            demo.close()
+def app_url(models_dir, store, launch_app):
+    # A short heartbeat, so a closed tab is noticed quickly.
+    with launch_app(models_dir, store, env={"GRADIO_HEARTBEAT_INTERVAL": "0.5"}) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +94,7 @@ def test_a_comparison_runs_and_shows_charts_texts_and_downloads(page, artifacts)
     page.wait_for_selector("#al-download-json", state="visible", timeout=90_000)
     page.wait_for_timeout(500)  # let plotly finish drawing before the screenshot
 
-    assert page.locator(".js-plotly-plot").count() == 4
+    assert page.locator("#al-results .js-plotly-plot").count() == 4
     headline = page.inner_text("#al-headline")
     assert "universal: assistant-other (k=5) was" in headline and "prompt-lookup (k=10) was" in headline
     cards = page.locator("#al-texts .al-text-card")
@@ -118,6 +102,21 @@ def test_a_comparison_runs_and_shows_charts_texts_and_downloads(page, artifacts)
     assert "plain" in cards.nth(0).inner_text() and "universal" in cards.nth(1).inner_text()
     assert all(cards.nth(i).locator(".al-text").inner_text().strip() for i in range(3))
     assert page.locator("#al-numbers tbody tr").count() == 3
+
+    # Why: one card per assisted arm, prediction beside measurement, and what limits the pair.
+    why = page.locator("#al-why .al-why-card")
+    assert why.count() == 2
+    for i in range(2):
+        card = why.nth(i).inner_text()
+        assert "measured" in card and "predicted by the cost model" in card and "limits this pair" in card
+        assert all(symbol in card for symbol in ("α", "c", "k"))
+    assert page.locator("#al-ranking tbody tr").count() == 2
+    # Where each token came from: a legend, and every assisted text tinted by origin.
+    assert page.locator("#al-legend").is_visible()
+    assert "accepted by the target" in page.inner_text("#al-legend")
+    for i in (1, 2):
+        assert cards.nth(i).locator(".al-o-draft, .al-o-target").count() > 0
+    assert cards.nth(0).locator(".al-o-draft, .al-o-target").count() == 0
     assert "Ran on CPU" in page.inner_text("#al-results")
     assert "Complete" in page.inner_text("#al-progress")
 
@@ -133,6 +132,27 @@ def test_a_comparison_runs_and_shows_charts_texts_and_downloads(page, artifacts)
     print(f"screenshot: {shot}")
 
 
+def test_a_sweep_finds_the_best_length_and_applies_it(page):
+    choose(page, "target", "assistant-other", tokens=6, repeats=2)
+    page.fill("#al-sweep-values textarea, #al-sweep-values input", "1,3")
+    page.click("#al-sweep-lookup")
+    page.wait_for_selector("#al-sweep-download", state="visible", timeout=90_000)
+    assert page.locator("#al-plot-sweep .js-plotly-plot").count() == 1
+    best = page.inner_text("#al-sweep-best")
+    assert best.startswith("Best: k=")
+    assert page.locator("#al-sweep-table tbody tr").count() == 2
+    value = re.match(r"Best: k=(\d+)", best).group(1)
+    assert page.locator("#al-lookup-tokens input[type=number]").input_value() == "10"
+    page.click("#al-sweep-apply")
+    page.get_by_text(f"Applied prompt-lookup length {value}").wait_for()
+    assert page.locator("#al-lookup-tokens input[type=number]").input_value() == value
+    with page.expect_download() as download:
+        page.click("#al-sweep-download")
+    report = json.loads(Path(download.value.path()).read_text())
+    assert report["sweep"]["param"] == "prompt_lookup_num_tokens"
+    assert [p["value"] for p in report["sweep"]["points"]] == [1, 3]
+
+
 def test_stop_ends_the_run_between_runs_and_keeps_what_was_measured(page):
     choose(page, "target", "assistant-other", tokens=48, repeats=50)
     page.click("#al-run")
@@ -141,7 +161,19 @@ def test_stop_ends_the_run_between_runs_and_keeps_what_was_measured(page):
     page.wait_for_selector("#al-progress .al-stopped", timeout=60_000)
     assert "Stopped after" in page.inner_text("#al-headline")
     assert page.locator("#al-download-json").is_visible()
-    assert page.locator(".js-plotly-plot").count() == 4
+    assert page.locator("#al-results .js-plotly-plot").count() == 4
+
+
+def test_stop_also_ends_a_sweep_and_keeps_its_points(page):
+    choose(page, "target", "assistant-other", tokens=48, repeats=50)
+    page.fill("#al-sweep-values textarea, #al-sweep-values input", "1,2,3")
+    page.click("#al-sweep-k")
+    page.wait_for_selector("#al-sweep-best", timeout=60_000)  # the first counted repetition is charted
+    page.click("#al-sweep-stop")
+    page.wait_for_selector("#al-sweep-progress .al-stopped", timeout=60_000)
+    assert page.inner_text("#al-sweep-best").startswith("Best:")
+    assert page.locator("#al-sweep-download").is_visible()
+    assert page.locator("#al-progress .al-idle").count() == 1  # the comparison's own bar was left alone
 
 
 def test_closing_the_tab_stops_its_run_and_frees_the_slot(browser, app_url):

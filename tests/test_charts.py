@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from assistlab import charts
+from assistlab import charts, report as report_mod
 from assistlab.config import ArmSpec, BenchRequest
 from assistlab.runner import run_to_report
+from assistlab.sweep import run_sweep
 
 BUILDERS = (charts.latency_figure, charts.timeline_figure, charts.speedup_figure, charts.acceptance_figure)
 
@@ -30,13 +31,28 @@ def report(models_dir, store) -> dict:
         return run_to_report(request, store).to_dict()
 
 
+@pytest.fixture(scope="module")
+def swept(models_dir, store) -> dict:
+    """A real draft-length sweep on tiny models: k=1, k=3 and the heuristic schedule against one plain baseline."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+        request = BenchRequest(target="target", arms=(ArmSpec("assistant", "target-copy"),), max_new_tokens=8,
+                               repeats=2, warmup=0, prompt="write me a long essay on deep learning")
+        sweep_report, _summary = run_sweep(request, store, values=(1, 3))
+        return sweep_report.to_dict()
+
+
+def _measured(fig) -> list:
+    return [t for t in fig.data if not t.name.endswith("(predicted)")]
+
+
 def test_every_arm_gets_one_trace(report):
     names = [a["name"] for a in report["arms"]]
     assisted = names[1:]
     assert len(names) == 3
     assert sorted(t.name for t in charts.latency_figure(report).data) == sorted(names)
     assert [t.name for t in charts.timeline_figure(report).data] == names
-    assert sorted(t.name for t in charts.speedup_figure(report).data) == sorted(assisted)
+    assert sorted(t.name for t in _measured(charts.speedup_figure(report))) == sorted(assisted)
     assert [t.name for t in charts.acceptance_figure(report).data] == assisted
 
 
@@ -78,6 +94,23 @@ def test_speedup_marker_and_interval_come_from_the_comparison(report):
     assert any(shape.x0 == 1.0 and shape.x1 == 1.0 for shape in fig.layout.shapes)
 
 
+def test_the_predicted_speedup_sits_beside_the_measured_one(report):
+    fig = charts.speedup_figure(report)
+    by_name = {t.name: t for t in fig.data}
+    predicted = [c for c in report["comparison"] if c["predicted_speedup"] is not None]
+    assert predicted  # the tiny models' report carries the cost model
+    for comp in predicted:
+        mark = by_name[f"{comp['arm']} (predicted)"]
+        assert mark.x[0] == pytest.approx(comp["predicted_speedup"])
+        assert mark.y[0] == by_name[comp["arm"]].y[0]  # on the arm's own row
+        assert "predicted speedup %{x:.2f}×" in mark.hovertemplate
+    assert any("predicted" in a.text for a in fig.layout.annotations)  # the key says which mark is which
+    without = copy.deepcopy(report)
+    for comp in without["comparison"]:
+        comp["predicted_speedup"] = None
+    assert not any(t.name.endswith("(predicted)") for t in charts.speedup_figure(without).data)
+
+
 def test_charts_are_pure(report):
     before = copy.deepcopy(report)
     first = [f(report).to_json() for f in BUILDERS]
@@ -91,7 +124,8 @@ def test_colours_follow_the_arm_in_every_chart(report):
     for trace in charts.timeline_figure(report).data:
         assert trace.line.color == colour[trace.name]
     for trace in charts.speedup_figure(report).data:
-        assert trace.marker.color == colour[trace.name]
+        name = trace.name.removesuffix(" (predicted)")
+        assert colour[name] in (trace.marker.color, trace.marker.line.color)
     assert charts.arm_color(0) == charts.PALETTE[0]
 
 
@@ -103,6 +137,38 @@ def test_an_empty_report_draws_waiting_charts():
         assert len(fig.data) == 0
         assert fig.layout.annotations
     assert charts.headline(empty) == "Nothing measured yet."
+    assert len(charts.sweep_figure(empty).data) == 0
+
+
+# ---------------------------------------------------------------- the sweep
+
+
+def test_the_sweep_chart_shows_every_setting_with_interval_prediction_and_best(swept):
+    summary = swept["sweep"]
+    fig = charts.sweep_figure(swept)
+    measured, predicted = fig.data
+    assert list(measured.x) == [p["label"] for p in summary["points"]] == ["k=1", "k=3", "heuristic (from k=5)"]
+    for i, point in enumerate(summary["points"]):
+        s = point["speedup"]
+        assert measured.y[i] == pytest.approx(s["median"])
+        assert measured.y[i] + measured.error_y.array[i] == pytest.approx(s["ci_high"])
+        assert measured.y[i] - measured.error_y.arrayminus[i] == pytest.approx(s["ci_low"])
+    best = [p["arm"] for p in summary["points"]].index(summary["best"]["arm"])
+    assert [sym == "star" for sym in measured.marker.symbol] == [i == best for i in range(3)]
+    assert list(predicted.y) == pytest.approx([p["predicted_speedup"] for p in summary["points"]])
+    assert "×" in measured.hovertemplate and "×" in predicted.hovertemplate
+    assert any(shape.y0 == 1.0 and shape.y1 == 1.0 for shape in fig.layout.shapes)
+    assert fig.layout.xaxis.title.text == "draft length (num_assistant_tokens)"
+    assert summary["best_text"].startswith(f"Best: {summary['best']['label']}")
+
+
+def test_the_sweep_chart_is_pure_and_skips_settings_without_a_run(swept):
+    before = copy.deepcopy(swept)
+    assert charts.sweep_figure(swept).to_json() == charts.sweep_figure(copy.deepcopy(swept)).to_json()
+    assert swept == before
+    partial = copy.deepcopy(swept)
+    partial["sweep"]["points"][1]["speedup"] = {"median": None, "ci_low": None, "ci_high": None, "n": 0}
+    assert list(charts.sweep_figure(partial).data[0].x) == ["k=1", "heuristic (from k=5)"]
 
 
 def test_the_real_report_gets_a_headline(report):
@@ -140,28 +206,49 @@ def test_headline_faster():
     )
 
 
+def test_the_headline_and_the_command_line_share_one_sentence():
+    made = _made(1.17, 1.12, 1.21)
+    made["comparison"][0]["acceptance_rate"] = 0.83
+    sentence = report_mod.speedup_sentence(made["comparison"][0])
+    assert sentence == (
+        "assistant: small (k=5) was 1.17× faster (95% interval 1.12–1.21×); 83% of drafted tokens accepted; "
+        "outputs identical."
+    )
+    assert charts.headline(made) == sentence
+
+
 def test_headline_says_slower_when_slower():
     text = charts.headline(_made(0.76, 0.70, 0.80))
-    assert text.startswith("assistant: small (k=5) was 0.76× (slower; 95% interval 0.70–0.80×)")
+    assert text.startswith("assistant: small (k=5) was slower, 0.76× as fast as plain (95% interval 0.70–0.80×)")
     assert "faster" not in text
 
 
 def test_headline_does_not_claim_a_difference_the_interval_does_not_show():
     text = charts.headline(_made(1.05, 0.97, 1.12))
-    assert "no clear difference" in text
+    assert "1.05×, no clear difference from plain (95% interval 0.97–1.12× contains 1×)" in text
     assert "faster" not in text and "slower" not in text
-    assert charts.verdict({"median": 1.05, "ci_low": 0.97, "ci_high": 1.12, "n": 5}) == "unclear"
+    assert report_mod.verdict({"median": 1.05, "ci_low": 0.97, "ci_high": 1.12, "n": 5}) == "unclear"
+    assert report_mod.verdict({"median": 1.05, "ci_low": 1.01, "ci_high": 1.12, "n": 5}) == "faster"
+    assert report_mod.verdict({"median": 0.95, "ci_low": 0.90, "ci_high": 0.99, "n": 5}) == "slower"
 
 
 def test_headline_names_the_first_differing_token():
     assert "outputs differ from token 13." in charts.headline(_made(1.3, 1.2, 1.4, identical=False, first=12))
     sampled = charts.headline(_made(1.3, 1.2, 1.4, identical=False, first=0, sampling=True))
-    assert "expected when sampling" in sampled
+    assert "outputs differ from token 1 (expected when sampling)." in sampled
+    # The command line counts tokens the same way: from 1.
+    entry = _made(1.3, 1.2, 1.4, identical=False, first=12)["comparison"][0]
+    assert report_mod.speedup_sentence(entry).endswith("outputs differ from token 13.")
 
 
 def test_headline_with_one_repetition_has_no_interval():
     text = charts.headline(_made(0.9, 0.9, 0.9, n=1))
-    assert "0.90× (slower; one repetition, so no interval)" in text
+    assert "was slower, 0.90× as fast as plain (one repetition, so no interval)" in text
+
+
+def test_an_arm_without_a_repetition_is_said_so():
+    entry = {"arm": "x", "speedup": {"median": None, "ci_low": None, "ci_high": None, "n": 0}}
+    assert report_mod.speedup_sentence(entry) == "x finished no repetition, so there is no speedup to report."
 
 
 def test_headline_reports_a_stopped_run_and_a_failed_arm():
