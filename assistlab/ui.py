@@ -34,8 +34,8 @@ from .config import (
     LIMITS,
     MODEL_STRATEGIES,
     SCHEDULES,
-    ArmSpec,
     BenchRequest,
+    assisted_arms,
 )
 from .errors import AssistLabError, InputError
 from .models import ModelStore
@@ -288,18 +288,16 @@ def request_from_form(
         "assistant_confidence_threshold": None if _unset(confidence_threshold) else confidence_threshold,
         "prompt_lookup_num_tokens": prompt_lookup_num_tokens,
     }
-    layer = None if _unset(early_exit_layer) else early_exit_layer
     strategy = strategy or "auto"
-    main_assistant = assistant if strategy in MODEL_STRATEGIES else None
-    arms = [ArmSpec(strategy, main_assistant, early_exit_layer=layer, **knobs)]
-    # Extra assistants use the chosen model strategy, or auto when the main arm needs no model.
-    extra_strategy = strategy if strategy in MODEL_STRATEGIES else "auto"
-    arms += [ArmSpec(extra_strategy, ref, **knobs) for ref in _split_refs(extra_assistants)]
-    if also_prompt_lookup and strategy != "prompt-lookup":
-        arms.append(ArmSpec("prompt-lookup", prompt_lookup_num_tokens=prompt_lookup_num_tokens))
+    # The assistant box always holds the preset's model; only a strategy that drafts with a model uses it.
+    main = [assistant if isinstance(assistant, str) else ""] if strategy in MODEL_STRATEGIES else []
+    arms = assisted_arms(
+        strategy, main + _split_refs(extra_assistants), also_prompt_lookup=bool(also_prompt_lookup),
+        early_exit_layer=None if _unset(early_exit_layer) else early_exit_layer, **knobs,
+    )
     return BenchRequest(
         target=target if isinstance(target, str) else "",
-        arms=tuple(arms),
+        arms=arms,
         prompt=prompt if prompt is not None else "",
         max_new_tokens=_optional_count(max_new_tokens),
         repeats=_optional_count(repeats),
