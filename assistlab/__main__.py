@@ -137,7 +137,7 @@ def format_table(data: dict) -> str:
     out += [line(r) for r in rows]
     out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, 95% bootstrap interval.")
     for entry in data["comparison"]:
-        out.append("  " + speedup_sentence(entry))
+        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"]))
         if entry.get("predicted_speedup") is not None:
             out.append(
                 f"    why: alpha {entry['alpha']:.2f} (acceptance per drafted token), c {entry['c']:.2f} (drafting "
