@@ -106,7 +106,6 @@ class Report:
     def comparison(self) -> list[dict]:
         """Each assisted arm against plain: speedup with interval, acceptance, output identity."""
         plain = self.plain
-        plain_lat = [r.latency_s for r in plain]
         out = []
         for index, info in enumerate(self.arms):
             if not info.assisted:

@@ -8,7 +8,7 @@ import pytest
 
 import html
 
-from assistlab import ui
+from assistlab import panels, ui
 from assistlab.config import CPU_DEFAULTS
 from assistlab.errors import InputError
 from assistlab.report import speedup_sentence
@@ -62,10 +62,10 @@ def test_extra_assistants_are_ranked_with_the_rest(client):
     assert sorted(row["arm"] for row in report["ranking"]) == sorted(assisted)
     speeds = [row["speedup"] for row in report["ranking"]]
     assert speeds == sorted(speeds, reverse=True)
-    table = ui.ranking_html(report)
+    table = panels.ranking_html(report)
     assert table.count("<tr>") == 1 + 3  # header and one row per assisted arm, the extra assistant included
     assert all(html.escape(name) in table for name in assisted)
-    why = ui.why_html(report)
+    why = panels.why_html(report)
     assert why.count('class="al-why-card"') == 3
 
 
@@ -176,7 +176,7 @@ def test_a_sweep_streams_through_the_apps_runner(allowed_models, store):
     assert events[-1].kind == "done" and report["status"] == "complete"
     assert [p["value"] for p in report["sweep"]["points"]] == [1, 3]
     assert report["sweep"]["best"]["value"] in (1, 3)
-    page = ui.sweep_html(report)
+    page = panels.sweep_html(report)
     assert report["sweep"]["best_text"] in page.replace("&#x27;", "'") and page.count("<tr>") == 3
 
 
@@ -207,9 +207,9 @@ def test_report_files_are_written_where_the_app_owns_them(tmp_path, models_dir, 
 
 
 def test_page_text_is_escaped_and_differences_marked():
-    assert ui.diff_html("the cat <b>", "the dog <b>") == "the <del>cat</del><mark>dog</mark> &lt;b&gt;"
-    assert ui.diff_html("same\x07 text", "same\x07 text") == "same\ufffd text"  # control characters made visible
-    assert ui.diff_html("a b c", "a b") == "a b<del> c</del>"  # a word missing at the end is still shown
+    assert panels.diff_html("the cat <b>", "the dog <b>") == "the <del>cat</del><mark>dog</mark> &lt;b&gt;"
+    assert panels.diff_html("same\x07 text", "same\x07 text") == "same\ufffd text"  # control characters made visible
+    assert panels.diff_html("a b c", "a b") == "a b<del> c</del>"  # a word missing at the end is still shown
     report = {
         "arms": [
             {"name": "plain", "strategy": "plain", "text": "<script>alert(1)</script>", "latencies_s": [1.0]},
@@ -217,24 +217,24 @@ def test_page_text_is_escaped_and_differences_marked():
         ],
         "comparison": [{"arm": "x<y", "outputs_identical": False, "first_difference": 5}],
     }
-    page = ui.texts_html(report)
+    page = panels.texts_html(report)
     assert "<script>" not in page and "x&lt;y" in page
     assert "differs from token 6" in page
 
 
 def test_each_token_is_marked_by_where_it_came_from():
     segments = [["the <b>", "draft"], ["cat", "target"], [" sat", "draft"]]
-    assert ui.marked_html("the <b>cat sat", None, segments) == (
+    assert panels.marked_html("the <b>cat sat", None, segments) == (
         '<span class="al-o-draft">the &lt;b&gt;</span><span class="al-o-target">cat</span>'
         '<span class="al-o-draft"> sat</span>'
     )
     # Origin and difference together: the changed word keeps its origin tint inside the difference mark.
-    assert ui.marked_html("the dog sat", "the cat sat", [["the ", "draft"], ["dog sat", "target"]]) == (
+    assert panels.marked_html("the dog sat", "the cat sat", [["the ", "draft"], ["dog sat", "target"]]) == (
         '<span class="al-o-draft">the </span><del>cat</del><mark class="al-o-target">dog</mark>'
         '<span class="al-o-target"> sat</span>'
     )
     # Pieces that do not spell the text (a tokenizer that decodes differently) are not guessed at.
-    assert ui.marked_html("abc", None, [["xyz", "draft"]]) == "abc"
+    assert panels.marked_html("abc", None, [["xyz", "draft"]]) == "abc"
     report = {
         "arms": [
             {"name": "plain", "strategy": "plain", "text": "one two", "latencies_s": [1.0]},
@@ -243,7 +243,7 @@ def test_each_token_is_marked_by_where_it_came_from():
         ],
         "comparison": [{"arm": "a", "outputs_identical": True, "first_difference": None}],
     }
-    page = ui.texts_html(report)
+    page = panels.texts_html(report)
     assert 'id="al-legend"' in page and "accepted by the target" in page and "bonus token" in page
     assert '<span class="al-o-draft">one</span><span class="al-o-target"> two</span>' in page
     assert "1 of 2 tokens drafted and accepted" in page
@@ -265,28 +265,28 @@ def _explained(**entry):
 
 
 def test_the_why_panel_puts_prediction_beside_measurement():
-    page = ui.why_html(_explained())
+    page = panels.why_html(_explained())
     assert 'id="al-why"' in page and page.count('class="al-why-card"') == 1
     assert "1.30×" in page and "(1.20–1.40×)" in page and "2.00×" in page
     assert "<th>α</th><td>0.80</td>" in page and "<th>c</th><td>0.10</td>" in page and "<th>k</th><td>5</td>" in page
     assert "&lt;it measures 1.30x&gt;" in page and "<it " not in page
     assert "Leviathan et al. 2023" in page
     assert "would favour" not in page  # k=6 is predicted only 0.5% better: not worth a line
-    hinted = ui.why_html(_explained(analysis={"best_k": 2, "best_k_speedup": 2.4}))
+    hinted = panels.why_html(_explained(analysis={"best_k": 2, "best_k_speedup": 2.4}))
     assert "would favour k = 2 (predicted 2.40×)" in hinted
     running = _explained(predicted_speedup=None, c=None, limit=None)
     running["status"] = "running"
-    assert "measured after the timed runs" in ui.why_html(running)
-    assert ui.why_html({"arms": [{"name": "plain", "strategy": "plain"}], "comparison": []}) == ""
+    assert "measured after the timed runs" in panels.why_html(running)
+    assert panels.why_html({"arms": [{"name": "plain", "strategy": "plain"}], "comparison": []}) == ""
 
 
 def test_the_ranking_needs_two_assisted_arms():
     row = {"arm": "a<b", "rank": 1, "speedup": 1.3, "ci_low": 1.2, "ci_high": 1.4, "acceptance_rate": 0.7,
            "c": 0.1, "alpha": 0.8, "predicted_speedup": 2.0, "limit": "Low acceptance limits this pair."}
     report = {"arms": [{"name": "plain"}, {"name": "a<b"}, {"name": "z"}], "ranking": [row]}
-    assert ui.ranking_html(report) == ""
+    assert panels.ranking_html(report) == ""
     report["ranking"] = [row, {"arm": "z", "rank": None, "speedup": None, "error": "ran out of memory"}]
-    table = ui.ranking_html(report)
+    table = panels.ranking_html(report)
     assert 'id="al-ranking"' in table and table.count("<tr>") == 3
     assert all(h in table for h in ("Rank", "Speedup (95% interval)", "Accepted", "α", "Predicted", "What limits it"))
     assert "a&lt;b" in table and "1.30×" in table and "2.00×" in table and "Low acceptance" in table

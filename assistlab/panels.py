@@ -1,0 +1,385 @@
+"""HTML panels rendered from a report dict: headline, numbers, texts with token origins, why, ranking, sweep.
+
+Pure functions of the report, like the charts; no gradio here, so they can be tested and reused anywhere.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import re
+import unicodedata
+
+from . import __version__, charts
+from .runner import Event
+from .stats import spread_is_wide
+
+# Token origins, as explain.token_origins names them, and how the page explains each.
+ORIGINS = ("draft", "target")
+ORIGIN_LABELS = {
+    "draft": "drafted (by the assistant, or copied from the prompt) and accepted by the target",
+    "target": "written by the target itself at a verification step (a correction or the bonus token)",
+}
+
+WHY_ROWS = (
+    ("α", "alpha", ".2f", "chance the target accepts each drafted token it judges"),
+    ("c", "c", ".2f", "cost of drafting one token, in target forward passes"),
+    ("k", "k", ".3g", "tokens drafted per verification step (mean)"),
+)
+WHY_FOOTNOTE = (
+    "Predicted speedup = (1 − α<sup>k+1</sup>) / ((1 − α)(k·c + 1)): the tokens a verification step is expected "
+    "to yield over what the step costs in target forward passes, from "
+    '<a href="https://arxiv.org/abs/2211.17192" target="_blank" rel="noopener">Leviathan et al. 2023</a>. '
+    "α counts only the drafted tokens the target judged (up to the first rejection), so it is higher than the "
+    "share of drafted tokens accepted."
+)
+RANKING_HEAD = ("Rank", "Arm", "Speedup (95% interval)", "Accepted", "c", "α", "Predicted", "What limits it")
+
+
+def _printable(text: str) -> str:
+    """Control characters (random models write them) shown as a visible placeholder, not swallowed."""
+    return "".join(
+        ch if ch in "\n\t" or unicodedata.category(ch) != "Cc" else "\ufffd" for ch in text
+    )
+
+
+def _dot(index: int) -> str:
+    return f'<span class="al-dot" style="background:{charts.arm_color(index)}"></span>'
+
+
+def progress_html(label: str, fraction: float | None = 0.0, state: str = "running") -> str:
+    """A progress bar; fraction None draws a moving bar for work of unknown length (loading)."""
+    if fraction is None:
+        state, width = "busy", 35.0
+    else:
+        width = max(0.0, min(1.0, fraction)) * 100
+    return (
+        f'<div class="al-progress al-{state}" role="progressbar" aria-valuenow="{width:.0f}" '
+        f'aria-valuemin="0" aria-valuemax="100"><div class="al-track"><div class="al-fill" '
+        f'style="width:{width:.1f}%"></div></div><div class="al-label">{html.escape(label)}</div></div>'
+    )
+
+
+def event_progress(event: Event) -> str:
+    """The progress bar for one runner event: moving while loading, filling over warm-up and repetitions."""
+    if event.kind == "status" or not event.total:
+        return progress_html(event.message, None)
+    fraction = event.done / event.total
+    if event.kind == "done":
+        status = event.report.status if event.report else "done"
+        state = {"complete": "done", "stopped": "stopped"}.get(status, "failed")
+        label = f"{event.message.rstrip('.')} ({event.done} of {event.total} runs done)."
+        return progress_html(label, fraction, state)
+    note = " (warm-up, not counted)" if event.warmup else ""
+    return progress_html(f"{event.message}{note} · run {event.done} of {event.total}", fraction)
+
+
+def headline_html(report: dict) -> str:
+    """The headline sentences, each arm's line marked with its chart colour."""
+    lines = charts.headline_lines(report)
+    arm_names = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
+    parts = []
+    for line in lines:
+        index = next((i for name, i in arm_names.items() if i and line.startswith(name + " ")), None)
+        if index is not None:
+            parts.append(f'<p class="al-arm">{_dot(index)}{html.escape(line)}</p>')
+        else:
+            parts.append(f'<p class="al-note">{html.escape(line)}</p>')
+    return f'<div class="al-headline" id="al-headline">{"".join(parts)}</div>'
+
+
+def _fmt(value, pattern: str, suffix: str = "") -> str:
+    return "–" if value is None else f"{value:{pattern}}{suffix}"
+
+
+def _count(n: int) -> str:
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def numbers_html(report: dict) -> str:
+    """Per-arm numbers, all read from the report: medians first, spread flagged when wide."""
+    by_name = {c["arm"]: c for c in report.get("comparison", [])}
+    head = ["Arm", "Median latency (IQR)", "Tokens/s", "First token", "Speedup (95% interval)", "Accepted",
+            "Tokens per pass", "Runs"]
+    rows = []
+    for i, arm in enumerate(report.get("arms", [])):
+        lat, tps = arm["latency_summary"], arm["tokens_per_s_summary"]
+        ttft = sorted(t for t in arm.get("ttft_s", []) if t is not None)
+        comp = by_name.get(arm["name"], {})
+        s = comp.get("speedup") or {}
+        if s.get("median") is None:
+            speed = "1× (baseline)" if arm["strategy"] == "plain" else "–"
+        elif s.get("n", 0) > 1:
+            speed = f"{s['median']:.2f}× ({s['ci_low']:.2f}–{s['ci_high']:.2f}×)"
+        else:
+            speed = f"{s['median']:.2f}×"
+        latency = _fmt(lat["median"], ".3f", " s")
+        if lat["n"]:
+            wide = spread_is_wide(lat)
+            flag = ' title="The spread is over 10% of the median: noisy timings"' if wide else ""
+            latency += f' <span class="al-sub"{flag}>({lat["iqr"]:.3f} s{" ⚠" if wide else ""})</span>'
+        name = html.escape(arm["name"])
+        if arm.get("error"):
+            name += ' <span class="al-badge al-failed-badge">failed</span>'
+        cells = [
+            f"{_dot(i)}{name}",
+            latency,
+            _fmt(tps["median"], ".1f", " tokens/s"),
+            _fmt(ttft[len(ttft) // 2] if ttft else None, ".3f", " s"),
+            speed,
+            _fmt(comp.get("acceptance_rate"), ".0%"),
+            _fmt(comp.get("tokens_per_forward"), ".2f"),
+            str(lat["n"]),
+        ]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    return (
+        f'<div class="al-wrap"><table class="al-table" id="al-numbers"><thead><tr>{header}</tr></thead>'
+        f'<tbody>{"".join(rows)}</tbody></table></div>'
+    )
+
+
+def _char_origins(text: str, segments: list) -> list[str | None]:
+    """Each character's origin from [[text, origin], ...]; all None when the pieces do not spell `text`."""
+    pieces = [(_printable(str(piece)), origin) for piece, origin in segments or []]
+    if "".join(piece for piece, _ in pieces) != text:
+        return [None] * len(text)
+    return [origin if origin in ORIGINS else None for piece, origin in pieces for _ in piece]
+
+
+def marked_html(text: str, reference: str | None = None, segments: list | None = None) -> str:
+    """`text` HTML-escaped, each token tinted by origin (from `segments`) and words that differ from
+    `reference` marked, with the reference's missing words shown struck through."""
+    text = _printable(text)
+    origins = _char_origins(text, segments or [])
+    differs = [False] * len(text)
+    struck: dict[int, str] = {}  # character position -> reference words missing before it
+    if reference is not None:
+        # Words with their following spaces kept as separate pieces, so a changed word is marked whole.
+        ref_words = re.findall(r"\S+|\s+", _printable(reference))
+        words = re.findall(r"\S+|\s+", text)
+        starts = [0]
+        for word in words:
+            starts.append(starts[-1] + len(word))
+        matcher = difflib.SequenceMatcher(None, ref_words, words, autojunk=False)
+        for op, i1, i2, j1, j2 in matcher.get_opcodes():
+            if op in ("replace", "delete") and i2 > i1:
+                struck[starts[j1]] = struck.get(starts[j1], "") + "".join(ref_words[i1:i2])
+            if op in ("replace", "insert"):
+                differs[starts[j1]:starts[j2]] = [True] * (starts[j2] - starts[j1])
+    out, i = [], 0
+    while i <= len(text):
+        if i in struck:
+            out.append(f"<del>{html.escape(struck[i])}</del>")
+        if i == len(text):
+            break
+        j = i + 1
+        while j < len(text) and j not in struck and (origins[j], differs[j]) == (origins[i], differs[i]):
+            j += 1
+        chunk = html.escape(text[i:j])
+        tag = "mark" if differs[i] else "span"
+        cls = f' class="al-o-{origins[i]}"' if origins[i] else ""
+        out.append(f"<{tag}{cls}>{chunk}</{tag}>" if differs[i] or cls else chunk)
+        i = j
+    return "".join(out)
+
+
+def diff_html(reference: str, other: str) -> str:
+    """`other` with the words that differ from `reference` marked; every piece HTML-escaped."""
+    return marked_html(other, reference)
+
+
+def origin_legend_html() -> str:
+    """The key to the colours and marks in the generated texts."""
+    return (
+        '<div class="al-legend" id="al-legend">'
+        f'<span><span class="al-swatch al-o-draft"></span>{html.escape(ORIGIN_LABELS["draft"])}</span>'
+        f'<span><span class="al-swatch al-o-target"></span>{html.escape(ORIGIN_LABELS["target"])}</span>'
+        '<span><mark>differs from plain</mark></span>'
+        '<span><del>in plain, not here</del></span></div>'
+    )
+
+
+def _origin_note(arm: dict) -> str:
+    origins = arm.get("token_origins") or []
+    if not origins:
+        return ""
+    drafted = sum(1 for o in origins if o == "draft")
+    return f'<span class="al-sub">{drafted} of {len(origins)} tokens drafted and accepted</span>'
+
+
+def texts_html(report: dict) -> str:
+    """The plain text and each assisted text side by side: where each token came from, and what differs."""
+    arms = report.get("arms", [])
+    if not arms:
+        return ""
+    by_name = {c["arm"]: c for c in report.get("comparison", [])}
+    plain = arms[0].get("text", "")
+    cards = []
+    for i, arm in enumerate(arms):
+        comp = by_name.get(arm["name"], {})
+        segments = arm.get("text_segments") if i else None  # plain is all the target's: no tint needed
+        note = _origin_note(arm) if i else ""
+        if arm.get("error") and not arm.get("latencies_s"):
+            badge, body = '<span class="al-badge al-failed-badge">failed</span>', html.escape(arm["error"])
+        elif i == 0:
+            badge, body = '<span class="al-badge al-same">reference</span>', html.escape(_printable(plain))
+        elif comp.get("outputs_identical") is False:
+            where = comp.get("first_difference")
+            at = f" from token {where + 1}" if where is not None else ""
+            badge = f'<span class="al-badge al-differs">differs{at}</span>'
+            body = marked_html(arm.get("text", ""), plain, segments)
+        else:
+            same = comp.get("outputs_identical")
+            badge = '<span class="al-badge al-same">identical to plain</span>' if same else ""
+            body = marked_html(arm.get("text", ""), None, segments)
+        cards.append(
+            f'<div class="al-text-card"><h4><span>{_dot(i)}{html.escape(arm["name"])}</span> {badge}</h4>{note}'
+            f'<pre class="al-text">{body}</pre></div>'
+        )
+    legend = origin_legend_html() if len(arms) > 1 else ""
+    return f'{legend}<div class="al-texts" id="al-texts">{"".join(cards)}</div>'
+
+
+# ---------------------------------------------------------------- why: the cost model, the ranking, the sweep
+
+
+def _speed_cell(low, median, high, n=2) -> str:
+    if median is None:
+        return "–"
+    if n > 1 and low is not None and high is not None:
+        return f"{median:.2f}× <span class=\"al-sub\">({low:.2f}–{high:.2f}×)</span>"
+    return f"{median:.2f}×"
+
+
+def why_html(report: dict) -> str:
+    """Per assisted arm: measured against predicted speedup, alpha, c, k and the sentence on what limits it."""
+    by_name = {c["arm"]: c for c in report.get("comparison", [])}
+    running = report.get("status") == "running"
+    cards = []
+    for i, arm in enumerate(report.get("arms", [])):
+        comp = by_name.get(arm["name"])
+        if i == 0 or comp is None:
+            continue
+        s = comp.get("speedup") or {}
+        title = f"<h4>{_dot(i)}{html.escape(arm['name'])}</h4>"
+        if arm.get("error") and not arm.get("latencies_s"):
+            cards.append(f'<div class="al-why-card">{title}<p class="al-limit">Failed: {html.escape(arm["error"])}'
+                         f"</p></div>")
+            continue
+        measured = _speed_cell(s.get("ci_low"), s.get("median"), s.get("ci_high"), s.get("n", 0))
+        predicted = _fmt(comp.get("predicted_speedup"), ".2f", "×")
+        rows = "".join(
+            f"<tr><th>{symbol}</th><td>{_fmt(comp.get(key), pattern)}</td><td>{meaning}</td></tr>"
+            for symbol, key, pattern, meaning in WHY_ROWS
+        )
+        if comp.get("limit"):
+            limit = html.escape(comp["limit"])
+        elif running:
+            limit = "The drafting cost is measured after the timed runs; the prediction follows then."
+        else:
+            limit = "Not enough was measured to explain this arm."
+        analysis = comp.get("analysis") or {}
+        best_k = analysis.get("best_k")
+        hint = ""
+        predicted_value = comp.get("predicted_speedup")
+        # Only worth a line when another length would help noticeably, not by a rounding error.
+        if (best_k is not None and predicted_value and abs(best_k - (comp.get("k") or 0)) >= 1
+                and analysis.get("best_k_speedup", 0) >= 1.05 * predicted_value):
+            hint = (f'<p class="al-sub">For this α and c the model would favour k = {best_k} '
+                    f"(predicted {analysis['best_k_speedup']:.2f}×).</p>")
+        cards.append(
+            f'<div class="al-why-card">{title}<div class="al-why-nums">'
+            f'<div><div class="al-big">{measured}</div><div class="al-sub">measured</div></div>'
+            f'<div><div class="al-big">{predicted}</div><div class="al-sub">predicted by the cost model</div></div>'
+            f'</div><table class="al-kv">{rows}</table><p class="al-limit">{limit}</p>{hint}</div>'
+        )
+    if not cards:
+        return ""
+    return (
+        f'<div class="al-why" id="al-why">{"".join(cards)}</div><p class="al-sub al-formula">{WHY_FOOTNOTE}</p>'
+    )
+
+
+def ranking_html(report: dict) -> str:
+    """The assisted arms fastest first, with the numbers that explain the order; only when there are two or more."""
+    rows = report.get("ranking") or []
+    if len(rows) < 2:
+        return ""
+    colour = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
+    body = []
+    for row in rows:
+        name = html.escape(row["arm"])
+        if row.get("error"):
+            name += ' <span class="al-badge al-failed-badge">failed</span>'
+        cells = [
+            str(row["rank"]) if row.get("rank") is not None else "–",
+            f"{_dot(colour.get(row['arm'], 0))}{name}",
+            _speed_cell(row.get("ci_low"), row.get("speedup"), row.get("ci_high")),
+            _fmt(row.get("acceptance_rate"), ".0%"),
+            _fmt(row.get("c"), ".2f"),
+            _fmt(row.get("alpha"), ".2f"),
+            _fmt(row.get("predicted_speedup"), ".2f", "×"),
+            html.escape(row.get("limit") or row.get("error") or "–"),
+        ]
+        body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in RANKING_HEAD)
+    return (
+        '<div class="al-wrap"><h4 class="al-h">Ranking</h4><table class="al-table al-ranking" id="al-ranking">'
+        f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+    )
+
+
+def sweep_html(report: dict) -> str:
+    """The sweep's best setting in a sentence, then each setting's numbers."""
+    summary = report.get("sweep") or {}
+    points = summary.get("points") or []
+    if not points:
+        return ""
+    best = (summary.get("best") or {}).get("arm")
+    rows = []
+    for p in points:
+        s = p.get("speedup") or {}
+        label = html.escape(p["label"]) + (' <span class="al-badge al-same">best</span>' if p["arm"] == best else "")
+        if p.get("error"):
+            label += ' <span class="al-badge al-failed-badge">failed</span>'
+        cells = [label, _speed_cell(s.get("ci_low"), s.get("median"), s.get("ci_high"), s.get("n", 0)),
+                 _fmt(p.get("acceptance_rate"), ".0%"), _fmt(p.get("predicted_speedup"), ".2f", "×")]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("Setting", "Speedup (95% interval)", "Accepted", "Predicted"))
+    status = report.get("status")
+    lead = summary.get("best_text", "") if status != "running" else f"So far: {summary.get('best_text', '')}"
+    return (
+        f'<p class="al-sweep-best" id="al-sweep-best">{html.escape(lead)}</p><div class="al-wrap">'
+        f'<table class="al-table" id="al-sweep-table"><thead><tr>{head}</tr></thead>'
+        f'<tbody>{"".join(rows)}</tbody></table></div>'
+    )
+
+
+def environment_markdown(report: dict) -> str:
+    """Where the numbers come from, in one paragraph: hardware, dtype, versions, each model's source."""
+    env = report.get("environment", {})
+    if not env:
+        return ""
+    hardware = f"GPU {env['gpu_name']}" if env.get("gpu_name") else f"CPU {env.get('cpu_model', '?')}"
+    if env.get("cpu_threads") and not env.get("gpu_name"):
+        hardware += f", {env['cpu_threads']} threads"
+    parts = [
+        f"**Ran on** {hardware} · {env.get('dtype', '?')} · torch {env.get('torch', '?')} · "
+        f"transformers {env.get('transformers', '?')} · AssistLab {env.get('assistlab', __version__)}"
+    ]
+    for role, info in env.get("models", {}).items():
+        params = info.get("parameters")
+        size = f"{_count(params)} parameters" if params else ""
+        source = info.get("kind", "")
+        prov = info.get("provenance") or {}
+        if prov.get("package"):
+            source = f"bundled from {prov['package']} {prov.get('package_version', '')}".strip()
+            if prov.get("license"):
+                source += f"; license: {prov['license']}"
+        details = ", ".join(x for x in (info.get("class"), size, source) if x)
+        parts.append(f"**{role}**: `{info.get('ref', '?')}` ({details})")
+    return "  \n".join(parts)
