@@ -229,15 +229,6 @@ def plain_step_seconds(step_times: Sequence[Sequence[float]]) -> float | None:
     return float(np.median(per_run)) if per_run else None
 
 
-def _sync_all() -> None:
-    """Drain every GPU before a clock reading: the assistant, or part of a split model, may sit on another."""
-    import torch
-
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        for index in range(torch.cuda.device_count()):
-            torch.cuda.synchronize(index)
-
-
 class _Probe:
     """Per-step timings of one assisted generate(): drafting (get_candidates) and verification forwards."""
 
@@ -307,8 +298,10 @@ def probe_arm(
     """
     import torch
 
+    from .models import synchronize_all  # imported here: the rest of this module needs no torch
+
     model = target.model
-    probe = _Probe(clock, _sync_all)
+    probe = _Probe(clock, synchronize_all)
     name = "_get_candidate_generator"
     had_own = name in model.__dict__  # restore exactly what was there (accelerate may wrap instances too)
     own = model.__dict__.get(name)

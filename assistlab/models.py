@@ -232,6 +232,13 @@ def free_bytes(device: torch.device) -> int:
     return int(psutil.virtual_memory().available)
 
 
+def synchronize_all() -> None:
+    """Wait for every GPU before a clock reading: an assistant, or part of a split target, may sit on another."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for index in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(index)
+
+
 def release_memory() -> None:
     """Return cached allocator memory after a failure or eviction."""
     gc.collect()

@@ -113,12 +113,6 @@ def observe_drafts(model) -> Iterator[tuple[list[int], list[int]]]:
         del model._get_candidate_generator  # the instance attribute; the class method shows through again
 
 
-def _synchronize_all() -> None:
-    """Wait for every GPU: a target spread with device_map='auto' works on several."""
-    for i in range(torch.cuda.device_count()):
-        torch.cuda.synchronize(i)
-
-
 def _memory_now(device: torch.device) -> int:
     if device.type == "cuda":
         return sum(int(torch.cuda.max_memory_allocated(i)) for i in range(torch.cuda.device_count()))
@@ -151,7 +145,7 @@ def timed_generate(target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock
     model, device = target.model, target.device
     cuda = device.type == "cuda"
     if cuda:
-        _synchronize_all()
+        models_mod.synchronize_all()
         for i in range(torch.cuda.device_count()):
             torch.cuda.reset_peak_memory_stats(i)
     observer = observe_drafts(model) if assisted else contextlib.nullcontext(([], []))
@@ -161,7 +155,7 @@ def timed_generate(target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock
         streamer = StepStreamer(clock, start)
         output = model.generate(**inputs, **kwargs, streamer=streamer)
         if cuda:
-            _synchronize_all()
+            models_mod.synchronize_all()
         latency = clock() - start
         wall_end = time.time()
     return Timed(latency, streamer, drafted, accepted, output, _memory_now(device), (wall_start, wall_end))
