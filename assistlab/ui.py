@@ -113,6 +113,7 @@ HINTS = {
     "seed": "Makes sampling repeatable.",
     "device": "auto = the GPU when there is one, else the CPU.",
     "dtype": "auto = bfloat16 on a GPU that supports it, else float32.",
+    "device_map_auto": "For a target larger than one GPU: accelerate places its layers over every GPU (device_map=auto).",
     "num_assistant_tokens": "How many tokens the assistant drafts before the target checks them (k).",
     "schedule": "constant keeps k; heuristic grows k after a fully accepted draft and shrinks it after a miss.",
     "confidence": "Stop a draft early when the assistant is less sure than this (0 to 1). 0 = transformers' "
@@ -266,6 +267,7 @@ def request_from_form(
     confidence_threshold=None,
     prompt_lookup_num_tokens=10,
     early_exit_layer=None,
+    device_map_auto=False,
 ) -> BenchRequest:
     """The request the form (or the API) describes; the dataclasses check every value."""
     knobs = {
@@ -293,6 +295,7 @@ def request_from_form(
         chat_template=bool(chat_template),
         device=device or "auto",
         dtype=dtype or "auto",
+        device_map_auto=bool(device_map_auto),
     )
 
 
@@ -465,6 +468,7 @@ class Form:
     confidence_threshold: gr.Number
     prompt_lookup_num_tokens: gr.Slider
     early_exit_layer: gr.Number
+    device_map_auto: gr.Checkbox
     preset: gr.Dropdown
     preset_note: gr.Markdown
 
@@ -475,7 +479,7 @@ class Form:
 FORM_FIELDS = (
     "target", "assistant", "strategy", "prompt", "max_new_tokens", "repeats", "warmup", "also_prompt_lookup",
     "extra_assistants", "chat_template", "do_sample", "seed", "device", "dtype", "num_assistant_tokens",
-    "schedule", "confidence_threshold", "prompt_lookup_num_tokens", "early_exit_layer",
+    "schedule", "confidence_threshold", "prompt_lookup_num_tokens", "early_exit_layer", "device_map_auto",
 )
 
 
@@ -593,6 +597,7 @@ def _form_panel() -> Form:
             device = gr.Dropdown(list(DEVICES), value="auto", label="Device", info=HINTS["device"], min_width=150)
             dtype = gr.Dropdown(list(DTYPES), value="auto", label="Number format (dtype)", info=HINTS["dtype"],
                                 min_width=150)
+        device_map_auto = gr.Checkbox(False, label="Spread the target over all GPUs", info=HINTS["device_map_auto"])
         gr.Markdown("**How drafts are made**")
         num_assistant_tokens = gr.Slider(1, LIMITS["num_assistant_tokens"], value=5, step=1,
                                          label="Draft length (num_assistant_tokens)",
@@ -609,7 +614,7 @@ def _form_panel() -> Form:
     return Form(
         target, assistant, strategy, prompt, max_new_tokens, repeats, warmup, also_prompt_lookup,
         extra_assistants, chat_template, do_sample, seed, device, dtype, num_assistant_tokens, schedule,
-        confidence_threshold, prompt_lookup_num_tokens, early_exit_layer, preset, preset_note,
+        confidence_threshold, prompt_lookup_num_tokens, early_exit_layer, device_map_auto, preset, preset_note,
     )
 
 
@@ -886,6 +891,7 @@ def build_app(
             confidence_threshold: float | None = None,
             prompt_lookup_num_tokens: int = 10,
             early_exit_layer: int | None = None,
+            device_map_auto: bool = False,
         ) -> tuple[dict, str]:
             """Compare a target with and without assistance; returns the JSON report and its headline.
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
 API_PARAMETERS = [
     "target", "assistant", "strategy", "prompt", "max_new_tokens", "repeats", "warmup", "also_prompt_lookup",
     "extra_assistants", "chat_template", "do_sample", "seed", "device", "dtype", "num_assistant_tokens",
-    "schedule", "confidence_threshold", "prompt_lookup_num_tokens", "early_exit_layer",
+    "schedule", "confidence_threshold", "prompt_lookup_num_tokens", "early_exit_layer", "device_map_auto",
 ]
 
 
