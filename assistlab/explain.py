@@ -412,26 +412,6 @@ def explain_arm(
     return result
 
 
-def analyze_arm(
-    target: LoadedModel,
-    inputs: dict,
-    kwargs: dict,
-    configure: Callable[[], None],
-    clock: Clock = time.perf_counter,
-    *,
-    plain_step_times: Sequence[Sequence[float]],
-    draft_steps: Sequence[tuple[int, int]] = (),
-    measured_speedup: float | None = None,
-    strategy: str | None = None,
-) -> dict:
-    """`probe_arm` then `explain_arm`: the cost model of one arm, with the raw probe under 'probe'.
-
-    The assistant need not be named: it travels in `kwargs`, and the probe drains every GPU it might use.
-    """
-    probe = probe_arm(target, inputs, kwargs, configure, clock)
-    return {**explain_arm(probe, draft_steps, plain_step_times, measured_speedup, strategy), "probe": probe}
-
-
 # ---------------------------------------------------------------- several arms side by side
 
 
