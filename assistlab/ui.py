@@ -761,13 +761,18 @@ def build_app(
                 yield {progress: progress_html(f"Failed: {exc.message}", done / total if total else 0.0, "failed")}
                 raise
 
-        def arm_run(request: gr.Request):
-            stops.arm(request.session_hash)
+        def waiting_for_slot(session: str, progress: gr.HTML, hidden: tuple) -> dict:
+            """Clear the session's stop flag and say it is queued, hiding what the previous run offered."""
+            stops.arm(session)
             return {
-                results.progress: progress_html("Waiting for a free slot: one comparison runs at a time...", None),
-                results.download_json: gr.update(visible=False),
-                results.download_csv: gr.update(visible=False),
+                progress: progress_html("Waiting for a free slot: one comparison runs at a time...", None),
+                **{component: gr.update(visible=False) for component in hidden},
             }
+
+        def arm_run(request: gr.Request):
+            return waiting_for_slot(
+                request.session_hash, results.progress, (results.download_json, results.download_csv)
+            )
 
         def run_stream(data: dict, request: gr.Request):
             """Stream one comparison into the page, redrawing after every counted run."""
@@ -788,12 +793,7 @@ def build_app(
                                 lambda stop: gpu_stream(form_request(data), stop), render)
 
         def arm_sweep(request: gr.Request):
-            stops.arm(request.session_hash)
-            return {
-                sweeps.progress: progress_html("Waiting for a free slot: one comparison runs at a time...", None),
-                sweeps.download_json: gr.update(visible=False),
-                sweeps.apply: gr.update(visible=False),
-            }
+            return waiting_for_slot(request.session_hash, sweeps.progress, (sweeps.download_json, sweeps.apply))
 
         def sweep_stream(param: str, data: dict, request: gr.Request):
             """Stream one sweep into its panel; when done, offer its best setting and its report."""
