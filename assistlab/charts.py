@@ -10,8 +10,14 @@ from .stats import spread_is_wide
 # Plain is always the calm slate; assisted arms take the colours after it, in report order.
 PALETTE = ("#64748b", "#4f46e5", "#0d9488", "#d97706", "#db2777", "#2563eb", "#65a30d", "#9333ea", "#dc2626")
 FAINT = "#94a3b8"
+INK = "#1e293b"  # legends and keys: readable at a glance, not a faint grey
 FONT = "Inter, ui-sans-serif, system-ui, -apple-system, Segoe UI, sans-serif"
-CHART_HEIGHT = 330
+CHART_HEIGHT = 340
+# Room for a vertical axis title and its tick labels. automargin only grows a margin when plotly measures it,
+# which it does not always redo when gradio redraws a figure in place; a fixed floor keeps the title whole.
+TITLED_AXIS_MARGIN = 72
+LEGEND_ROW = 21  # pixels per legend entry: entries stack on a narrow screen, and the plot keeps its height
+LEGEND = {"orientation": "h", "yanchor": "top", "y": -0.26, "x": 0, "font": {"size": 13, "color": INK}}
 
 
 def arm_color(index: int) -> str:
@@ -42,18 +48,19 @@ def _axis_label(name: str) -> str:
 
 def _style(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
     fig.update_layout(
-        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
+        title={"text": title, "x": 0.01, "xanchor": "left", "y": 0.98, "yanchor": "top", "font": {"size": 15}},
         template="plotly_white",
         font={"family": FONT, "size": 12, "color": "#334155"},
         height=CHART_HEIGHT,
-        margin={"l": 10, "r": 16, "t": 48, "b": 10},
+        margin={"l": TITLED_AXIS_MARGIN if y_title else 10, "r": 16, "t": 60, "b": 10},
         showlegend=False,
+        legend=LEGEND,
         hoverlabel={"font": {"family": FONT}},
         paper_bgcolor="rgba(0,0,0,0)",
         plot_bgcolor="rgba(0,0,0,0)",
     )
-    fig.update_xaxes(title_text=x_title, zeroline=False, gridcolor="#e2e8f0", automargin=True)
-    fig.update_yaxes(title_text=y_title, zeroline=False, gridcolor="#e2e8f0", automargin=True)
+    fig.update_xaxes(title={"text": x_title, "standoff": 6}, zeroline=False, gridcolor="#e2e8f0", automargin=True)
+    fig.update_yaxes(title={"text": y_title, "standoff": 6}, zeroline=False, gridcolor="#e2e8f0", automargin=True)
     return fig
 
 
@@ -118,7 +125,7 @@ def timeline_figure(report: dict) -> go.Figure:
             )
         )
     _style(fig, "Tokens over time in a typical run", "seconds since the call started", "tokens generated")
-    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.25, "x": 0})
+    fig.update_layout(showlegend=True, height=CHART_HEIGHT + LEGEND_ROW * len(fig.data))
     return fig if fig.data else _waiting(fig, "Waiting for the first repetition")
 
 
@@ -133,7 +140,23 @@ def _error_bars(speedup: dict) -> tuple[float, float]:
 def _key(fig: go.Figure, text: str) -> None:
     """A one-line marker key above the plot, for charts whose traces are arms rather than kinds of mark."""
     fig.add_annotation(text=text, showarrow=False, x=1.0, y=1.02, xref="paper", yref="paper", xanchor="right",
-                       yanchor="bottom", font={"color": FAINT, "size": 11})
+                       yanchor="bottom", font={"color": INK, "size": 12})
+
+
+def _extent(trace) -> list[float]:
+    """The x values a speedup marker covers: the point and the ends of its error bar."""
+    x = float(trace.x[0])
+    bars = trace.error_x
+    if bars is not None and bars.array is not None:
+        return [x, x + float(bars.array[0]), x - float(bars.arrayminus[0])]
+    return [x]
+
+
+def _padded_range(values: list[float]) -> list[float]:
+    """An axis range around every value with some air, so 1× never sits on the chart's edge."""
+    low, high = min(values), max(values)
+    pad = max(0.08 * (high - low), 0.05)
+    return [low - pad, high + pad]
 
 
 def speedup_figure(report: dict) -> go.Figure:
@@ -157,7 +180,7 @@ def speedup_figure(report: dict) -> go.Figure:
                          "arrayminus": [s["median"] - low], "color": arm_color(i), "thickness": 2, "width": 8},
                 customdata=[[low, high, s.get("n", 0)]],
                 hovertemplate=(
-                    "<b>%{fullData.name}</b><br>measured speedup %{x:.2f}×"
+                    "<b>%{fullData.name}</b><br>measured speedup %{x:.2f}× (plain time ÷ this arm's time)"
                     "<br>95% interval %{customdata[0]:.2f}–%{customdata[1]:.2f}×"
                     "<br>%{customdata[2]} paired runs<extra></extra>"
                 ),
@@ -177,8 +200,10 @@ def speedup_figure(report: dict) -> go.Figure:
                     customdata=[[comp.get("alpha") or 0.0, comp.get("c") or 0.0, comp.get("k") or 0.0]],
                     hovertemplate=(
                         "<b>%{fullData.name}</b><br>predicted speedup %{x:.2f}×"
-                        "<br>from α %{customdata[0]:.2f}, c %{customdata[1]:.2f}, k %{customdata[2]:.3g}"
-                        " (Leviathan et al. 2023)<extra></extra>"
+                        "<br>from α %{customdata[0]:.2f} (chance a drafted token is kept),"
+                        "<br>c %{customdata[1]:.2f} (time to draft one token, in target steps),"
+                        "<br>k %{customdata[2]:.3g} (tokens drafted per check)"
+                        "<br>by the cost model of Leviathan et al. 2023<extra></extra>"
                     ),
                 )
             )
@@ -186,7 +211,7 @@ def speedup_figure(report: dict) -> go.Figure:
     if not fig.data:
         return _waiting(fig, "Waiting for the first repetition")
     fig.add_vline(x=1.0, line={"color": FAINT, "dash": "dash", "width": 1.5})
-    fig.update_xaxes(ticksuffix="×")
+    fig.update_xaxes(ticksuffix="×", range=_padded_range([1.0] + [v for t in fig.data for v in _extent(t)]))
     if predicted_any:
         _key(fig, "◆ measured, 95% interval   ○ predicted by the cost model")
     return fig
@@ -211,19 +236,19 @@ def acceptance_figure(report: dict) -> go.Figure:
                 marker={"size": 6},
                 customdata=[[overall or 0.0, per_forward or 0.0]] * len(rates),
                 hovertemplate=(
-                    "<b>%{fullData.name}</b><br>draft position %{x}: %{y:.0%} accepted"
-                    "<br>overall %{customdata[0]:.0%} accepted, %{customdata[1]:.2f} tokens per target forward"
-                    "<extra></extra>"
+                    "<b>%{fullData.name}</b><br>draft position %{x}: the target kept %{y:.0%} of the drafted"
+                    " tokens<br>that reached this position"
+                    "<br>overall %{customdata[0]:.0%} of drafted tokens kept, %{customdata[1]:.2f} new tokens"
+                    "<br>per target forward pass (one step of the big model; plain writes 1)<extra></extra>"
                 ),
             )
         )
-    _style(fig, "Acceptance by draft position", "position in the draft (1 = first drafted token)",
-           "accepted (% of drafts reaching it)")
+    _style(fig, "Acceptance by draft position", "position in the draft (1 = first drafted token)", "accepted")
     if not fig.data:
         return _waiting(fig, "No drafts yet")
     fig.update_yaxes(range=[-0.03, 1.05], tickformat=".0%")
     fig.update_xaxes(dtick=1)
-    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.25, "x": 0})
+    fig.update_layout(showlegend=True, height=CHART_HEIGHT + LEGEND_ROW * len(fig.data))
     return fig
 
 
@@ -288,7 +313,7 @@ def sweep_figure(report: dict) -> go.Figure:
     fig.add_hline(y=1.0, line={"color": FAINT, "dash": "dash", "width": 1.5})
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels)
     fig.update_yaxes(ticksuffix="×")
-    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.3, "x": 0})
+    fig.update_layout(showlegend=True)
     return fig
 
 

@@ -70,7 +70,11 @@ def test_hover_texts_carry_units(report):
     assert all(" s<" in h for h in hovers["latency_figure"])
     assert all("tokens" in h and " s<" in h for h in hovers["timeline_figure"])
     assert all("×" in h for h in hovers["speedup_figure"])
-    assert all(":.0%}" in h and "tokens per target forward" in h for h in hovers["acceptance_figure"])
+    assert all(":.0%}" in h and "per target forward pass (one step" in h for h in hovers["acceptance_figure"])
+    # The cost model's symbols are explained where they appear, not only in the README.
+    predicted = [h for h in hovers["speedup_figure"] if "predicted" in h]
+    assert predicted and all("chance a drafted token is kept" in h and "tokens drafted per check" in h
+                             for h in predicted)
 
 
 def test_timeline_is_cumulative_tokens_from_zero(report):
