@@ -100,6 +100,14 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
     )
 
 
+# The table's abbreviations in plain words, printed under it.
+TABLE_KEY = (
+    "IQR: the spread of the middle half of the runs. TTFT: time to the first new token. accepted: share of "
+    "drafted tokens the target kept. tok/fwd: new tokens per target forward pass (one step of the target; plain "
+    "writes 1)."
+)
+
+
 def _cell(value: float | None, fmt: str = "{:.3f}") -> str:
     return "-" if value is None else fmt.format(value)
 
@@ -136,6 +144,9 @@ def format_table(data: dict) -> str:
     out = [f"[{title:-^{width - 2}}]", line(header), "  " + "-" * (width - 2)]
     out += [line(r) for r in rows]
     out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, 95% bootstrap interval.")
+    out.append(TABLE_KEY)
+    if env.get("prompt_note"):
+        out.append(env["prompt_note"])
     for entry in data["comparison"]:
         out.append("  " + speedup_sentence(entry, data["request"]["do_sample"]))
         if entry.get("predicted_speedup") is not None:
@@ -156,6 +167,7 @@ def format_table(data: dict) -> str:
 
 def _bench(args: argparse.Namespace) -> int:
     from .models import ModelStore
+    from .panels import timing_text
     from .runner import run_benchmark
 
     from . import sweep
@@ -182,10 +194,14 @@ def _bench(args: argparse.Namespace) -> int:
             )
         else:
             events = run_benchmark(request, store, should_stop=stop.is_set)
+        said = None
         for event in events:
-            if not args.quiet:
+            # A loading step repeats its event every few seconds with the time updated; one line is enough here.
+            if not args.quiet and event.message != said:
                 counter = f"[{event.done}/{event.total}] " if event.total else ""
-                sys.stderr.write(f"{counter}{event.message}\n")
+                timing = f" ({timing_text(event)})" if event.kind == "status" and timing_text(event) else ""
+                sys.stderr.write(f"{counter}{event.message}{timing}\n")
+                said = event.message
             final = event
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .report import speedup_sentence
+from .report import speedup_sentence, verdict
 from .stats import spread_is_wide
 
 # Plain is always the calm slate; assisted arms take the colours after it, in report order.
@@ -315,6 +315,33 @@ def sweep_figure(report: dict) -> go.Figure:
     fig.update_yaxes(ticksuffix="×")
     fig.update_layout(showlegend=True)
     return fig
+
+
+NOTHING_HELPED = "Plain generation was fastest here: no assistant helped."
+NONE_CLEARLY_FASTER = (
+    "No assistant was clearly faster than plain generation here: the differences are within the run-to-run noise."
+)
+
+
+def lead_sentence(report: dict) -> str | None:
+    """The answer first, in plain words: which arm was fastest, or that plain was; None before any comparison.
+
+    Says plain was fastest whenever no assisted arm's median beats 1×, so a slower arm is never the answer.
+    """
+    measured = [(arm, comp) for _i, arm, comp in _assisted(report)
+                if arm.get("latencies_s") and (comp.get("speedup") or {}).get("median") is not None]
+    if not measured:
+        return None
+    so_far = "So far: " if report.get("status") == "running" else ""
+    faster = [(arm, comp) for arm, comp in measured if verdict(comp["speedup"]) == "faster"]
+    if faster:
+        arm, comp = max(faster, key=lambda pair: pair[1]["speedup"]["median"])
+        saved = 1.0 - 1.0 / comp["speedup"]["median"]
+        return (f"{so_far}{arm['name']} was fastest: the same text took {saved:.0%} less time than plain generation "
+                f"(the target model on its own).")
+    if max(comp["speedup"]["median"] for _arm, comp in measured) <= 1.0:
+        return so_far + NOTHING_HELPED
+    return so_far + NONE_CLEARLY_FASTER
 
 
 def headline(report: dict) -> str:

@@ -31,6 +31,9 @@ CPU_DEFAULTS = {"max_new_tokens": 64, "repeats": 3, "warmup": 1}
 CUDA_DEFAULTS = {"max_new_tokens": 256, "repeats": 5, "warmup": 1}
 
 DEFAULT_PROMPT = "Write me a long essay on Deep Learning"
+# For a base model (no chat template), which continues a text rather than answering a request: the start of
+# the text you want reads far better than an instruction.
+CONTINUATION_PROMPT = "Deep learning is a branch of machine learning that"
 
 
 def _as_int(name: str, value: object, low: int, high: int) -> int:

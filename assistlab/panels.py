@@ -14,6 +14,32 @@ from . import __version__, charts
 from .runner import Event
 from .stats import spread_is_wide
 
+# Plain words for every symbol and abbreviation the page shows: a hover where each appears, and a small
+# "What do these words mean?" list beside the tables that use them.
+GLOSSARY = {
+    "plain": ("plain", "the target model writing on its own, with no assistant: the baseline every other arm is "
+              "compared with."),
+    "speedup": ("speedup", "plain time ÷ assisted time for the same text: 1.5× means it took two thirds of the "
+                "time; below 1× the assistant made it slower."),
+    "alpha": ("α (alpha)", "the chance that the target keeps a token the assistant drafted; 1 would keep every "
+              "guess."),
+    "c": ("c", "how long drafting one token takes, counted in target forward passes: 0.1 is a tenth of one step "
+          "of the target."),
+    "k": ("k", "how many tokens are drafted before the target checks them (the draft length)."),
+    "forward": ("target forward pass", "one step of the big target model: in plain generation it writes one "
+                "token; with an assistant it checks a whole draft at once."),
+    "bonus": ("bonus token", "when the target checks a draft it also writes one token of its own after the ones "
+              "it kept, at no extra cost."),
+    "accepted": ("accepted", "the share of drafted tokens the target kept."),
+    "iqr": ("IQR", "interquartile range: the middle half of the runs took times within a range this wide; small "
+            "means steady timings."),
+    "ttft": ("first token (TTFT)", "time to first token: how long after the start the first new token appeared."),
+    "per_pass": ("tokens per pass (tok/fwd)", "new tokens per target forward pass: plain writes 1, and every "
+                 "drafted token the target keeps adds to it."),
+}
+WHY_TERMS = ("alpha", "c", "k", "forward", "bonus", "speedup")
+NUMBER_TERMS = ("plain", "iqr", "ttft", "speedup", "accepted", "per_pass")
+
 # Token origins, as explain.token_origins names them, and how the page explains each.
 ORIGINS = ("draft", "target")
 ORIGIN_LABELS = {
@@ -22,9 +48,9 @@ ORIGIN_LABELS = {
 }
 
 WHY_ROWS = (
-    ("α", "alpha", ".2f", "chance the target accepts each drafted token it judges"),
-    ("c", "c", ".2f", "cost of drafting one token, in target forward passes"),
-    ("k", "k", ".3g", "tokens drafted per verification step (mean)"),
+    ("α", "alpha", ".2f", "chance the target keeps each drafted token it checks"),
+    ("c", "c", ".2f", "time to draft one token, in target forward passes"),
+    ("k", "k", ".3g", "tokens drafted before each check (mean)"),
 )
 WHY_FOOTNOTE = (
     "Predicted speedup = (1 − α<sup>k+1</sup>) / ((1 − α)(k·c + 1)): the tokens a verification step is expected "
@@ -34,6 +60,26 @@ WHY_FOOTNOTE = (
     "share of drafted tokens accepted."
 )
 RANKING_HEAD = ("Rank", "Arm", "Speedup (95% interval)", "Accepted", "c", "α", "Predicted", "What limits it")
+RANKING_TERMS = {"Speedup (95% interval)": "speedup", "Accepted": "accepted", "c": "c", "α": "alpha"}
+PLAIN_ROW_NOTE = "The target model on its own: the baseline every arm is compared with."
+
+
+def term(key: str, text: str | None = None) -> str:
+    """`text` (default: the term's own name) with its plain-words meaning as a hover."""
+    name, meaning = GLOSSARY[key]
+    shown = html.escape(text if text is not None else name)
+    return f'<abbr class="al-term" title="{html.escape(name)}: {html.escape(meaning)}">{shown}</abbr>'
+
+
+def glossary_html(keys: tuple[str, ...]) -> str:
+    """A small, closed "What do these words mean?" list for the terms a panel uses."""
+    items = "".join(
+        f"<dt>{html.escape(GLOSSARY[key][0])}</dt><dd>{html.escape(GLOSSARY[key][1])}</dd>" for key in keys
+    )
+    return (
+        '<details class="al-glossary"><summary>What do these words mean?</summary>'
+        f'<dl>{items}</dl></details>'
+    )
 
 
 def _printable(text: str) -> str:
@@ -60,25 +106,59 @@ def progress_html(label: str, fraction: float | None = 0.0, state: str = "runnin
     )
 
 
+def duration(seconds: float) -> str:
+    """Seconds as a person says them: '45 s', '2 min 05 s', '1 h 04 min'."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def timing_text(event: Event) -> str:
+    """'1 min 05 s so far, about 2 min 10 s left', or as much of it as the event knows."""
+    parts = []
+    if event.elapsed_s is not None:
+        parts.append(f"{duration(event.elapsed_s)} so far")
+    if event.kind != "done":
+        if event.eta_s is not None:
+            # Before the run count starts (loading) the estimate covers that step only.
+            parts.append(f"about {duration(event.eta_s)} left" + ("" if event.total else " for this step"))
+        elif event.elapsed_s is not None:
+            parts.append("time left known after the first run")
+    return ", ".join(parts)
+
+
 def event_progress(event: Event) -> str:
-    """The progress bar for one runner event: moving while loading, filling over warm-up and repetitions."""
-    if event.kind == "status" or not event.total:
-        return progress_html(event.message, None)
-    fraction = event.done / event.total
+    """The progress bar for one runner event: the step under way, runs done, time so far and time left.
+
+    Moving while a model loads (no run count yet), filling over warm-up and repetitions.
+    """
+    timing = timing_text(event)
     if event.kind == "done":
         status = event.report.status if event.report else "done"
         state = {"complete": "done", "stopped": "stopped"}.get(status, "failed")
-        label = f"{event.message.rstrip('.')} ({event.done} of {event.total} runs done)."
-        return progress_html(label, fraction, state)
-    note = " (warm-up, not counted)" if event.warmup else ""
-    return progress_html(f"{event.message}{note} · run {event.done} of {event.total}", fraction)
+        took = f" in {duration(event.elapsed_s)}" if event.elapsed_s is not None else ""
+        label = f"{event.message.rstrip('.')} ({event.done} of {event.total} runs done{took})."
+        return progress_html(label, event.done / event.total if event.total else 1.0, state)
+    step = event.step or event.message
+    if not event.total:
+        return progress_html(" · ".join(x for x in (step, timing) if x), None)
+    if event.kind == "run":  # a run just finished; its numbers, until the next step's event replaces them
+        step = event.message + (" (warm-up, not counted)" if event.warmup else "")
+    parts = [step, f"{event.done} of {event.total} runs done", timing]
+    return progress_html(" · ".join(x for x in parts if x), event.done / event.total)
 
 
 def headline_html(report: dict) -> str:
-    """The headline sentences, each arm's line marked with its chart colour."""
+    """The answer first in plain words, then the headline sentences, each arm's line marked with its chart colour."""
     lines = charts.headline_lines(report)
     arm_names = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
-    parts = []
+    lead = charts.lead_sentence(report)
+    parts = [f'<p class="al-lead" id="al-lead">{html.escape(lead)}</p>'] if lead else []
     for line in lines:
         index = next((i for name, i in arm_names.items() if i and line.startswith(name + " ")), None)
         if index is not None:
@@ -102,8 +182,9 @@ def _count(n: int) -> str:
 def numbers_html(report: dict) -> str:
     """Per-arm numbers, all read from the report: medians first, spread flagged when wide."""
     by_name = {c["arm"]: c for c in report.get("comparison", [])}
-    head = ["Arm", "Median latency (IQR)", "Tokens/s", "First token", "Speedup (95% interval)", "Accepted",
-            "Tokens per pass", "Runs"]
+    head = ["Arm", f"Median latency ({term('iqr', 'IQR')})", "Tokens/s", term("ttft", "First token"),
+            f"{term('speedup', 'Speedup')} (95% interval)", term("accepted", "Accepted"),
+            term("per_pass", "Tokens per pass"), "Runs"]
     rows = []
     for i, arm in enumerate(report.get("arms", [])):
         lat, tps = arm["latency_summary"], arm["tokens_per_s_summary"]
@@ -135,10 +216,10 @@ def numbers_html(report: dict) -> str:
             str(lat["n"]),
         ]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    header = "".join(f"<th>{h}</th>" for h in head)
     return (
         f'<div class="al-wrap"><table class="al-table" id="al-numbers"><thead><tr>{header}</tr></thead>'
-        f'<tbody>{"".join(rows)}</tbody></table></div>'
+        f'<tbody>{"".join(rows)}</tbody></table></div>{glossary_html(NUMBER_TERMS)}'
     )
 
 
@@ -197,7 +278,8 @@ def origin_legend_html() -> str:
     return (
         '<div class="al-legend" id="al-legend">'
         f'<span><span class="al-swatch al-o-draft"></span>{html.escape(ORIGIN_LABELS["draft"])}</span>'
-        f'<span><span class="al-swatch al-o-target"></span>{html.escape(ORIGIN_LABELS["target"])}</span>'
+        f'<span><span class="al-swatch al-o-target"></span>'
+        f'{html.escape(ORIGIN_LABELS["target"]).replace("bonus token", term("bonus"))}</span>'
         '<span><mark>differs from plain</mark></span>'
         '<span><del>in plain, not here</del></span></div>'
     )
@@ -241,7 +323,13 @@ def texts_html(report: dict) -> str:
             f'<pre class="al-text">{body}</pre></div>'
         )
     legend = origin_legend_html() if len(arms) > 1 else ""
-    return f'{legend}<div class="al-texts" id="al-texts">{"".join(cards)}</div>'
+    return f'{prompt_note_html(report)}{legend}<div class="al-texts" id="al-texts">{"".join(cards)}</div>'
+
+
+def prompt_note_html(report: dict) -> str:
+    """Why the texts may read as a continuation: the target had no chat template (or it was turned off)."""
+    note = (report.get("environment") or {}).get("prompt_note")
+    return f'<p class="al-prompt-note" id="al-prompt-note">{html.escape(note)}</p>' if note else ""
 
 
 # ---------------------------------------------------------------- why: the cost model, the ranking, the sweep
@@ -273,7 +361,7 @@ def why_html(report: dict) -> str:
         measured = _speed_cell(s.get("ci_low"), s.get("median"), s.get("ci_high"), s.get("n", 0))
         predicted = _fmt(comp.get("predicted_speedup"), ".2f", "×")
         rows = "".join(
-            f"<tr><th>{symbol}</th><td>{_fmt(comp.get(key), pattern)}</td><td>{meaning}</td></tr>"
+            f"<tr><th>{term(key, symbol)}</th><td>{_fmt(comp.get(key), pattern)}</td><td>{meaning}</td></tr>"
             for symbol, key, pattern, meaning in WHY_ROWS
         )
         if comp.get("limit"):
@@ -301,22 +389,45 @@ def why_html(report: dict) -> str:
         return ""
     return (
         f'<div class="al-why" id="al-why">{"".join(cards)}</div><p class="al-sub al-formula">{WHY_FOOTNOTE}</p>'
+        f"{glossary_html(WHY_TERMS)}"
     )
 
 
+def _ranked_with_plain(rows: list[dict]) -> list[dict]:
+    """The ranking rows with plain in its place: after every arm whose median beats 1×, before the rest.
+
+    Ranks are renumbered for the page, so an arm slower than plain is never rank 1.
+    """
+    ahead = [r for r in rows if r.get("speedup") is not None and r["speedup"] > 1.0]
+    rest = [r for r in rows if not (r.get("speedup") is not None and r["speedup"] > 1.0)]
+    ordered = [*ahead, {"arm": "plain", "plain": True, "speedup": 1.0}, *rest]
+    rank, shown = 0, []
+    for row in ordered:
+        if row.get("speedup") is not None:
+            rank += 1
+        shown.append({**row, "rank": rank if row.get("speedup") is not None else None})
+    return shown
+
+
 def ranking_html(report: dict) -> str:
-    """The assisted arms fastest first, with the numbers that explain the order; only when there are two or more."""
+    """The arms fastest first, plain among them, with the numbers that explain the order; two or more assisted."""
     rows = report.get("ranking") or []
     if len(rows) < 2:
         return ""
     colour = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
     body = []
-    for row in rows:
+    for row in _ranked_with_plain(rows):
+        rank = str(row["rank"]) if row.get("rank") is not None else "–"
+        if row.get("plain"):
+            cells = [rank, f"{_dot(0)}{term('plain', 'plain')} <span class=\"al-sub\">(no assistant)</span>",
+                     "1× (baseline)", "–", "–", "–", "–", html.escape(PLAIN_ROW_NOTE)]
+            body.append('<tr class="al-plain-row">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+            continue
         name = html.escape(row["arm"])
         if row.get("error"):
             name += ' <span class="al-badge al-failed-badge">failed</span>'
         cells = [
-            str(row["rank"]) if row.get("rank") is not None else "–",
+            rank,
             f"{_dot(colour.get(row['arm'], 0))}{name}",
             _speed_cell(row.get("ci_low"), row.get("speedup"), row.get("ci_high")),
             _fmt(row.get("acceptance_rate"), ".0%"),
@@ -326,7 +437,9 @@ def ranking_html(report: dict) -> str:
             html.escape(row.get("limit") or row.get("error") or "–"),
         ]
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in RANKING_HEAD)
+    head = "".join(
+        f"<th>{term(RANKING_TERMS[h], h) if h in RANKING_TERMS else html.escape(h)}</th>" for h in RANKING_HEAD
+    )
     return (
         '<div class="al-wrap"><h4 class="al-h">Ranking</h4><table class="al-table al-ranking" id="al-ranking">'
         f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -15,7 +16,7 @@ from . import bundled, catalog, explain
 from . import models as models_mod
 from . import report as report_mod
 from . import strategies
-from .config import MODEL_STRATEGIES, BenchRequest
+from .config import CONTINUATION_PROMPT, MODEL_STRATEGIES, BenchRequest
 from .errors import AssistLabError, InputError, ResourceError
 from .models import LoadedModel, ModelStore
 from .report import ArmInfo, Report, RunRecord
@@ -49,7 +50,10 @@ for _name in ("generation.utils", "generation.configuration_utils", "tokenizatio
 class Event:
     """What the runner reports: a status line, or a finished run with the report so far.
 
-    `done` and `total` count runs including warm-up, for progress bars.
+    `done` and `total` count runs including warm-up, for progress bars. A "status" event comes before each
+    step starts (loading, converting, each run, each drafting-cost measurement) and names that step, so what
+    a person reads is what is happening now, not what just finished; while a model loads it repeats every
+    few seconds with the time updated.
     """
 
     kind: str  # "status", "run" or "done"
@@ -58,6 +62,59 @@ class Event:
     total: int
     report: Report | None = None
     warmup: bool = False
+    step: str = ""  # the step now under way, in words: "Warm-up of plain (not counted)", "Repetition 2 of 3: ..."
+    elapsed_s: float | None = None  # seconds since the comparison started
+    # Estimated seconds left: for the whole comparison once a run has been timed (from the runs so far); while
+    # a bundled model is converted, for that conversion (a fixed measured estimate); otherwise None.
+    eta_s: float | None = None
+
+
+HEARTBEAT_S = 2.0  # how often a loading step reports its elapsed time while the model loads
+
+
+class Pace:
+    """Elapsed time, and the time left estimated from how long each arm's runs have taken so far.
+
+    The clock is a parameter so tests can give it fixed costs; it is not the benchmark's clock.
+    """
+
+    def __init__(self, clock: Clock = time.monotonic):
+        self.clock = clock
+        self.start = clock()
+        self.seconds: dict[int, list[float]] = {}
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+    def record(self, arm: int, seconds: float) -> None:
+        self.seconds.setdefault(arm, []).append(seconds)
+
+    def per_run(self, arm: int) -> float | None:
+        """One run of `arm`: the mean of its runs after the first (the first carries start-up costs), else the first."""
+        runs = self.seconds.get(arm) or []
+        later = runs[1:] or runs
+        return sum(later) / len(later) if later else None
+
+    def left(self, runs_left: int, probes_left: int = 0, assisted: tuple[int, ...] = ()) -> float | None:
+        """Seconds for `runs_left` runs spread over the arms and `probes_left` drafting-cost runs; None before any run."""
+        known = {arm: t for arm in self.seconds if (t := self.per_run(arm)) is not None}
+        if not known:
+            return None
+        per_run = sum(known.values()) / len(known)
+        drafting = [known[a] for a in assisted if a in known]
+        per_probe = sum(drafting) / len(drafting) if drafting else per_run
+        return max(0, runs_left) * per_run + max(0, probes_left) * per_probe
+
+
+def _while_loading(call: Callable[[], object], heartbeat: Callable[[], Event]) -> Generator[Event, None, object]:
+    """Run `call` in a worker thread, yielding `heartbeat()` every few seconds until it returns; its result."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="assistlab-load") as pool:
+        future = pool.submit(call)
+        while True:
+            try:
+                return future.result(timeout=HEARTBEAT_S)
+            except concurrent.futures.TimeoutError:
+                yield heartbeat()
 
 
 class StepStreamer(BaseStreamer):
@@ -161,10 +218,29 @@ def timed_generate(target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock
     return Timed(latency, streamer, drafted, accepted, output, _memory_now(device), (wall_start, wall_end))
 
 
+def uses_chat_template(request: BenchRequest, target: LoadedModel) -> bool:
+    """Whether the prompt goes through the target's chat template: asked for, and the target has one."""
+    return bool(request.chat_template and getattr(target.tokenizer, "chat_template", None))
+
+
+def prompt_note(request: BenchRequest, target: LoadedModel) -> str | None:
+    """A sentence for a person when the target continues the prompt rather than answering it; None otherwise."""
+    if uses_chat_template(request, target):
+        return None
+    if getattr(target.tokenizer, "chat_template", None):
+        why = "The chat template was turned off"
+    else:
+        why = f"{target.name} has no chat template (it is a base model, not a chat model)"
+    return (
+        f"{why}, so it continues the prompt as text rather than answering it. A prompt that begins the text you "
+        f"want reads better, for example “{CONTINUATION_PROMPT}”."
+    )
+
+
 def encode_prompt(request: BenchRequest, target: LoadedModel) -> dict:
     """Token ids for the prompt: through the chat template when asked for and the target has one."""
     tok = target.tokenizer
-    if request.chat_template and getattr(tok, "chat_template", None):
+    if uses_chat_template(request, target):
         encoded = tok.apply_chat_template(
             [{"role": "user", "content": request.prompt}],
             add_generation_prompt=True,
@@ -220,13 +296,26 @@ class _Arm:
     configure: Callable[[], None]
 
 
-def _loading_message(role: str, text: str) -> str:
+def _loading_step(role: str, text: str) -> tuple[str, str, float | None]:
+    """(step, message, estimated seconds) for loading one model; the estimate only for a first conversion."""
     if bundled.is_bundled(text) and bundled.needs_conversion(text):
+        estimate = bundled.lookup(text).convert_seconds
         return (
+            f"Converting the bundled {role} (first use only)",
             f"Preparing the bundled {role} {text} for first use: converting it once to safetensors "
-            f"(a minute or two on a CPU; later starts skip this)..."
+            f"(about {estimate:.0f} s on two CPU cores; later starts skip this)...",
+            estimate,
         )
-    return f"Loading the {role} {text}..."
+    return f"Loading the {role}", f"Loading the {role} {text}...", None
+
+
+def _run_step(name: str, warmup: bool, repetition: int, request: BenchRequest) -> tuple[str, str]:
+    """(step, message) for the run about to start."""
+    if warmup:
+        count = f" {repetition + 1} of {request.warmup}" if request.warmup > 1 else ""
+        return f"Warm-up{count} of {name} (not counted)", f"Warming up {name} (not counted)..."
+    return (f"Repetition {repetition + 1} of {request.repeats}: {name}",
+            f"Timing {name}, repetition {repetition + 1} of {request.repeats}...")
 
 
 def run_benchmark(
@@ -239,21 +328,33 @@ def run_benchmark(
     device = models_mod.choose_device(request.device)
     dtype = models_mod.choose_dtype(request.dtype, device)
     request = request.resolved(device.type)
+    pace = Pace()
     messages: list[str] = []
     for text in [request.target] + [a.assistant for a in request.arms if a.assistant]:
         catalog.resolve(text)  # refuse a bad reference before loading anything
 
-    def load(text: str, keep: set) -> tuple[tuple, LoadedModel]:
-        return store.get(text, device, dtype, request.device_map_auto, progress=messages.append, keep=keep)
+    def load(role: str, text: str, keep: set) -> Generator[Event, None, tuple[tuple, LoadedModel]]:
+        """Load one model, reporting the step and its time every few seconds while it loads."""
+        step, message, estimate = _loading_step(role, text)
+        began = pace.elapsed()
 
-    yield Event("status", _loading_message("target", request.target), 0, 0)
-    target_key, target = load(request.target, set())
+        def status() -> Event:
+            # Past the estimate, say "a few seconds" rather than nothing or a negative time.
+            left = None if estimate is None else max(5.0, estimate - (pace.elapsed() - began))
+            return Event("status", message, 0, 0, step=step, elapsed_s=pace.elapsed(), eta_s=left)
+
+        yield status()
+        return (yield from _while_loading(
+            lambda: store.get(text, device, dtype, request.device_map_auto, progress=messages.append, keep=keep),
+            status,
+        ))
+
+    target_key, target = yield from load("target", request.target, set())
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
     for spec in request.arms:
         if spec.strategy in MODEL_STRATEGIES and spec.assistant not in assistants:
-            yield Event("status", _loading_message("assistant", spec.assistant), 0, 0)
-            key, assistants[spec.assistant] = load(spec.assistant, keep)
+            key, assistants[spec.assistant] = yield from load("assistant", spec.assistant, keep)
             keep.add(key)
 
     inputs = encode_prompt(request, target)
@@ -287,9 +388,15 @@ def run_benchmark(
         planned_repeats=request.repeats,
     )
     report.environment["prompt_tokens"] = int(inputs["input_ids"].shape[1])
+    report.environment["chat_template"] = uses_chat_template(request, target)
+    report.environment["prompt_note"] = prompt_note(request, target)
     report.environment["load_messages"] = messages
     total = (request.warmup + request.repeats) * len(arms)
     done = 0
+    assisted = tuple(i for i, a in enumerate(arms) if a.info.assisted)
+
+    def eta(runs_left: int, probes_left: int = len(assisted)) -> float | None:
+        return pace.left(runs_left, probes_left, assisted)
     schedule = [(True, w) for w in range(request.warmup)] + [(False, r) for r in range(request.repeats)]
 
     for warmup, repetition in schedule:
@@ -297,15 +404,22 @@ def run_benchmark(
             if should_stop():
                 report.status = "stopped"
                 report.message = f"Stopped after {len(report.plain)} of {request.repeats} repetitions."
-                yield Event("done", report.message, done, total, report)
+                yield Event("done", report.message, done, total, report, step="Stopped",
+                            elapsed_s=pace.elapsed(), eta_s=0.0)
                 return
             if arm.info.error:
                 done += 1
                 continue
+            step, message = _run_step(arm.info.name, warmup, repetition, request)
+            yield Event("status", message, done, total, None, warmup, step=step, elapsed_s=pace.elapsed(),
+                        eta_s=eta(total - done))
             if request.do_sample:
                 torch.manual_seed(request.seed + repetition)
             arm.configure()
+            began = pace.elapsed()
             outcome = _attempt(target, inputs, arm, clock)
+            if not isinstance(outcome, _Failure):
+                pace.record(index, pace.elapsed() - began)
             if isinstance(outcome, _Failure):
                 arm.info.error = outcome.reason
                 if index == 0:
@@ -313,7 +427,8 @@ def run_benchmark(
                     report.message = f"The plain (unassisted) run {outcome.reason}"
                     raise (ResourceError if outcome.oom else AssistLabError)(report.message)
                 done += 1
-                yield Event("run", f"{arm.info.name} {outcome.reason}", done, total, report, warmup)
+                yield Event("run", f"{arm.info.name} {outcome.reason}", done, total, report, warmup, step=step,
+                            elapsed_s=pace.elapsed(), eta_s=eta(total - done))
                 continue
             done += 1
             if not warmup:
@@ -341,20 +456,25 @@ def run_benchmark(
                 )
                 report.segments[index] = explain.text_segments(target.tokenizer, report.runs[-1])
             phase = f"warm-up {repetition + 1}/{request.warmup}" if warmup else f"repetition {repetition + 1}/{request.repeats}"
-            yield Event("run", f"{arm.info.name}: {phase}, {outcome.latency:.2f} s", done, total, report, warmup)
+            yield Event("run", f"{arm.info.name}: {phase}, {outcome.latency:.2f} s", done, total, report, warmup,
+                        step=step, elapsed_s=pace.elapsed(), eta_s=eta(total - done))
 
     # The cost model: one untimed, instrumented run per assisted arm, after every timed run.
-    for index, arm in enumerate(arms):
-        if arm.info.assisted and not arm.info.error and not should_stop():
-            yield Event("status", f"Measuring the drafting cost of {arm.info.name} (untimed)...", done, total, report)
-            if request.do_sample:
-                torch.manual_seed(request.seed)
-            report.probes[index] = explain.probe_arm(target, inputs, arm.kwargs, arm.configure, clock)
+    probing = [(index, arm) for index, arm in enumerate(arms) if arm.info.assisted and not arm.info.error]
+    for count, (index, arm) in enumerate(probing, start=1):
+        if should_stop():
+            break
+        step = f"Measuring the drafting cost, {count} of {len(probing)}: {arm.info.name} (untimed)"
+        yield Event("status", f"{step}...", done, total, report, step=step, elapsed_s=pace.elapsed(),
+                    eta_s=eta(0, len(probing) - count + 1))
+        if request.do_sample:
+            torch.manual_seed(request.seed)
+        report.probes[index] = explain.probe_arm(target, inputs, arm.kwargs, arm.configure, clock)
 
     failed = [a.info.name for a in arms if a.info.error]
     report.status = "complete"
     report.message = "Complete." if not failed else f"Complete, but {', '.join(failed)} failed."
-    yield Event("done", report.message, done, total, report)
+    yield Event("done", report.message, done, total, report, step="Complete", elapsed_s=pace.elapsed(), eta_s=0.0)
 
 
 def run_to_report(request: BenchRequest, store: ModelStore, **kwargs) -> Report:

@@ -1,0 +1,139 @@
+"""Progress a person can follow: the step under way, runs done, time so far and time left, for every step."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from assistlab import panels, runner
+from assistlab.config import ArmSpec, BenchRequest
+from assistlab.runner import Event, Pace
+
+PROMPT = "write me a long essay on deep learning"
+
+
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_pace_estimates_the_time_left_from_each_arms_later_runs():
+    clock = FakeClock()
+    pace = Pace(clock)
+    assert pace.left(10) is None  # nothing timed yet: no basis for an estimate
+    clock.now += 30.0
+    assert pace.elapsed() == 30.0
+    pace.record(0, 9.0)  # plain's first run carries start-up costs...
+    pace.record(0, 3.0)  # ...so its later runs set its pace: 3 s
+    pace.record(1, 5.0)  # an assisted arm with one run so far: 5 s
+    # 4 runs left spread over the arms at (3 + 5) / 2 s each, and 2 drafting-cost runs at the assisted arm's 5 s.
+    assert pace.left(4, probes_left=2, assisted=(1,)) == pytest.approx(4 * 4.0 + 2 * 5.0)
+    assert pace.left(0) == 0.0
+
+
+def test_durations_read_as_a_person_says_them():
+    assert [panels.duration(s) for s in (0, 44.6, 65, 600, 3725)] == ["0 s", "45 s", "1 min 05 s", "10 min 00 s",
+                                                                    "1 h 02 min"]
+
+
+def _label(html: str) -> str:
+    return re.search(r'<div class="al-label">(.*?)</div>', html).group(1)
+
+
+def test_the_progress_label_names_the_step_the_runs_and_the_times():
+    warming = Event("status", "Warming up x...", 3, 12, None, True, step="Warm-up of universal: s (k=5) (not counted)",
+                    elapsed_s=125.0, eta_s=400.0)
+    assert _label(panels.event_progress(warming)) == (
+        "Warm-up of universal: s (k=5) (not counted) · 3 of 12 runs done · 2 min 05 s so far, about 6 min 40 s left"
+    )
+    converting = Event("status", "Preparing...", 0, 0, step="Converting the bundled target (first use only)",
+                       elapsed_s=12.0, eta_s=58.0)
+    label = _label(panels.event_progress(converting))
+    assert label == "Converting the bundled target (first use only) · 12 s so far, about 58 s left for this step"
+    assert "al-busy" in panels.event_progress(converting)  # no run count yet: a moving bar
+    first = Event("status", "Warming up plain...", 0, 12, step="Warm-up of plain (not counted)", elapsed_s=4.0)
+    assert "time left known after the first run" in _label(panels.event_progress(first))
+
+
+@pytest.fixture(scope="module")
+def events(models_dir, store) -> list[Event]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+        request = BenchRequest(target="target", arms=(ArmSpec("auto", "assistant-other"), ArmSpec("prompt-lookup")),
+                               prompt=PROMPT, max_new_tokens=4, repeats=2, warmup=1)
+        return list(runner.run_benchmark(request, store))
+
+
+def test_every_step_is_announced_before_it_starts_naming_its_arm(events):
+    starts = [e for e in events if e.kind == "status" and e.total]
+    arms = ["plain", "universal: assistant-other (k=5)", "prompt-lookup (k=10)"]
+    announced = [e.step for e in starts if "drafting cost" not in e.step]
+    assert announced == [f"Warm-up of {a} (not counted)" for a in arms] + [
+        f"Repetition {r} of 2: {a}" for r in (1, 2) for a in arms]
+    # Each announcement comes right before the run it names, so the page never shows a finished step as current.
+    for i, event in enumerate(events[:-1]):
+        if event.kind == "status" and event.total and "drafting cost" not in event.step:
+            after = events[i + 1]
+            assert after.kind == "run" and after.step == event.step
+    probes = [e.step for e in starts if "drafting cost" in e.step]
+    assert probes == ["Measuring the drafting cost, 1 of 2: universal: assistant-other (k=5) (untimed)",
+                      "Measuring the drafting cost, 2 of 2: prompt-lookup (k=10) (untimed)"]
+
+
+def test_every_event_carries_the_time_so_far_and_an_estimate_once_a_run_was_timed(events):
+    loading = [e for e in events if not e.total and e.kind == "status"]
+    assert loading and all(e.step.startswith("Loading the") for e in loading)
+    assert all(e.elapsed_s is not None and e.elapsed_s >= 0 for e in events)
+    elapsed = [e.elapsed_s for e in events]
+    assert elapsed == sorted(elapsed)
+    first_run = next(i for i, e in enumerate(events) if e.kind == "run")
+    assert all(e.eta_s is not None and e.eta_s >= 0 for e in events[first_run:])
+    assert events[-1].kind == "done" and events[-1].eta_s == 0.0 and events[-1].step == "Complete"
+    # The estimate shrinks as runs finish (allowing for noise on a shared machine: it ends lower than it began).
+    etas = [e.eta_s for e in events[first_run:] if e.kind == "run"]
+    assert etas[-1] < etas[0]
+
+
+def test_a_slow_load_reports_its_time_while_it_waits_and_returns_the_model(monkeypatch):
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.05)
+    clock = FakeClock()
+
+    def slow_load():
+        time.sleep(0.4)
+        return "the model"
+
+    def beat() -> Event:
+        clock.now += 1.0
+        return Event("status", "Loading...", 0, 0, step="Loading the target", elapsed_s=clock.now - 100.0)
+
+    waiting = runner._while_loading(slow_load, beat)
+    beats = []
+    with pytest.raises(StopIteration) as stop:
+        while True:
+            beats.append(next(waiting))
+    assert stop.value.value == "the model"
+    assert len(beats) >= 2 and [b.elapsed_s for b in beats] == sorted(b.elapsed_s for b in beats)
+
+
+def test_a_failed_load_raises_its_own_error_after_the_wait():
+    def broken():
+        raise ValueError("no such model")
+
+    with pytest.raises(ValueError, match="no such model"):
+        list(runner._while_loading(broken, lambda: Event("status", "", 0, 0)))
+
+
+def test_converting_a_bundled_model_is_a_named_step_with_a_measured_estimate(monkeypatch, tmp_path):
+    monkeypatch.setenv("ASSISTLAB_CACHE_DIR", str(tmp_path))  # nothing converted here yet
+    step, message, estimate = runner._loading_step("target", "bundled:gemma-3-270m")
+    assert step == "Converting the bundled target (first use only)"
+    assert "first use" in message and estimate == runner.bundled.lookup("bundled:gemma-3-270m").convert_seconds
+    assert runner._loading_step("assistant", "assistant-other") == (
+        "Loading the assistant", "Loading the assistant assistant-other...", None)
