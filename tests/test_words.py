@@ -1,0 +1,121 @@
+"""The page speaks plainly: the answer first, plain ranked among the arms, every symbol explained where it appears."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from assistlab import charts, panels
+from assistlab.config import CONTINUATION_PROMPT, ArmSpec, BenchRequest
+from assistlab.runner import run_to_report
+
+
+def _arm(name: str, strategy: str, speedup: float | None, low: float | None = None, high: float | None = None):
+    n = 5
+    arm = {"name": name, "strategy": strategy, "latencies_s": [1.0] * n, "error": None,
+           "latency_summary": {"n": n, "median": 1.0, "iqr": 0.01}}
+    comp = {"arm": name, "speedup": {"median": speedup, "ci_low": low, "ci_high": high, "n": n},
+            "acceptance_rate": 0.5, "outputs_identical": True, "first_difference": None}
+    return arm, comp
+
+
+def _report(*arms, status="complete") -> dict:
+    plain = {"name": "plain", "strategy": "plain", "latencies_s": [1.0] * 5, "error": None,
+             "latency_summary": {"n": 5, "median": 1.0, "iqr": 0.01}}
+    ranking = sorted(({"arm": c["arm"], "speedup": c["speedup"]["median"], "ci_low": c["speedup"]["ci_low"],
+                       "ci_high": c["speedup"]["ci_high"]} for _a, c in arms), key=lambda r: -r["speedup"])
+    for rank, row in enumerate(ranking, start=1):
+        row["rank"] = rank  # what explain.rank_arms gives: assisted arms only, fastest first
+    return {"status": status, "request": {"do_sample": False}, "counted_repetitions": 5, "planned_repetitions": 5,
+            "arms": [plain, *[a for a, _c in arms]], "comparison": [c for _a, c in arms], "ranking": ranking}
+
+
+SLOW = _arm("universal: small (k=5)", "universal", 0.62, 0.55, 0.70)
+SLOWER = _arm("prompt-lookup (k=10)", "prompt-lookup", 0.91, 0.85, 0.97)
+FAST = _arm("assistant: small (k=5)", "assistant", 1.25, 1.15, 1.40)
+UNCLEAR = _arm("assistant: other (k=5)", "assistant", 1.04, 0.95, 1.12)
+
+
+def test_when_nothing_beats_plain_the_page_says_so_first():
+    report = _report(SLOW, SLOWER)
+    assert charts.lead_sentence(report) == "Plain generation was fastest here: no assistant helped."
+    headline = panels.headline_html(report)
+    paragraphs = re.findall(r"<p[^>]*>(.*?)</p>", headline)
+    assert paragraphs[0] == "Plain generation was fastest here: no assistant helped."
+
+
+def test_the_fastest_arm_leads_in_plain_words_when_it_is_clearly_faster():
+    lead = charts.lead_sentence(_report(FAST, SLOW))
+    assert lead == ("assistant: small (k=5) was fastest: the same text took 20% less time than plain generation "
+                    "(the target model on its own).")
+
+
+def test_an_arm_ahead_only_within_the_noise_is_not_called_fastest():
+    lead = charts.lead_sentence(_report(UNCLEAR, SLOW))
+    assert lead.startswith("No assistant was clearly faster than plain generation here")
+    assert charts.lead_sentence(_report(UNCLEAR, status="running")).startswith("So far: ")
+    assert charts.lead_sentence({"arms": [], "comparison": []}) is None
+
+
+def _ranking_rows(html: str) -> list[list[str]]:
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", html.split("<tbody>")[1])
+    return [[re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td>(.*?)</td>", row)] for row in rows]
+
+
+def test_an_arm_slower_than_plain_is_never_ranked_first():
+    rows = _ranking_rows(panels.ranking_html(_report(SLOW, SLOWER)))
+    assert [(r[0], r[1]) for r in rows] == [("1", "plain (no assistant)"), ("2", "prompt-lookup (k=10)"),
+                                            ("3", "universal: small (k=5)")]
+    assert rows[0][2] == "1× (baseline)"
+    rows = _ranking_rows(panels.ranking_html(_report(FAST, SLOW)))
+    assert [r[1] for r in rows] == ["assistant: small (k=5)", "plain (no assistant)", "universal: small (k=5)"]
+    assert [r[0] for r in rows] == ["1", "2", "3"]
+
+
+def _titles(html: str) -> dict[str, str]:
+    """Each explained word on a panel and its hover text."""
+    return {re.sub(r"<[^>]+>", "", shown): title
+            for title, shown in re.findall(r'<abbr class="al-term" title="([^"]+)">(.*?)</abbr>', html)}
+
+
+def test_every_symbol_and_abbreviation_has_plain_words_where_it_appears(report_dict):
+    numbers = panels.numbers_html(report_dict)
+    titles = _titles(numbers)
+    for shown in ("IQR", "First token", "Tokens per pass", "Accepted"):
+        assert shown in titles and len(titles[shown]) > 40, shown
+    assert "What do these words mean?" in numbers and "TTFT" in numbers and "tok/fwd" in numbers
+    why = panels.why_html(report_dict)
+    assert {"α", "c", "k"} <= set(_titles(why))
+    for words in ("target forward pass", "bonus token", "α (alpha)"):
+        assert f"<dt>{words}</dt>" in why
+    ranking = _titles(panels.ranking_html(report_dict))
+    assert {"c", "α", "Accepted"} <= set(ranking)
+    assert "bonus token" in _titles(panels.origin_legend_html())
+
+
+@pytest.fixture(scope="module")
+def report_dict(models_dir, store) -> dict:
+    """A real comparison on tiny models whose target has no chat template."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+        request = BenchRequest(target="assistant-other", arms=(ArmSpec("prompt-lookup", prompt_lookup_num_tokens=2),
+                                                               ArmSpec("prompt-lookup")),
+                               prompt="write me a long essay", max_new_tokens=6, repeats=2, warmup=0)
+        return run_to_report(request, store).to_dict()
+
+
+def test_a_target_without_a_chat_template_is_said_to_continue_the_text(report_dict):
+    env = report_dict["environment"]
+    assert env["chat_template"] is False
+    assert "has no chat template" in env["prompt_note"] and "continues the prompt as text" in env["prompt_note"]
+    assert CONTINUATION_PROMPT in env["prompt_note"]
+    assert 'id="al-prompt-note"' in panels.texts_html(report_dict)
+
+
+def test_a_chat_target_gets_no_note(models_dir, store, monkeypatch):
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    request = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), prompt="write me a long essay",
+                           max_new_tokens=3, repeats=1, warmup=0)
+    env = run_to_report(request, store).to_dict()["environment"]
+    assert env["chat_template"] is True and env["prompt_note"] is None
