@@ -35,6 +35,11 @@ def test_bench_writes_a_complete_report(models_dir, tmp_path):
     table = result.stdout
     assert "plain" in table and "universal: assistant-other (k=5)" in table and "prompt-lookup (k=10)" in table
     assert "×" in table and "outputs identical" in table
+    # The table's abbreviations are spelled out under it, and progress names each step with its times.
+    assert "TTFT: time to the first new token" in table and "tok/fwd: new tokens per target forward pass" in table
+    assert "Warming up universal: assistant-other (k=5) (not counted)... (" in result.stderr
+    assert "Measuring the drafting cost, 1 of 2: universal: assistant-other (k=5) (untimed)..." in result.stderr
+    assert "so far, about" in result.stderr
     report = json.loads(out_json.read_text())
     assert report["schema"] == 1
     assert set(report) >= {"request", "environment", "arms", "comparison"}
