@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--strategy", choices=STRATEGIES, default="auto", help="how the assistant drafts (default: %(default)s)")
     bench.add_argument("--prompt-lookup", dest="prompt_lookup", action=argparse.BooleanOptionalAction, default=True, help="also compare prompt lookup on the target (default: on)")
     prompt = bench.add_mutually_exclusive_group()
-    prompt.add_argument("--prompt", default=None, help=f"the prompt (default: {DEFAULT_PROMPT!r})")
+    prompt.add_argument("--prompt", default=None, help=f"the prompt (default: the preset's for the target, {catalog.default_prompt(catalog.BUNDLED_TARGET)!r} for the bundled base model, else {DEFAULT_PROMPT!r})")
     prompt.add_argument("--prompt-file", type=Path, default=None, help="read the prompt from a text file")
     bench.add_argument("--max-new-tokens", default=None, help=f"tokens each arm generates (default 64 on CPU, 256 on CUDA; max {LIMITS['max_new_tokens']})")
     bench.add_argument("--repeats", default=None, help=f"counted repetitions per arm (default 3 on CPU, 5 on CUDA; max {LIMITS['repeats']})")
@@ -71,7 +71,7 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"Cannot read the prompt file {str(args.prompt_file)!r}: {exc.strerror or exc}.") from None
     else:
-        prompt = args.prompt if args.prompt is not None else DEFAULT_PROMPT
+        prompt = args.prompt if args.prompt is not None else catalog.default_prompt(args.target)
     knobs = dict(
         num_assistant_tokens=args.num_assistant_tokens,
         num_assistant_tokens_schedule=args.schedule,

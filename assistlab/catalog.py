@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import bundled
+from .config import CONTINUATION_PROMPT, DEFAULT_PROMPT
 from .errors import InputError, ModelLoadError
 
 MODELS_DIR_ENV = "ASSISTLAB_MODELS_DIR"
@@ -24,6 +25,9 @@ class Preset:
     target: str
     assistant: str
     note: str
+    # The prompt the page starts with for this pair: an instruction for a chat model, the start of a text for a
+    # base model (which continues text rather than answering it).
+    prompt: str = DEFAULT_PROMPT
 
 
 BUNDLED_TARGET = "bundled:gemma-3-270m"
@@ -34,7 +38,9 @@ PRESETS: tuple[Preset, ...] = (
         "Bundled, offline: Gemma 3 270M + SmolLM2-135M",
         BUNDLED_TARGET,
         BUNDLED_ASSISTANT,
-        "Ships with AssistLab; different tokenizers (universal assisted generation), runs on a CPU.",
+        "Ships with AssistLab; different tokenizers (universal assisted generation), runs on a CPU. Gemma 3 270M "
+        "is a base model: it continues the prompt as text rather than answering it.",
+        CONTINUATION_PROMPT,
     ),
     Preset(
         "Reference: Gemma 3 27B + Qwen2.5-0.5B",
@@ -67,6 +73,11 @@ PRESETS: tuple[Preset, ...] = (
         "Same family; light enough for a CPU with patience.",
     ),
 )
+
+
+def default_prompt(target: str) -> str:
+    """The prompt a pair starts with when none is given: its preset's, else the reference prompt."""
+    return next((p.prompt for p in PRESETS if p.target == target), DEFAULT_PROMPT)
 
 
 @dataclass(frozen=True)

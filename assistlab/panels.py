@@ -99,10 +99,11 @@ def progress_html(label: str, fraction: float | None = 0.0, state: str = "runnin
         state, width = "busy", 35.0
     else:
         width = max(0.0, min(1.0, fraction)) * 100
+    alert = ' role="alert"' if state == "failed" else ""  # read out at once by a screen reader
     return (
         f'<div class="al-progress al-{state}" role="progressbar" aria-valuenow="{width:.0f}" '
         f'aria-valuemin="0" aria-valuemax="100"><div class="al-track"><div class="al-fill" '
-        f'style="width:{width:.1f}%"></div></div><div class="al-label">{html.escape(label)}</div></div>'
+        f'style="width:{width:.1f}%"></div></div><div class="al-label"{alert}>{html.escape(label)}</div></div>'
     )
 
 

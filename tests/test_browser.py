@@ -200,3 +200,139 @@ def test_closing_the_tab_stops_its_run_and_frees_the_slot(browser, app_url):
         assert "Complete" in page.inner_text("#al-progress")
     finally:
         context.close()
+
+
+# ---------------------------------------------------------------- a first try, as a person makes it
+
+
+def open_settings(page) -> None:
+    page.locator("#al-settings").get_by_text("Settings", exact=True).click()
+    page.get_by_label("New tokens per run").wait_for()
+
+
+def pick_models(page, target: str, assistant: str = "assistant-other") -> None:
+    for selector, value in (("#al-target input", target), ("#al-assistant input", assistant)):
+        page.click(selector)
+        page.fill(selector, value)
+        page.keyboard.press("Enter")
+
+
+def test_opening_settings_and_pressing_run_with_nothing_typed_uses_the_defaults(page):
+    pick_models(page, "target")
+    page.get_by_label("Prompt lookup (no second model)").check()  # one assisted arm: a short first try
+    open_settings(page)
+    page.wait_for_timeout(500)  # the accordion has mounted its boxes
+    for label in ("New tokens per run", "Repetitions"):
+        assert page.get_by_label(label).input_value() == ""  # empty stays empty: it means the device default
+    page.click("#al-run")
+    # 2 arms x (1 warm-up + 3 repetitions), the CPU defaults: the run is under way with them, not refused.
+    page.get_by_text(re.compile(r"[1-8] of 8 runs done")).wait_for(timeout=120_000)
+    assert page.locator("#al-progress .al-failed").count() == 0
+    assert "must be between" not in page.inner_text("#al-progress")
+    page.click("#al-stop")  # a person who has seen enough stops it; what was measured stays
+    page.wait_for_selector("#al-progress .al-stopped, #al-progress .al-done", timeout=240_000)
+
+
+def test_typing_into_a_box_that_had_no_value_shows_what_was_typed(page):
+    open_settings(page)
+    for label in ("New tokens per run", "Repetitions"):
+        box = page.get_by_label(label)
+        box.click()
+        page.keyboard.type("32")
+        box.press("Tab")
+        assert box.input_value() == "32"
+
+
+def test_an_error_names_the_box_a_person_sees_not_a_code_identifier(page):
+    pick_models(page, "target")
+    open_settings(page)
+    box = page.get_by_label("New tokens per run")
+    box.fill("0")
+    box.press("Tab")
+    page.click("#al-run")
+    page.wait_for_selector("#al-progress .al-failed")
+    progress = page.inner_text("#al-progress")
+    assert "New tokens per run must be between 1 and 2048, got 0" in progress
+    assert "max_new_tokens" not in progress
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+def _nothing_covers_stop(page) -> None:
+    stop = page.locator("#al-stop").bounding_box()
+    assert stop is not None
+    covering = page.locator(".toast-wrap > *, .toast-body")
+    for i in range(covering.count()):
+        box = covering.nth(i).bounding_box()
+        assert box is None or not _overlap(box, stop), f"a notice covers Stop: {box} over {stop}"
+    # And what sits at Stop's centre is Stop itself.
+    centre = (stop["x"] + stop["width"] / 2, stop["y"] + stop["height"] / 2)
+    assert page.evaluate("([x, y]) => document.elementFromPoint(x, y).closest('#al-stop') !== null", centre)
+
+
+@pytest.mark.parametrize("width, height", [(1440, 1000), (390, 844)])
+def test_a_failed_run_after_a_success_leaves_no_old_result_and_covers_nothing(browser, app_url, width, height):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(app_url)
+        page.wait_for_selector("#al-run")
+        choose(page, "target", "assistant-other", tokens=4, repeats=1)
+        page.click("#al-run")
+        page.wait_for_selector("#al-download-json", state="visible", timeout=90_000)
+        assert page.locator("#al-headline").is_visible()
+        pick_models(page, "/etc")  # a folder outside the allowed one: this run fails
+        page.click("#al-run")
+        page.wait_for_selector("#al-progress .al-failed", timeout=30_000)
+        assert "outside the allowed models folder" in page.inner_text("#al-progress")
+        # The previous run's headline and charts are gone, not left looking like this run's result.
+        assert not page.locator("#al-headline").is_visible()
+        assert not page.locator("#al-results").is_visible()
+        _nothing_covers_stop(page)
+    finally:
+        context.close()
+
+
+def _charts_fit(page) -> None:
+    """Every chart's axis titles lie inside the chart and clear of its heading."""
+    plots = page.locator("#al-results .js-plotly-plot")
+    for i in range(plots.count()):
+        plot = plots.nth(i)
+        frame = plot.locator("svg.main-svg").first.bounding_box()
+        heading = plot.locator(".gtitle").bounding_box()
+        for title in ("g.g-ytitle text", "g.g-xtitle text"):
+            if plot.locator(title).count() == 0:
+                continue
+            box = plot.locator(title).first.bounding_box()
+            assert box["x"] >= frame["x"] - 1 and box["x"] + box["width"] <= frame["x"] + frame["width"] + 1, (
+                f"chart {i}: {title} cut at the edge")
+            assert heading is None or not _overlap(box, heading), f"chart {i}: {title} overlaps the heading"
+
+
+@pytest.mark.parametrize("width, height, name", [(1440, 1000, "screenshot.png"), (390, 844, "screenshot-phone.png")])
+def test_the_page_is_usable_at_a_desktop_and_a_phone_width(browser, app_url, artifacts, width, height, name):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(app_url)
+        page.wait_for_selector("#al-run")
+        choose(page, "target", "assistant-other", tokens=12, repeats=3)
+        page.locator("#al-settings").get_by_text("Settings", exact=True).click()  # closed again, as most leave it
+        page.click("#al-run")
+        page.wait_for_selector("#al-download-json", state="visible", timeout=120_000)
+        page.wait_for_timeout(800)  # let plotly finish drawing
+        # Nothing is wider than the window: no sideways scrolling.
+        assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
+        _charts_fit(page)
+        _nothing_covers_stop(page)
+        assert page.locator("#al-lead").is_visible()
+        shot = artifacts / name
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000
+    finally:
+        context.close()

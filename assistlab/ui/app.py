@@ -9,7 +9,6 @@ from pathlib import Path
 import gradio as gr
 
 from .. import catalog, charts
-from ..config import DEFAULT_PROMPT
 from ..errors import InputError
 from ..models import ModelStore
 from . import compare_tab, sweep_tab
@@ -32,10 +31,10 @@ def build_app(
 
     with gr.Blocks(title="AssistLab", analytics_enabled=False, fill_width=True) as demo:
         form_mod.header()
-        with gr.Row(equal_height=False):
+        with gr.Row(equal_height=False, elem_id="al-main"):
             with gr.Column(scale=4, min_width=340):
                 form = form_mod.build()
-            with gr.Column(scale=7, min_width=480):
+            with gr.Column(scale=7, min_width=320):
                 with gr.Tabs(elem_id="al-tabs"):
                     with gr.Tab("Compare", id="compare", elem_id="al-tab-compare"):
                         results = compare_tab.build()
@@ -56,7 +55,7 @@ def build_app(
             target: str = catalog.BUNDLED_TARGET,
             assistant: str = catalog.BUNDLED_ASSISTANT,
             strategy: str = "auto",
-            prompt: str = DEFAULT_PROMPT,
+            prompt: str | None = None,
             max_new_tokens: int | None = None,
             repeats: int | None = None,
             warmup: int | None = None,
@@ -76,9 +75,13 @@ def build_app(
         ) -> tuple[dict, str]:
             """Compare a target with and without assistance; returns the JSON report and its headline.
 
-            max_new_tokens, repeats and warmup left empty (None) take the device defaults.
+            max_new_tokens, repeats and warmup left empty (None) take the device defaults; a prompt left empty
+            (None) is the target's preset prompt (a continuation for the bundled base model), else the reference
+            prompt.
             """
             values = {name: value for name, value in locals().items() if name in FORM_FIELDS}
+            if values["prompt"] is None:
+                values["prompt"] = catalog.default_prompt(target)
             with user_errors():
                 bench = request_from_form(**values)
                 final = None

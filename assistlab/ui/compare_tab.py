@@ -59,11 +59,11 @@ def build() -> Results:
     with gr.Column(visible=False, elem_id="al-results") as panel:
         headline = gr.HTML()
         with gr.Row(equal_height=True):
-            speedup = gr.Plot(show_label=False, min_width=360, elem_id="al-plot-speedup")
-            latency = gr.Plot(show_label=False, min_width=360, elem_id="al-plot-latency")
+            speedup = gr.Plot(show_label=False, min_width=300, elem_id="al-plot-speedup")
+            latency = gr.Plot(show_label=False, min_width=300, elem_id="al-plot-latency")
         with gr.Row(equal_height=True):
-            timeline = gr.Plot(show_label=False, min_width=360, elem_id="al-plot-timeline")
-            acceptance = gr.Plot(show_label=False, min_width=360, elem_id="al-plot-acceptance")
+            timeline = gr.Plot(show_label=False, min_width=300, elem_id="al-plot-timeline")
+            acceptance = gr.Plot(show_label=False, min_width=300, elem_id="al-plot-acceptance")
         gr.Markdown("#### Why this speed")
         why = gr.HTML()
         ranking = gr.HTML()
@@ -105,8 +105,10 @@ def wire(page: Page, results: Results) -> None:
     """Run streams one comparison into the panels, redrawing after every counted run; Stop ends it."""
 
     def arm_run(request: gr.Request):
+        # The previous result is cleared as the new run starts, so a run that fails never leaves an old
+        # headline and charts looking like its own.
         return page.waiting_for_slot(
-            request.session_hash, results.progress, (results.download_json, results.download_csv)
+            request.session_hash, results.progress, (results.download_json, results.download_csv, results.panel)
         )
 
     def run_stream(data: dict, request: gr.Request):
@@ -125,8 +127,9 @@ def wire(page: Page, results: Results) -> None:
         yield from page.streamed(request.session_hash, results.progress,
                                  lambda stop: page.stream(page.form_request(data), stop), render)
 
-    started = results.run.click(arm_run, None, [results.progress, results.download_json, results.download_csv],
-                                **LIGHT)
+    started = results.run.click(
+        arm_run, None, [results.progress, results.download_json, results.download_csv, results.panel], **LIGHT
+    )
     started.then(
         run_stream,
         set(page.inputs),  # a set: gradio passes one {component: value} dict

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from .. import sweep
 from ..config import (
     CPU_DEFAULTS,
+    CONTINUATION_PROMPT,
     CUDA_DEFAULTS,
     DEFAULT_PROMPT,
     LIMITS,
@@ -29,7 +30,8 @@ STRATEGY_CHOICES = [
 ]
 
 EXAMPLES = [
-    ("Essay (the reference prompt)", DEFAULT_PROMPT),
+    ("Start of a text (for base models)", CONTINUATION_PROMPT),
+    ("Essay (the reference prompt, for chat models)", DEFAULT_PROMPT),
     (
         "Summarise a pasted text",
         "Summarise the following text in three sentences.\n\n"
@@ -87,7 +89,9 @@ HINTS = {
     "operator's models directory.",
     "assistant": "The small model that drafts tokens; used by the auto, assistant and universal strategies.",
     "extra_assistants": "More assistants to compare in the same run, one per line or comma-separated.",
-    "chat_template": "Wrap the prompt as a chat message when the target has a chat template.",
+    "chat_template": "Wrap the prompt as a chat message when the target has a chat template. A base model "
+    "without one (like the bundled Gemma 3 270M) continues the prompt as text instead of answering it, so give "
+    "it the start of the text you want.",
 }
 
 SWEEP_VALUES = "1,2,3,5,8"
@@ -117,8 +121,14 @@ def _unset(value) -> bool:
 
 
 def _optional_count(value):
-    """Token and repetition counts: empty means the device default; 0 is refused by the request, as in the CLI."""
-    return None if _blank(value) else value
+    """Token and repetition counts: empty means the device default; 0 is refused by the request, as in the CLI.
+
+    The page's boxes for these are text boxes (a number box turns empty into 0 when it is shown), so a typed
+    value arrives as text; the request parses it and names the field if it is not a whole number.
+    """
+    if _blank(value):
+        return None
+    return value.strip() if isinstance(value, str) else value
 
 
 def _split_refs(text) -> list[str]:
@@ -229,3 +239,31 @@ LABELS = {
     "early_exit_layer": "Early-exit layer",
     "device_map_auto": "Spread the target over all GPUs",
 }
+# Names the request (and so its messages) uses where the form's field has another name.
+REQUEST_NAMES = {
+    "num_assistant_tokens_schedule": "schedule",
+    "assistant_confidence_threshold": "confidence_threshold",
+}
+_IDENTIFIER = re.compile(
+    r"\b(" + "|".join(sorted({*LABELS, *REQUEST_NAMES}, key=len, reverse=True)) + r")\b"
+)
+# Identifiers that are also ordinary words in a sentence ("the prompt", "the target") are left alone:
+# only names with an underscore are code, and only they are replaced.
+
+
+def in_page_words(message: str) -> str:
+    """A message from the package with each code identifier replaced by the label the page shows for it.
+
+    'max_new_tokens must be between 1 and 2048, got 0.' -> 'New tokens per run must be between 1 and 2048, got 0.'
+    """
+
+    def label(match: re.Match) -> str:
+        name = match.group(1)
+        if "_" not in name:
+            return name
+        text = LABELS[REQUEST_NAMES.get(name, name)]
+        before = message[:match.start()].rstrip()
+        # A sentence may start with the label; inside one, quotes show where the box's name begins and ends.
+        return text if not before or before.endswith((".", ":", ";")) else f"“{text}”"
+
+    return _IDENTIFIER.sub(label, message)

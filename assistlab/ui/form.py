@@ -8,7 +8,7 @@ from pathlib import Path
 import gradio as gr
 
 from .. import catalog
-from ..config import CPU_DEFAULTS, DEFAULT_PROMPT, DEVICES, DTYPES, LIMITS, SCHEDULES
+from ..config import CPU_DEFAULTS, DEVICES, DTYPES, LIMITS, SCHEDULES
 from .fields import EXAMPLES, FORM_FIELDS, HINTS, STRATEGY_CHOICES
 from .session import LIGHT
 
@@ -23,8 +23,8 @@ class Form:
     assistant: gr.Dropdown
     strategy: gr.Radio
     prompt: gr.Textbox
-    max_new_tokens: gr.Number
-    repeats: gr.Number
+    max_new_tokens: gr.Textbox
+    repeats: gr.Textbox
     warmup: gr.Number
     also_prompt_lookup: gr.Checkbox
     extra_assistants: gr.Textbox
@@ -86,23 +86,25 @@ def build() -> Form:
     strategy = gr.Radio(STRATEGY_CHOICES, value="auto", label="How the assistant helps")
     with gr.Row():
         also_prompt_lookup = gr.Checkbox(True, label="Also compare prompt lookup", min_width=200)
-        chat_template = gr.Checkbox(True, label="Use the chat template", info=None, min_width=200)
+        chat_template = gr.Checkbox(True, label="Use the chat template", info=HINTS["chat_template"], min_width=200)
     extra_assistants = gr.Textbox(
         label="Also compare these assistants (optional)", lines=1, max_lines=4, info=HINTS["extra_assistants"],
         placeholder="e.g. Qwen/Qwen2.5-0.5B-Instruct",
     )
-    prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=4, max_lines=14, elem_id="al-prompt",
+    prompt = gr.Textbox(default.prompt, label="Prompt", lines=4, max_lines=14, elem_id="al-prompt",
                         max_length=LIMITS["prompt_chars"])
     gr.Examples([[text] for _, text in EXAMPLES], inputs=[prompt], example_labels=[name for name, _ in EXAMPLES],
                 label="Example prompts")
     with gr.Accordion("Settings", open=False, elem_id="al-settings"):
         gr.Markdown("**How much to measure**")
         with gr.Row():
-            # No minimum/maximum here: gradio's own range message would not name the field; the request's does.
-            max_new_tokens = gr.Number(None, label="New tokens per run", precision=0, placeholder="device default",
-                                       info=HINTS["max_new_tokens"], min_width=150)
-            repeats = gr.Number(None, label="Repetitions", precision=0, placeholder="device default",
-                                info=HINTS["repeats"], min_width=150)
+            # Text boxes, not number boxes: a number box shows an empty value as 0 once the accordion opens, and
+            # empty must stay empty here (it means the device default). The request parses what is typed and
+            # names the field when it is not a whole number in range.
+            max_new_tokens = gr.Textbox("", label="New tokens per run", placeholder="device default", max_lines=1,
+                                        info=HINTS["max_new_tokens"], min_width=150, elem_id="al-max-new-tokens")
+            repeats = gr.Textbox("", label="Repetitions", placeholder="device default", max_lines=1,
+                                 info=HINTS["repeats"], min_width=150, elem_id="al-repeats")
             warmup = gr.Number(CPU_DEFAULTS["warmup"], label="Warm-up runs", precision=0, info=HINTS["warmup"],
                                min_width=150)
         gr.Markdown("**How the text is generated**")
@@ -139,10 +141,15 @@ def wire(form: Form) -> None:
     """The form's own listeners: a preset fills in its pair."""
     presets = {p.label: p for p in catalog.PRESETS}
 
-    def choose_preset(label: str):
+    starting_prompts = {p.prompt for p in catalog.PRESETS}
+
+    def choose_preset(label: str, prompt: str):
         preset = presets.get(label)
         if preset is None:
-            return gr.update(), gr.update(), gr.update()
-        return preset.target, preset.assistant, preset.note
+            return gr.update(), gr.update(), gr.update(), gr.update()
+        # A prompt the person wrote stays; one a preset put there follows the new preset.
+        new_prompt = preset.prompt if prompt in starting_prompts or not (prompt or "").strip() else gr.update()
+        return preset.target, preset.assistant, preset.note, new_prompt
 
-    form.preset.change(choose_preset, form.preset, [form.target, form.assistant, form.preset_note], **LIGHT)
+    form.preset.change(choose_preset, [form.preset, form.prompt],
+                       [form.target, form.assistant, form.preset_note, form.prompt], **LIGHT)

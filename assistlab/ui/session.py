@@ -24,7 +24,7 @@ from ..models import ModelStore
 from ..panels import progress_html
 from ..report import Report
 from ..runner import Event, run_benchmark
-from .fields import FORM_FIELDS, SweepPlan, request_from_form
+from .fields import FORM_FIELDS, SweepPlan, in_page_words, request_from_form
 
 log = logging.getLogger(__name__)
 
@@ -141,14 +141,18 @@ class ReportFiles:
 
 
 @contextlib.contextmanager
-def user_errors() -> Iterator[None]:
-    """The one place package errors become messages on the page; nothing else shows a traceback."""
+def user_errors(words: Callable[[str], str] = str) -> Iterator[None]:
+    """The one place package errors become messages on the page; nothing else shows a traceback.
+
+    `words` rewrites a message for its reader: the page passes `in_page_words`, so a field is named by the label
+    a person sees; the API keeps the parameter names its callers write.
+    """
     try:
         yield
     except gr.Error:
         raise
     except AssistLabError as exc:
-        raise gr.Error(str(exc), title="Could not run the comparison", print_exception=False) from None
+        raise gr.Error(words(str(exc)), title="Could not run the comparison", print_exception=False) from None
     except Exception as exc:  # a bug, not the user's doing: log it, keep serving, say so plainly
         log.exception("unexpected error in a comparison")
         raise gr.Error(
@@ -178,16 +182,17 @@ class Page:
         """Run `events(stop)` for one session, yielding `render(event)`; a failure ends in the progress bar."""
         event = None
         try:
-            with user_errors(), self.stops.running(session) as stop:
+            with user_errors(in_page_words), self.stops.running(session) as stop:
                 if stop.is_set():  # Stop was pressed while this run waited in the queue
                     yield {progress: progress_html("Stopped before it started.", 0.0, "stopped")}
                     return
                 for event in events(stop):
                     yield render(event)
         except gr.Error as exc:
+            # The message goes under Run and Stop, in red, rather than into a toast: a toast covers the buttons
+            # (at the top right on a wide screen, across the whole width on a phone).
             done, total = (event.done, event.total) if event is not None else (0, 0)
             yield {progress: progress_html(f"Failed: {exc.message}", done / total if total else 0.0, "failed")}
-            raise
 
     def waiting_for_slot(self, session: str, progress: gr.HTML, hidden: tuple) -> dict:
         """Clear the session's stop flag and say it is queued, hiding what the previous run offered."""

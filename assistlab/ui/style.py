@@ -81,6 +81,27 @@ CSS = """
   min-width: 260px; width: 42%; font-size: .84rem; }
 .al-sweep-best { font-weight: 560; margin: 6px 0 !important; }
 .al-env, .al-env p { font-size: .88rem !important; color: var(--body-text-color-subdued) !important; }
+.al-progress.al-failed .al-label { color: #b91c1c; font-weight: 560; }
+.al-headline p.al-lead { font-size: 1.15rem; font-weight: 640; margin-bottom: 8px; }
+abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px; cursor: help; }
+.al-glossary { margin: 8px 0 4px; font-size: .86rem; }
+.al-glossary summary { cursor: pointer; color: var(--primary-600); width: fit-content; }
+.al-glossary dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 14px; margin: 8px 0 0; }
+.al-glossary dt { font-weight: 600; }
+.al-glossary dd { margin: 0; color: var(--body-text-color-subdued); }
+.al-plain-row td { background: var(--neutral-50) !important; }
+.al-prompt-note { margin: 0 0 10px !important; padding: 8px 12px; border-radius: 8px; font-size: .9rem;
+  background: #fef3c7; color: #78350f; }
+/* Notices sit at the bottom of the window, away from Run and Stop at the top of the results. */
+.toast-wrap { top: auto !important; bottom: var(--size-4) !important; }
+/* A phone: the form above the results, and nothing wider than the screen. */
+@media (max-width: 760px) {
+  #al-main { flex-direction: column !important; flex-wrap: nowrap !important; }
+  #al-main > .column, #al-main > div { min-width: 0 !important; width: 100% !important; }
+  .gradio-container { padding-left: 8px !important; padding-right: 8px !important; }
+  .al-glossary dl { grid-template-columns: 1fr; }
+  .al-glossary dd { margin-bottom: 6px; }
+}
 """
 
 

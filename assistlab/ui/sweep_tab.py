@@ -83,7 +83,8 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
     """Each sweep button streams one sweep into the panel; Apply best copies the winner into the settings."""
 
     def arm_sweep(request: gr.Request):
-        return page.waiting_for_slot(request.session_hash, view.progress, (view.download_json, view.apply))
+        # The previous sweep's chart goes too: a new sweep that fails must not leave an old result looking current.
+        return page.waiting_for_slot(request.session_hash, view.progress, (view.download_json, view.apply, view.panel))
 
     def sweep_stream(param: str, data: dict, request: gr.Request):
         def events(stop: threading.Event) -> Iterator[Event]:
@@ -115,7 +116,7 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
         yield from sweep_stream("prompt_lookup_num_tokens", data, request)
 
     for button, handler in ((view.draft_length, sweep_draft_length), (view.lookup_length, sweep_lookup_length)):
-        button.click(arm_sweep, None, [view.progress, view.download_json, view.apply], **LIGHT).then(
+        button.click(arm_sweep, None, [view.progress, view.download_json, view.apply, view.panel], **LIGHT).then(
             handler,
             {*page.inputs, view.values},
             view.outputs(),
