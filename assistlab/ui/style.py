@@ -98,7 +98,11 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
 @media (max-width: 760px) {
   #al-main { flex-direction: column !important; flex-wrap: nowrap !important; }
   #al-main > .column, #al-main > div { min-width: 0 !important; width: 100% !important; }
-  .gradio-container { padding-left: 8px !important; padding-right: 8px !important; }
+  .gradio-container .main.fillable.app, .gradio-container .app.fill_width { padding-left: 8px !important;
+    padding-right: 8px !important; }
+  #al-main .form { min-width: 0 !important; }
+  /* Wide tables scroll inside their own box instead of widening the page (flex items grow to fit them). */
+  .al-wrap { max-width: calc(100vw - 40px); }
   .al-glossary dl { grid-template-columns: 1fr; }
   .al-glossary dd { margin-bottom: 6px; }
 }
