@@ -119,3 +119,15 @@ def test_a_chat_target_gets_no_note(models_dir, store, monkeypatch):
                            max_new_tokens=3, repeats=1, warmup=0)
     env = run_to_report(request, store).to_dict()["environment"]
     assert env["chat_template"] is True and env["prompt_note"] is None
+
+
+def test_page_messages_name_the_boxes_by_their_labels():
+    from assistlab.ui.fields import LABELS, in_page_words
+
+    assert in_page_words("max_new_tokens must be between 1 and 2048, got 0.") == (
+        "New tokens per run must be between 1 and 2048, got 0.")
+    assert in_page_words("The prompt is 30 tokens; shorten the prompt or lower max_new_tokens.") == (
+        "The prompt is 30 tokens; shorten the prompt or lower “New tokens per run”.")
+    assert in_page_words("num_assistant_tokens_schedule must be one of constant; got 'x'.").startswith(
+        LABELS["schedule"])
+    assert in_page_words("The prompt is empty; type a prompt.") == "The prompt is empty; type a prompt."
