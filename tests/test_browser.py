@@ -110,7 +110,8 @@ def test_a_comparison_runs_and_shows_charts_texts_and_downloads(page, artifacts)
         card = why.nth(i).inner_text()
         assert "measured" in card and "predicted by the cost model" in card and "limits this pair" in card
         assert all(symbol in card for symbol in ("α", "c", "k"))
-    assert page.locator("#al-ranking tbody tr").count() == 2
+    assert page.locator("#al-ranking tbody tr").count() == 3  # the two assisted arms and plain in its place
+    assert page.locator("#al-ranking tbody tr.al-plain-row").count() == 1
     # Where each token came from: a legend, and every assisted text tinted by origin.
     assert page.locator("#al-legend").is_visible()
     assert "accepted by the target" in page.inner_text("#al-legend")
