@@ -268,7 +268,9 @@ def test_the_why_panel_puts_prediction_beside_measurement():
     page = panels.why_html(_explained())
     assert 'id="al-why"' in page and page.count('class="al-why-card"') == 1
     assert "1.30×" in page and "(1.20–1.40×)" in page and "2.00×" in page
-    assert "<th>α</th><td>0.80</td>" in page and "<th>c</th><td>0.10</td>" in page and "<th>k</th><td>5</td>" in page
+    # Each symbol carries its meaning as a hover (panels.term).
+    assert ">α</abbr></th><td>0.80</td>" in page and ">c</abbr></th><td>0.10</td>" in page
+    assert ">k</abbr></th><td>5</td>" in page
     assert "&lt;it measures 1.30x&gt;" in page and "<it " not in page
     assert "Leviathan et al. 2023" in page
     assert "would favour" not in page  # k=6 is predicted only 0.5% better: not worth a line
