@@ -262,6 +262,8 @@ def interval_cell(speedup: dict) -> str:
         return ""
     if stats.has_interval(speedup):
         return f"{low:.2f}–{high:.2f}×, {level_words(speedup['level'])}"
+    if speedup.get("level") is None:  # a report from before levels were recorded
+        return f"{low:.2f}–{high:.2f}× over {n} runs, level not recorded"
     return f"range of {n} runs {low:.2f}–{high:.2f}×"
 
 
