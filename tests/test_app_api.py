@@ -47,8 +47,9 @@ def test_compare_returns_the_complete_report(client):
     assert report["environment"]["device"] == "cpu"
     assert report["request"]["warmup"] == 1
     lines = headline.splitlines()[:2]  # one line per assisted arm; a note on noisy timings may follow
-    assert [line.split(" was ")[0] for line in lines] == names[1:]
-    assert all("×" in line for line in lines)
+    # Two repetitions: each arm's line is a range of 2 runs, with no verdict drawn from it.
+    assert [line.split(" ran at ")[0] for line in lines] == names[1:]
+    assert all("×" in line and "range of 2 runs" in line and " was " not in line for line in lines)
     # The API's headline and the command line speak with one voice.
     assert lines == [speedup_sentence(entry) for entry in report["comparison"]]
     assert all(arm["text_segments"] for arm in report["arms"][1:])
