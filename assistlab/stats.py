@@ -58,10 +58,10 @@ def order_statistic_level(n: int, j: int) -> float:
     return 1.0 - 2.0 * tail / 2**n
 
 
-def median_interval(values: Sequence[float], target: float = TARGET_LEVEL) -> dict:
-    """The median with the narrowest order-statistic interval whose true level is at least `target`.
+def median_interval(values: Sequence[float], aim: float = TARGET_LEVEL) -> dict:
+    """The median with the narrowest order-statistic interval whose true level is at least `aim`.
 
-    When no interval reaches `target` (n too small), the widest one, [min, max], with its true level
+    When no interval reaches `aim` (n too small), the widest one, [min, max], with its true level
     1 - 2^(1-n). `interval` says what it is: 'order-statistic' when its level is at least MIN_LEVEL, else
     'range' (the range of n runs, too few to be sure of anything), or 'none' with no values.
     """
@@ -70,7 +70,7 @@ def median_interval(values: Sequence[float], target: float = TARGET_LEVEL) -> di
     if n == 0:
         return {"median": None, "ci_low": None, "ci_high": None, "level": None, "n": 0, "interval": NONE}
     j = 1
-    while j + 1 <= (n + 1) // 2 and order_statistic_level(n, j + 1) >= target:
+    while j + 1 <= (n + 1) // 2 and order_statistic_level(n, j + 1) >= aim:
         j += 1
     level = order_statistic_level(n, j)
     return {
@@ -83,12 +83,12 @@ def median_interval(values: Sequence[float], target: float = TARGET_LEVEL) -> di
     }
 
 
-def speedup(baseline: Sequence[float], candidate: Sequence[float], target: float = TARGET_LEVEL) -> dict:
+def speedup(baseline: Sequence[float], candidate: Sequence[float], aim: float = TARGET_LEVEL) -> dict:
     """Median of the per-repetition ratios baseline/candidate, with its order-statistic interval.
 
     Fields: median, ci_low, ci_high, level (the true confidence of [ci_low, ci_high]), n, interval.
     """
-    return median_interval(ratios(baseline, candidate), target)
+    return median_interval(ratios(baseline, candidate), aim)
 
 
 def has_interval(speedup: dict) -> bool:
@@ -112,9 +112,13 @@ def compare_with_best(
     1 - (1 - family) / m for m rivals. `family_level` is the Bonferroni bound 1 - sum(1 - level) of the
     levels reached; `clear` is True only when every interval lies above 1 and family_level >= MIN_LEVEL.
     With one rival this is that rival's own interval.
+
+    The best is picked from the data, yet m comparisons suffice when the arms are ordered by speed: a wrong
+    'clear' needs the interval between the picked arm and the truly fastest to miss on one given side,
+    and the bound counts both sides of every interval (the argument of Hsu's comparisons with the best).
     """
     m = len(rivals)
-    comparisons = [speedup(rival, best, target=1.0 - (1.0 - family) / m) for rival in rivals] if m else []
+    comparisons = [speedup(rival, best, aim=1.0 - (1.0 - family) / m) for rival in rivals] if m else []
     if not comparisons or any(c["level"] is None for c in comparisons):
         return {"comparisons": comparisons, "family_level": None, "clear": False}
     family_level = max(0.0, 1.0 - sum(1.0 - c["level"] for c in comparisons))

@@ -82,10 +82,10 @@ def test_speedup_of_ten_runs_drops_one_from_each_end():
     assert s["level"] == 1002 / 1024 and s["interval"] == "order-statistic"
 
 
-def test_a_stricter_target_widens_the_interval():
+def test_a_stricter_aim_widens_the_interval():
     values = [float(v) for v in range(1, 11)]
-    assert stats.median_interval(values, target=0.99)[("ci_low")] == 1.0  # j = 1 (99.8%), j = 2 is 97.85%
-    assert stats.median_interval(values, target=0.99)["level"] == 1 - 2 / 1024
+    assert stats.median_interval(values, aim=0.99)["ci_low"] == 1.0  # j = 1 (99.8%), j = 2 is 97.85%
+    assert stats.median_interval(values, aim=0.99)["level"] == 1 - 2 / 1024
 
 
 def test_no_runs_and_one_run():
