@@ -26,7 +26,8 @@ ALL_STRATEGIES = [
     ArmSpec("universal", "assistant-other"),
     ArmSpec("prompt-lookup", prompt_lookup_num_tokens=3),
     ArmSpec("early-exit", early_exit_layer=2),
-    ArmSpec("auto", "target-copy"),
+    # k=5 with the confidence threshold off, so every draft is full length (see the acceptance test below)
+    ArmSpec("auto", "target-copy", num_assistant_tokens=5, assistant_confidence_threshold=0.0),
 ]
 
 
@@ -112,15 +113,22 @@ def test_fake_clock_gives_exact_latencies(allowed_models, store):
     assert report["comparison"][0]["speedup"]["median"] == pytest.approx((TOKENS + 1) / (steps + 1))
 
 
-def test_runs_are_interleaved_and_warmup_comes_first(allowed_models, store):
+def test_runs_are_interleaved_in_rotated_order_and_warmup_comes_first(allowed_models, store):
     request = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), prompt=PROMPT,
                            max_new_tokens=4, repeats=3, warmup=2)
     events = [e for e in runner.run_benchmark(request, store) if e.kind == "run"]
     names = [(e.warmup, e.message.split(":")[0]) for e in events]
-    assert names == [(True, "plain"), (True, "prompt-lookup (k=10)")] * 2 + [
-        (False, "plain"), (False, "prompt-lookup (k=10)")] * 3
+    plain, lookup = "plain", "prompt-lookup (k=10)"
+    # round r starts at arm r mod 2: warm-ups 0 and 1, then repetitions 0, 1 and 2
+    assert names == [(True, plain), (True, lookup), (True, lookup), (True, plain),
+                     (False, plain), (False, lookup), (False, lookup), (False, plain), (False, plain), (False, lookup)]
     assert [e.done for e in events] == list(range(1, 11))
     assert all(e.total == 10 for e in events)
+    data = events[-1].report.to_dict()
+    assert data["orders"] == [[0, 1], [1, 0], [0, 1]]
+    assert data["warmup_orders"] == [[0, 1], [1, 0]]
+    assert data["arms"][0]["positions"] == [0, 1, 0] and data["arms"][1]["positions"] == [1, 0, 1]
+    assert [row.split(",")[-1] for row in events[-1].report.to_csv().splitlines()[1:]] == ["0", "1", "1", "0", "0", "1"]
 
 
 def test_stop_between_runs_keeps_what_was_measured(allowed_models, store):
@@ -134,9 +142,12 @@ def test_stop_between_runs_keeps_what_was_measured(allowed_models, store):
         final = event
     assert final.kind == "done" and final.report.status == "stopped"
     data = final.report.to_dict()
-    assert data["counted_repetitions"] == 2 and data["planned_repetitions"] == 5
-    assert "Stopped" in data["message"]
-    assert len(runs) == 3  # plain, lookup, plain: the stop took effect before the fourth run
+    # rotated: plain, lookup (repetition 1), then lookup, plain (repetition 2); the stop came before the fourth
+    assert len(runs) == 3
+    assert data["counted_repetitions"] == 1 and data["planned_repetitions"] == 5
+    assert [len(a["latencies_s"]) for a in data["arms"]] == [1, 2]
+    assert data["stopping"]["ended_by"] == "stopped" and data["stopping"]["repetitions"] == 1
+    assert "Stopped after 1 of 5 repetitions" in data["message"]
 
 
 def test_auto_picks_by_comparing_tokenizers(allowed_models, store):
