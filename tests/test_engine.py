@@ -4,6 +4,7 @@ import itertools
 
 import pytest
 import torch
+from transformers import GenerationConfig
 
 from assistlab import models, runner, strategies
 from assistlab.config import ArmSpec, BenchRequest
@@ -50,6 +51,25 @@ def test_every_arm_does_equal_work(full_report):
         assert arm["error"] is None
         assert arm["new_tokens"] == [TOKENS, TOKENS], arm["name"]
         assert len(arm["latencies_s"]) == 2  # warm-up excluded
+
+
+def test_every_arm_reports_its_drafting_settings(full_report):
+    params = GenerationConfig._get_default_generation_params()
+    plain, same, universal, lookup, early, copy = full_report["arms"]
+    assert plain["settings"] == {}
+    assert same["name"] == "assistant: assistant-same (transformers defaults)"
+    for arm in (same, universal, early):
+        for knob in ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold"):
+            assert arm["settings"][knob] == params[knob] and arm["settings"]["source"][knob] == "transformers default"
+        assert arm["settings"]["threshold_adaptation"] is False  # no scikit-learn here, and never for universal
+    assert universal["settings"]["assistant_lookbehind"] == params["assistant_lookbehind"]
+    assert "assistant_lookbehind" not in same["settings"]
+    assert lookup["settings"]["prompt_lookup_num_tokens"] == 3
+    assert lookup["settings"]["source"]["prompt_lookup_num_tokens"] == "set by you"
+    assert (copy["settings"]["num_assistant_tokens"], copy["settings"]["assistant_confidence_threshold"]) == (5, 0.0)
+    assert copy["settings"]["source"]["num_assistant_tokens"] == "set by you"
+    whats = " ".join(c["what"] for c in full_report["environment"]["changes_from_transformers"])
+    assert "eos_token_id=-1" in whats and "cache_implementation" in whats and "prompt_lookup_num_tokens" in whats
 
 
 def test_greedy_assisted_output_equals_plain(full_report):
@@ -167,7 +187,9 @@ def test_early_exit_beyond_depth_is_refused(allowed_models, store):
 
 
 def test_heuristic_schedule_starts_afresh_each_run(allowed_models, store):
-    spec = ArmSpec("assistant", "target-copy", num_assistant_tokens=2, num_assistant_tokens_schedule="heuristic")
+    # threshold 0: transformers' default 0.4 would stop a random model's drafts early, hiding the schedule
+    spec = ArmSpec("assistant", "target-copy", num_assistant_tokens=2, num_assistant_tokens_schedule="heuristic",
+                   assistant_confidence_threshold=0.0)
     report = bench(store, [spec], repeats=2, warmup=1).to_dict()
     traces = report["arms"][1]["trace"]
     # every run begins with the configured 2 drafts, although the heuristic grew it during the previous run
