@@ -230,7 +230,7 @@ def _bench(args: argparse.Namespace) -> int:
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
-        sys.stderr.write("\nStopping after the current run (Ctrl-C again to abort)...\n")
+        sys.stderr.write("\nStopping at the next generation step; the run it cuts short is not counted (Ctrl-C again to abort)...\n")
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     final = None
