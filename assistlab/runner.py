@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -205,11 +205,16 @@ class StopOnFlag(StoppingCriteria):
     def __init__(self, should_stop: Callable[[], bool]):
         self.should_stop = should_stop
         self.fired = False
+        self._go_on: torch.Tensor | None = None  # made once: the per-step cost stays a flag check
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
         if not self.fired and self.should_stop():
             self.fired = True
-        return torch.full((input_ids.shape[0],), self.fired, dtype=torch.bool, device=input_ids.device)
+        if self.fired:
+            return torch.ones((input_ids.shape[0],), dtype=torch.bool, device=input_ids.device)
+        if self._go_on is None or self._go_on.shape[0] != input_ids.shape[0] or self._go_on.device != input_ids.device:
+            self._go_on = torch.zeros((input_ids.shape[0],), dtype=torch.bool, device=input_ids.device)
+        return self._go_on  # StoppingCriteriaList only ORs it into a new tensor, never writes to it
 
 
 def stoppable(kwargs: dict, should_stop: Callable[[], bool]) -> tuple[dict, StopOnFlag]:
@@ -346,7 +351,7 @@ def _loading_message(role: str, text: str) -> str:
     return f"Loading the {role} {text}..."
 
 
-def _record(report: Report, index: int, repetition: int, position: int, outcome: Timed, inputs: dict,
+def record_run(report: Report, index: int, repetition: int, position: int, outcome: Timed, inputs: dict,
             target: LoadedModel) -> None:
     prompt_len = inputs["input_ids"].shape[1]
     new_ids = outcome.output[0, prompt_len:].tolist()
@@ -372,6 +377,71 @@ def _record(report: Report, index: int, repetition: int, position: int, outcome:
     report.segments[index] = explain.text_segments(target.tokenizer, report.runs[-1])
 
 
+@dataclass
+class Progress:
+    """Runs done out of the most that may run (warm-up included), and when the timed repetitions began."""
+
+    done: int = 0
+    total: int = 0
+    started: float = 0.0
+
+
+def run_round(
+    request: BenchRequest,
+    target: LoadedModel,
+    inputs: dict,
+    arms: list[_Arm],
+    report: Report,
+    round_index: int,
+    warmup: bool,
+    clock: Clock,
+    should_stop: Callable[[], bool],
+    progress: Progress,
+) -> Generator[Event, None, bool]:
+    """One warm-up round or counted repetition: every arm once, in `rotation` order, each run stoppable.
+
+    Yields a 'run' event per arm; counted runs go into `report` (with their position) and the order into
+    `report.orders` (or `warmup_orders`). Returns True when a stop ended the round: a run cut short by the
+    stopping criterion is discarded. A failing plain run raises; another failing arm is marked and skipped.
+    """
+    order = rotation(len(arms), round_index)
+    (report.warmup_orders if warmup else report.orders).append(order)
+    for position, index in enumerate(order):
+        arm = arms[index]
+        if should_stop():
+            return True
+        if arm.info.error:
+            progress.done += 1
+            continue
+        if request.do_sample:
+            torch.manual_seed(request.seed + round_index)
+        arm.configure()
+        kwargs, criterion = stoppable(arm.kwargs, should_stop)
+        outcome = _attempt(target, inputs, arm, clock, kwargs)
+        if criterion.fired:
+            return True  # cut short: not a measurement of the work asked for
+        progress.done += 1
+        if isinstance(outcome, _Failure):
+            arm.info.error = outcome.reason
+            if index == 0:
+                report.status = "failed"
+                report.message = f"The plain (unassisted) run {outcome.reason}"
+                raise (ResourceError if outcome.oom else AssistLabError)(report.message)
+            yield Event("run", f"{arm.info.name} {outcome.reason}", progress.done, progress.total, report, warmup)
+            continue
+        most = "at most " if request.precision else ""
+        if warmup:
+            phase = f"warm-up {round_index + 1}/{request.warmup}"
+        else:
+            record_run(report, index, round_index, position, outcome, inputs, target)
+            if report.stopping is not None:
+                report.stopping["elapsed_s"] = clock() - progress.started
+            phase = f"repetition {round_index + 1}/{most}{request.repeats}"
+        message = f"{arm.info.name}: {phase}, {outcome.latency:.2f} s"
+        yield Event("run", message, progress.done, progress.total, report, warmup)
+    return False
+
+
 def _finish_message(report: Report, request: BenchRequest) -> str:
     stop = report.stopping
     n = stop["repetitions"]
@@ -384,6 +454,8 @@ def _finish_message(report: Report, request: BenchRequest) -> str:
         elif stop["ended_by"] == "time budget":
             text = (f"Complete, but the time budget of {request.max_time_s:g} s ran out after {n} repetitions "
                     f"before every speedup was known to {target}.")
+        elif stop["ended_by"] == "no assisted arm":
+            text = f"Complete, but no assisted arm is left to measure to {target}."
         else:
             text = (f"Complete, but {n} repetitions (the most allowed) did not pin every speedup down to "
                     f"{target}.")
@@ -449,73 +521,35 @@ def run_benchmark(
     })
     report.environment["changes_from_transformers"] = changes
     report.stopping = stopping = _stopping_record(request)
-    n_arms = len(arms)
-    total = (request.warmup + request.repeats) * n_arms
-    done = 0
-    started = clock()
+    progress = Progress(total=(request.warmup + request.repeats) * len(arms), started=clock())
 
     def stopped_event() -> Event:
-        stopping["elapsed_s"] = clock() - started
+        stopping["elapsed_s"] = clock() - progress.started
         stopping["ended_by"] = "stopped"
         report.status = "stopped"
         most = "at most " if request.precision else ""
         report.message = f"Stopped after {stopping['repetitions']} of {most}{request.repeats} repetitions."
-        return Event("done", report.message, done, total, report)
-
-    def run_round(warmup: bool, round_index: int) -> Iterator[Event]:
-        """One warm-up round or repetition, in rotated order; returns True when a stop ended it."""
-        nonlocal done
-        order = rotation(n_arms, round_index)
-        (report.warmup_orders if warmup else report.orders).append(order)
-        for position, index in enumerate(order):
-            arm = arms[index]
-            if should_stop():
-                return True
-            if arm.info.error:
-                done += 1
-                continue
-            if request.do_sample:
-                torch.manual_seed(request.seed + round_index)
-            arm.configure()
-            kwargs, criterion = stoppable(arm.kwargs, should_stop)
-            outcome = _attempt(target, inputs, arm, clock, kwargs)
-            if criterion.fired:
-                return True  # cut short: not a measurement of the work asked for
-            if isinstance(outcome, _Failure):
-                arm.info.error = outcome.reason
-                if index == 0:
-                    report.status = "failed"
-                    report.message = f"The plain (unassisted) run {outcome.reason}"
-                    raise (ResourceError if outcome.oom else AssistLabError)(report.message)
-                done += 1
-                yield Event("run", f"{arm.info.name} {outcome.reason}", done, total, report, warmup)
-                continue
-            done += 1
-            if warmup:
-                phase = f"warm-up {round_index + 1}/{request.warmup}"
-            else:
-                _record(report, index, round_index, position, outcome, inputs, target)
-                stopping["elapsed_s"] = clock() - started
-                most = "at most " if request.precision else ""
-                phase = f"repetition {round_index + 1}/{most}{request.repeats}"
-            yield Event("run", f"{arm.info.name}: {phase}, {outcome.latency:.2f} s", done, total, report, warmup)
-        return False
+        return Event("done", report.message, progress.done, progress.total, report)
 
     for w in range(request.warmup):
-        if (yield from run_round(True, w)):
+        if (yield from run_round(request, target, inputs, arms, report, w, True, clock, should_stop, progress)):
             yield stopped_event()
             return
 
-    started = clock()  # the time budget counts timed repetitions only
+    progress.started = clock()  # the time budget counts timed repetitions only
     for r in range(request.repeats):
-        if (yield from run_round(False, r)):
+        if (yield from run_round(request, target, inputs, arms, report, r, False, clock, should_stop, progress)):
             yield stopped_event()
             return
         count = r + 1
-        elapsed = clock() - started
+        elapsed = clock() - progress.started
         stopping.update(repetitions=count, elapsed_s=elapsed)
-        if request.precision is not None and count >= stopping["min_repetitions"]:
-            if precision_reached(arm_speedups(report), request.precision):
+        if request.precision is not None:
+            speedups = arm_speedups(report)
+            if not speedups:  # every assisted arm failed (or there was none): no interval can narrow
+                stopping["ended_by"] = "no assisted arm"
+                break
+            if count >= stopping["min_repetitions"] and precision_reached(speedups, request.precision):
                 stopping.update(reached=True, ended_by="precision")
                 break
         if count == request.repeats:
@@ -530,7 +564,8 @@ def run_benchmark(
     # The cost model: one untimed, instrumented run per assisted arm, after every timed run.
     for index, arm in enumerate(arms):
         if arm.info.assisted and not arm.info.error and not should_stop():
-            yield Event("status", f"Measuring the drafting cost of {arm.info.name} (untimed)...", done, total, report)
+            yield Event("status", f"Measuring the drafting cost of {arm.info.name} (untimed)...", progress.done,
+                        progress.total, report)
             if request.do_sample:
                 torch.manual_seed(request.seed)
             kwargs, criterion = stoppable(arm.kwargs, should_stop)
@@ -543,12 +578,12 @@ def run_benchmark(
         report.status = "stopped"
         report.message = (f"Stopped during the untimed cost-model runs, after all {stopping['repetitions']} "
                           f"repetitions were measured.")
-        yield Event("done", report.message, done, total, report)
+        yield Event("done", report.message, progress.done, progress.total, report)
         return
 
     report.status = "complete"
     report.message = _finish_message(report, request)
-    yield Event("done", report.message, done, total, report)
+    yield Event("done", report.message, progress.done, progress.total, report)
 
 
 def run_to_report(request: BenchRequest, store: ModelStore, **kwargs) -> Report:
