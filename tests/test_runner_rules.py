@@ -377,3 +377,50 @@ def test_cli_sentences_for_stopping_and_settings():
     phrase = cli_mod.settings_phrase(settings)
     assert phrase.startswith("num_assistant_tokens 4 (set by you), num_assistant_tokens_schedule constant "
                              "(transformers default)")
+
+
+# --- the default arm is bare generate() ---------------------------------------------------------------------------
+
+class _Steps(runner.StepStreamer):
+    """Tokens per step of a bare generate() call (the prompt is skipped as in the runner)."""
+
+    def __init__(self):
+        super().__init__(lambda: 0.0, 0.0)
+
+
+@pytest.mark.parametrize("assistant, strategy", [("assistant-same", "assistant"), ("assistant-other", "universal")])
+def test_the_default_arm_drafts_exactly_as_bare_generate(allowed_models, store, assistant, strategy):
+    """Freshly loaded models and generate(assistant_model=...) with no drafting arguments, against AssistLab's
+    default arm run after the shared models were left dirty: the same tokens in the same verification steps."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokens = 16
+    request = BenchRequest(target="target", arms=(ArmSpec("auto", assistant),), prompt=PROMPT, max_new_tokens=tokens,
+                           repeats=1, warmup=0)
+    cpu = torch.device("cpu")
+    _, cached = store.get(assistant, cpu, torch.float32)
+    cached.model.generation_config.num_assistant_tokens = 3  # what an earlier run might have left behind
+    cached.model.generation_config.assistant_confidence_threshold = 0.0
+    data = runner.run_to_report(request, store).to_dict()
+    arm = data["arms"][1]
+    assert arm["strategy"] == strategy and arm["name"].endswith("(transformers defaults)")
+
+    target = AutoModelForCausalLM.from_pretrained(allowed_models / "target").eval()
+    helper = AutoModelForCausalLM.from_pretrained(allowed_models / assistant).eval()
+    _, loaded_target = store.get("target", cpu, torch.float32)
+    inputs = runner.encode_prompt(request.resolved("cpu"), loaded_target)
+    extra = {}
+    if strategy == "universal":
+        extra = dict(tokenizer=AutoTokenizer.from_pretrained(allowed_models / "target"),
+                     assistant_tokenizer=AutoTokenizer.from_pretrained(allowed_models / assistant))
+    steps = _Steps()
+    with runner.observe_drafts(target) as (drafted, accepted), torch.inference_mode():
+        out = target.generate(**inputs, assistant_model=helper, max_new_tokens=tokens, eos_token_id=-1,
+                              do_sample=False, streamer=steps, **extra)
+    assert arm["token_ids"] == out[0, inputs["input_ids"].shape[1]:].tolist()
+    trace = arm["trace"][0]
+    assert (trace["tokens"], trace["drafted"], trace["accepted"]) == (steps.tokens, drafted, accepted)
+    # and the check can tell: with transformers' threshold off, this pair drafts differently
+    off = BenchRequest(target="target", arms=(ArmSpec("auto", assistant, assistant_confidence_threshold=0.0),),
+                       prompt=PROMPT, max_new_tokens=tokens, repeats=1, warmup=0)
+    assert runner.run_to_report(off, store).to_dict()["arms"][1]["trace"][0]["drafted"] != drafted
