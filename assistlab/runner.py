@@ -383,7 +383,7 @@ class Progress:
 
     done: int = 0
     total: int = 0
-    started: float = 0.0
+    started: float | None = None  # clock reading when the first counted repetition began
 
 
 def run_round(
@@ -434,7 +434,7 @@ def run_round(
             phase = f"warm-up {round_index + 1}/{request.warmup}"
         else:
             record_run(report, index, round_index, position, outcome, inputs, target)
-            if report.stopping is not None:
+            if report.stopping is not None and progress.started is not None:
                 report.stopping["elapsed_s"] = clock() - progress.started
             phase = f"repetition {round_index + 1}/{most}{request.repeats}"
         message = f"{arm.info.name}: {phase}, {outcome.latency:.2f} s"
@@ -521,10 +521,10 @@ def run_benchmark(
     })
     report.environment["changes_from_transformers"] = changes
     report.stopping = stopping = _stopping_record(request)
-    progress = Progress(total=(request.warmup + request.repeats) * len(arms), started=clock())
+    progress = Progress(total=(request.warmup + request.repeats) * len(arms))
 
     def stopped_event() -> Event:
-        stopping["elapsed_s"] = clock() - progress.started
+        stopping["elapsed_s"] = 0.0 if progress.started is None else clock() - progress.started
         stopping["ended_by"] = "stopped"
         report.status = "stopped"
         most = "at most " if request.precision else ""

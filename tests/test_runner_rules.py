@@ -285,6 +285,16 @@ def test_drafting_settings_are_reset_before_every_run(store, fake):
     assert any("cache_implementation" in c["what"] for c in changes)
 
 
+def test_a_stop_during_warm_up_counts_no_time(store, fake):
+    request = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), prompt=PROMPT, max_new_tokens=4,
+                           warmup=1, precision=0.05)
+    events = list(runner.run_benchmark(request, store, clock=fake.clock, should_stop=lambda: len(fake.calls) >= 1))
+    data = events[-1].report.to_dict()
+    assert data["status"] == "stopped" and len(fake.calls) == 1 and fake.now > 0
+    assert (data["stopping"]["repetitions"], data["stopping"]["elapsed_s"]) == (0, 0.0)
+    assert data["warmup_orders"] == [[0, 1]] and data["orders"] == []
+
+
 def test_every_generate_call_gets_a_stopping_criterion(store, fake):
     run(store, fake, repeats=2)
     criteria = [c["stop"] for c in fake.calls]
