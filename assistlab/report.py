@@ -32,6 +32,7 @@ class RunRecord:
     text: str
     memory_bytes: int | None = None
     wall_window: tuple[float, float] | None = None
+    position: int | None = None  # where in its repetition's order this run came (0 = first)
 
     @property
     def tokens_per_s(self) -> float:
@@ -46,6 +47,7 @@ class ArmInfo:
     strategy: str
     spec: dict | None = None
     error: str | None = None
+    settings: dict | None = None  # strategies.drafting_settings: effective drafting values and their sources
 
     @property
     def assisted(self) -> bool:
@@ -66,6 +68,9 @@ class Report:
     probes: dict[int, dict] = field(default_factory=dict)  # arm index -> explain.probe_arm(...)
     segments: dict[int, list] = field(default_factory=dict)  # arm index -> explain.text_segments(...) of its last run
     sweep: dict | None = None  # a sweep's summary, set by sweep.sweep()
+    stopping: dict | None = None  # how the number of repetitions was decided (runner._stopping_record)
+    orders: list[list[int]] = field(default_factory=list)  # arm indices in run order, per counted repetition
+    warmup_orders: list[list[int]] = field(default_factory=list)  # the same for warm-up rounds
 
     def runs_of(self, arm: int) -> list[RunRecord]:
         return sorted((r for r in self.runs if r.arm == arm), key=lambda r: r.repetition)
@@ -81,6 +86,7 @@ class Report:
             "name": info.name,
             "strategy": info.strategy,
             "spec": info.spec,
+            "settings": info.settings,
             "error": info.error,
             "latencies_s": [r.latency_s for r in runs],
             "new_tokens": [r.new_tokens for r in runs],
@@ -88,6 +94,7 @@ class Report:
             "ttft_s": [r.ttft_s for r in runs],
             "memory_bytes": [r.memory_bytes for r in runs],
             "wall_windows": [r.wall_window for r in runs],
+            "positions": [r.position for r in runs],
             "latency_summary": stats.summarize([r.latency_s for r in runs]),
             "tokens_per_s_summary": stats.summarize([r.tokens_per_s for r in runs]),
             "text": last.text if last else "",
@@ -155,6 +162,9 @@ class Report:
             "environment": self.environment,
             "counted_repetitions": len(self.plain),
             "planned_repetitions": self.planned_repeats,
+            "stopping": self.stopping,
+            "orders": self.orders,
+            "warmup_orders": self.warmup_orders,
             "arms": [self._arm_dict(i) for i in range(len(self.arms))],
             "comparison": self.comparison(),
         }
@@ -172,7 +182,7 @@ class Report:
         writer = csv.writer(buf)
         writer.writerow(
             ["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
-             "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes"]
+             "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes", "position"]
         )
         for run in sorted(self.runs, key=lambda r: (r.repetition, r.arm)):
             info = self.arms[run.arm]
@@ -181,6 +191,7 @@ class Report:
                 f"{run.tokens_per_s:.3f}", "" if run.ttft_s is None else f"{run.ttft_s:.6f}",
                 sum(run.drafted) if info.assisted else "", sum(run.accepted) if info.assisted else "",
                 len(run.step_tokens), "" if run.memory_bytes is None else run.memory_bytes,
+                "" if run.position is None else run.position,
             ])
         return buf.getvalue()
 

@@ -9,7 +9,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Generator, Sequence
 
-from . import explain, stats
+from . import explain, stats, strategies
 from .config import LIMITS, MODEL_STRATEGIES, SCHEDULES, ArmSpec, BenchRequest
 from .errors import InputError
 from .models import ModelStore
@@ -46,8 +46,9 @@ def sweep_arms(
 ) -> tuple[ArmSpec, ...]:
     """Variants of the request's first matching arm: one per fixed `value`, then one per adaptive schedule.
 
-    Adaptive schedules start from the base arm's num_assistant_tokens and apply only to that parameter;
-    prompt lookup has none, so they are dropped for it. Every run here starts afresh (configure_drafter
+    Adaptive schedules start from the base arm's num_assistant_tokens (transformers' default when it has
+    none) and apply only to that parameter; prompt lookup has none, so they are dropped for it. Every other
+    knob the base arm leaves unset keeps transformers' default, the confidence threshold among them. Every run here starts afresh (configure_drafter
     resets the drafter's config), so 'heuristic' and 'heuristic_transient' should measure alike.
     """
     if param not in PARAMS:
@@ -60,6 +61,11 @@ def sweep_arms(
     fixed = [dataclasses.replace(base, **{param: v, "num_assistant_tokens_schedule": "constant"}) for v in values]
     # ArmSpec validated and coerced each value; drop repeats, keep ascending order.
     fixed = sorted({getattr(a, param): a for a in fixed}.values(), key=lambda a: getattr(a, param))
+    if adaptive and base.num_assistant_tokens is None:
+        # An adaptive schedule starts from a draft length; a base arm left at transformers' defaults starts
+        # from transformers' own, named so every point says what it started from.
+        start = strategies.transformers_defaults()["num_assistant_tokens"]
+        base = dataclasses.replace(base, num_assistant_tokens=start)
     arms = [*fixed, *(dataclasses.replace(base, num_assistant_tokens_schedule=s) for s in adaptive)]
     if not arms:
         raise InputError("Give at least one draft length (or schedule) to sweep.")

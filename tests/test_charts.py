@@ -36,7 +36,8 @@ def swept(models_dir, store) -> dict:
     """A real draft-length sweep on tiny models: k=1, k=3 and the heuristic schedule against one plain baseline."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
-        request = BenchRequest(target="target", arms=(ArmSpec("assistant", "target-copy"),), max_new_tokens=8,
+        request = BenchRequest(target="target", arms=(ArmSpec("assistant", "target-copy", num_assistant_tokens=5),),
+                               max_new_tokens=8,
                                repeats=2, warmup=0, prompt="write me a long essay on deep learning")
         sweep_report, _summary = run_sweep(request, store, values=(1, 3))
         return sweep_report.to_dict()

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from transformers import GenerationConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +34,10 @@ def test_bench_writes_a_complete_report(models_dir, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     table = result.stdout
-    assert "plain" in table and "universal: assistant-other (k=5)" in table and "prompt-lookup (k=10)" in table
+    assert "plain" in table and "universal: assistant-other (transformers defaults)" in table
+    assert "prompt-lookup (k=10)" in table
+    assert "num_assistant_tokens 20 (transformers default)" in table  # the settings line, with their sources
+    assert "Repetitions: a fixed 2 asked for; 2 in " in table
     assert "×" in table and "outputs identical" in table
     report = json.loads(out_json.read_text())
     assert report["schema"] == 1
@@ -98,6 +102,8 @@ def test_sweep_and_cost_model_on_the_command_line(models_dir, tmp_path):
     assert "Sweep of num_assistant_tokens: Best:" in result.stdout
     assert "why: alpha 1.00" in result.stdout  # a copy of the target is always accepted
     report = json.loads(out_json.read_text())
-    assert [p["value"] for p in report["sweep"]["points"]] == [2, 4, 5]
+    # the adaptive point starts from transformers' default draft length, the base arm having set none
+    default_k = GenerationConfig._get_default_generation_params()["num_assistant_tokens"]
+    assert [p["value"] for p in report["sweep"]["points"]] == [2, 4, default_k]
     assert [p["schedule"] for p in report["sweep"]["points"]] == ["constant", "constant", "heuristic"]
     assert {r["arm"] for r in report["ranking"]} == {c["arm"] for c in report["comparison"]}

@@ -131,7 +131,8 @@ def test_summary_of_nothing_measured():
 
 
 def test_sweep_on_tiny_models_gives_one_result_per_setting(allowed_models, store):
-    base = request(ArmSpec("auto", "target-copy"), max_new_tokens=16, repeats=2, warmup=0, device="cpu")
+    base = request(ArmSpec("auto", "target-copy", num_assistant_tokens=5), max_new_tokens=16, repeats=2, warmup=0,
+                   device="cpu")
     events = list(sweep.sweep(base, store, values=(1, 5), schedules=("heuristic", "heuristic_transient")))
     final = events[-1]
     assert final.kind == "done" and final.report.status == "complete"
