@@ -309,7 +309,9 @@ def precision_reached(speedups: list[dict], precision: float) -> bool:
         return False
     for s in speedups:
         median, low, high = s.get("median"), s.get("ci_low"), s.get("ci_high")
-        if not s.get("level") or median is None or low is None or high is None or median <= 0:
+        if not s.get("level") or s.get("interval") in ("range", "none"):
+            return False  # a range of a few runs states no confidence a precision could rest on
+        if median is None or low is None or high is None or median <= 0:
             return False
         if low < median * (1.0 - precision) or high > median * (1.0 + precision):
             return False

@@ -150,6 +150,8 @@ def test_precision_reached_only_with_a_stated_level_inside_the_target():
     assert not runner.precision_reached([inside], 0.03)
     assert not runner.precision_reached([{**inside, "ci_high": 2.2}], 0.05)
     assert not runner.precision_reached([{**inside, "level": None}], 0.05)  # a bare range of runs
+    assert not runner.precision_reached([{**inside, "level": 0.875, "interval": "range"}], 0.05)
+    assert runner.precision_reached([{**inside, "interval": "order-statistic"}], 0.05)
     assert not runner.precision_reached([{k: v for k, v in inside.items() if k != "level"}], 0.05)
     assert not runner.precision_reached([inside, {"median": None, "ci_low": None, "ci_high": None}], 0.05)
     assert not runner.precision_reached([], 0.05)
