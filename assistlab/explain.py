@@ -229,59 +229,6 @@ def plain_step_seconds(step_times: Sequence[Sequence[float]]) -> float | None:
     return float(np.median(per_run)) if per_run else None
 
 
-class _Probe:
-    """Per-step timings of one assisted generate(): drafting (get_candidates) and verification forwards."""
-
-    def __init__(self, clock: Clock, sync: Callable[[], None]):
-        self.clock, self.sync = clock, sync
-        self.draft_s: list[float] = []
-        self.verify_s: list[float] = []
-        self.drafted: list[int] = []
-        self.accepted: list[int] = []
-        self.generator = ""
-        self.drafting = False  # early exit drafts with the target itself: its forwards are not verification
-        self._forward_start = 0.0
-
-    def wrap_factory(self, original):
-        def factory(*args, **kwargs):
-            generator = original(*args, **kwargs)
-            self.generator = type(generator).__name__
-            get, update = generator.get_candidates, generator.update_candidate_strategy
-
-            def timed_get(*a, **kw):
-                self.sync()
-                start = self.clock()
-                self.drafting = True
-                try:
-                    result = get(*a, **kw)
-                finally:
-                    self.drafting = False
-                self.sync()
-                self.draft_s.append(self.clock() - start)
-                return result
-
-            def counting_update(input_ids, scores, num_matches):
-                self.drafted.append(int(scores.shape[1]) - 1)
-                self.accepted.append(int(num_matches))
-                return update(input_ids, scores, num_matches)
-
-            generator.get_candidates = timed_get
-            generator.update_candidate_strategy = counting_update
-            return generator
-
-        return factory
-
-    def before_forward(self, module, args):
-        if not self.drafting:
-            self.sync()
-            self._forward_start = self.clock()
-
-    def after_forward(self, module, args, output):
-        if not self.drafting:
-            self.sync()
-            self.verify_s.append(self.clock() - self._forward_start)
-
-
 def probe_arm(
     target: LoadedModel,
     inputs: dict,
@@ -291,50 +238,40 @@ def probe_arm(
 ) -> dict:
     """One extra, untimed generate() of an assisted arm, timing each drafting call and verification forward.
 
-    Run it after the timed runs: its hooks and clock readings slow generation a little, which is why its
-    latency is never compared. Drafting is timed around the candidate generator's get_candidates, so for
-    universal assisted generation it includes re-tokenisation. Returns raw per-step lists, or
-    {"error": ...}: a failed diagnostic must not cost the benchmark its results.
+    Run it after the timed runs: its clock readings slow generation a little, which is why its latency is
+    never compared. Drafting is timed around the candidate generator's get_candidates, so for universal
+    assisted generation it includes re-tokenisation. `step_s` is each step from the start of its drafting
+    to the start of the next (the last to the end of the call): drafting, verification and the loop's own
+    work. Returns raw per-step lists, or {"error": ...}: a failed diagnostic must not cost the benchmark
+    its results.
     """
     import torch
 
-    from .models import synchronize_all  # imported here: the rest of this module needs no torch
+    from . import hooks  # imported here: the rest of this module needs no torch
+    from .models import synchronize_all
 
-    model = target.model
-    probe = _Probe(clock, synchronize_all)
-    name = "_get_candidate_generator"
-    had_own = name in model.__dict__  # restore exactly what was there (accelerate may wrap instances too)
-    own = model.__dict__.get(name)
-    handles = []
     try:
         configure()
-        model._get_candidate_generator = probe.wrap_factory(model._get_candidate_generator)
-        handles.append(model.register_forward_pre_hook(probe.before_forward))
-        handles.append(model.register_forward_hook(probe.after_forward))
-        with torch.inference_mode():
-            probe.sync()
+        with hooks.instrumented(target.model, clock, synchronize_all) as (runnable, trace), torch.inference_mode():
+            synchronize_all()
             start = clock()
-            output = model.generate(**inputs, **kwargs)
-            probe.sync()
-            latency = clock() - start
+            output = runnable.generate(**inputs, **kwargs)
+            synchronize_all()
+            end = clock()
     except Exception as exc:  # noqa: BLE001 - reported in the result instead
         first = str(exc).splitlines()[0][:200] if str(exc) else ""
         return {"error": f"the cost-model run failed: {type(exc).__name__}: {first}"}
-    finally:
-        for handle in handles:
-            handle.remove()
-        if had_own:
-            model.__dict__[name] = own
-        else:
-            model.__dict__.pop(name, None)
+    bounds = trace.draft_starts + [end]
     return {
-        "generator": probe.generator,
-        "latency_s": latency,
+        "generator": trace.generator,
+        "latency_s": end - start,
         "new_tokens": int(output.shape[1] - inputs["input_ids"].shape[1]),
-        "draft_s": probe.draft_s,
-        "verify_s": probe.verify_s,
-        "drafted": probe.drafted,
-        "accepted": probe.accepted,
+        "draft_s": trace.draft_s,
+        "verify_s": trace.verify_s,
+        "verify_tokens": trace.verify_tokens,
+        "step_s": [b - a for a, b in zip(bounds, bounds[1:])],
+        "drafted": trace.drafted,
+        "accepted": trace.accepted,
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from transformers.generation.streamers import BaseStreamer
 
-from . import bundled, catalog, explain
+from . import bundled, catalog, explain, hooks
 from . import models as models_mod
 from . import report as report_mod
 from . import strategies
@@ -83,36 +84,6 @@ class StepStreamer(BaseStreamer):
         pass
 
 
-@contextlib.contextmanager
-def observe_drafts(model) -> Iterator[tuple[list[int], list[int]]]:
-    """Count drafted and accepted tokens per verification step without changing what is generated.
-
-    transformers calls `update_candidate_strategy(input_ids, scores, num_matches)` once per step on its
-    candidate generator; `scores` holds one row per candidate plus the bonus token, in target tokens.
-    """
-    drafted: list[int] = []
-    accepted: list[int] = []
-    original = model._get_candidate_generator
-
-    def wrapped(*args, **kwargs):
-        generator = original(*args, **kwargs)
-        update = generator.update_candidate_strategy
-
-        def counting_update(input_ids, scores, num_matches):
-            drafted.append(int(scores.shape[1]) - 1)
-            accepted.append(int(num_matches))
-            return update(input_ids, scores, num_matches)
-
-        generator.update_candidate_strategy = counting_update
-        return generator
-
-    model._get_candidate_generator = wrapped
-    try:
-        yield drafted, accepted
-    finally:
-        del model._get_candidate_generator  # the instance attribute; the class method shows through again
-
-
 def _memory_now(device: torch.device) -> int:
     if device.type == "cuda":
         return sum(int(torch.cuda.max_memory_allocated(i)) for i in range(torch.cuda.device_count()))
@@ -141,24 +112,42 @@ class Timed:
 
 
 def timed_generate(target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock, assisted: bool) -> Timed:
-    """One generate() call between two clock readings, with the GPU drained before each."""
+    """One generate() call between two clock readings, with the GPU drained before each.
+
+    The garbage collector is collected before and paused during the call, so a collection never lands
+    inside one arm's timing. An assisted run goes through its own proxy of the model (see hooks), so its
+    draft counts are its own even when another run uses the same cached model.
+    """
     model, device = target.model, target.device
     cuda = device.type == "cuda"
     if cuda:
         models_mod.synchronize_all()
         for i in range(torch.cuda.device_count()):
             torch.cuda.reset_peak_memory_stats(i)
-    observer = observe_drafts(model) if assisted else contextlib.nullcontext(([], []))
-    with observer as (drafted, accepted), torch.inference_mode():
+    counted = hooks.instrumented(model) if assisted else contextlib.nullcontext((model, hooks.DraftTrace()))
+    with counted as (runnable, trace), torch.inference_mode(), _collector_paused():
         wall_start = time.time()
         start = clock()
         streamer = StepStreamer(clock, start)
-        output = model.generate(**inputs, **kwargs, streamer=streamer)
+        output = runnable.generate(**inputs, **kwargs, streamer=streamer)
         if cuda:
             models_mod.synchronize_all()
         latency = clock() - start
         wall_end = time.time()
-    return Timed(latency, streamer, drafted, accepted, output, _memory_now(device), (wall_start, wall_end))
+    return Timed(latency, streamer, trace.drafted, trace.accepted, output, _memory_now(device), (wall_start, wall_end))
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """gc.collect(), then no automatic collection until the block ends; the previous state comes back."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def encode_prompt(request: BenchRequest, target: LoadedModel) -> dict:
