@@ -106,7 +106,7 @@ def _cell(value: float | None, fmt: str = "{:.3f}") -> str:
 
 def format_table(data: dict) -> str:
     """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
-    from .report import speedup_sentence
+    from .report import is_busy, speedup_sentence
 
     request, env = data["request"], data["environment"]
     title = (
@@ -137,13 +137,14 @@ def format_table(data: dict) -> str:
     out += [line(r) for r in rows]
     out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, 95% bootstrap interval.")
     for entry in data["comparison"]:
-        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"]))
+        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"], busy=is_busy(data)))
         if entry.get("predicted_speedup") is not None:
             out.append(
                 f"    why: alpha {entry['alpha']:.2f} (acceptance per drafted token), c {entry['c']:.2f} (drafting "
                 f"cost per token in target steps), k {entry['k']:.3g} -> predicted {entry['predicted_speedup']:.2f}×. "
                 f"{entry['limit']}"
             )
+    out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
     if data.get("sweep"):
         out.append(f"Sweep of {data['sweep']['param']}: {data['sweep']['best_text']}")
     for arm in data["arms"]:

@@ -9,7 +9,7 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
-from . import explain, stats
+from . import contention, explain, stats
 
 SCHEMA = 1
 
@@ -158,6 +158,7 @@ class Report:
             "comparison": self.comparison(),
         }
         data["ranking"] = explain.rank_arms(data)
+        data["warnings"] = contention.warnings(self.environment.get("contention"))
         if self.sweep is not None:
             data["sweep"] = self.sweep
         return data
@@ -239,7 +240,20 @@ def interval_phrase(speedup: dict) -> str:
     return "one repetition, so no interval"
 
 
-def speedup_sentence(entry: dict, sampling: bool = False) -> str:
+BUSY_MACHINE = "busy-machine"
+
+
+def is_busy(report: dict) -> bool:
+    """Whether a report dict carries the busy-machine warning."""
+    return any(w.get("code") == BUSY_MACHINE for w in report.get("warnings") or [])
+
+
+def busy_clause(busy: bool) -> str:
+    """What a verdict adds when others used the machine during the timed runs ('' when they did not)."""
+    return " Measured on a busy machine, so this may not hold on an idle one." if busy else ""
+
+
+def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) -> str:
     """One comparison entry in words; the CLI and the page both say a result this way.
 
     e.g. 'assistant: x (k=5) was 1.17× faster (95% interval 1.12–1.21×); 83% of drafted tokens accepted;
@@ -266,4 +280,4 @@ def speedup_sentence(entry: dict, sampling: bool = False) -> str:
         first = entry.get("first_difference")
         differ = "outputs differ" + (f" from token {first + 1}" if first is not None else "")
         parts.append(differ + (" (expected when sampling)" if sampling else ""))
-    return "; ".join(parts) + "."
+    return "; ".join(parts) + "." + busy_clause(busy)

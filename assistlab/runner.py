@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from transformers.generation.streamers import BaseStreamer
 
-from . import bundled, catalog, explain, hooks
+from . import bundled, catalog, contention, explain, hooks
 from . import models as models_mod
 from . import report as report_mod
 from . import strategies
@@ -111,12 +111,20 @@ class Timed:
     wall_window: tuple[float, float]  # Unix times around the call, to show that no two runs overlapped
 
 
-def timed_generate(target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock, assisted: bool) -> Timed:
+def timed_generate(
+    target: LoadedModel,
+    inputs: dict,
+    kwargs: dict,
+    clock: Clock,
+    assisted: bool,
+    monitor: contention.Monitor | None = None,
+) -> Timed:
     """One generate() call between two clock readings, with the GPU drained before each.
 
     The garbage collector is collected before and paused during the call, so a collection never lands
-    inside one arm's timing. An assisted run goes through its own proxy of the model (see hooks), so its
-    draft counts are its own even when another run uses the same cached model.
+    inside one arm's timing. `monitor`, when given, notes what other processes used during the call. An
+    assisted run goes through its own proxy of the model (see hooks), so its draft counts are its own even
+    when another run uses the same cached model.
     """
     model, device = target.model, target.device
     cuda = device.type == "cuda"
@@ -125,7 +133,8 @@ def timed_generate(target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock
         for i in range(torch.cuda.device_count()):
             torch.cuda.reset_peak_memory_stats(i)
     counted = hooks.instrumented(model) if assisted else contextlib.nullcontext((model, hooks.DraftTrace()))
-    with counted as (runnable, trace), torch.inference_mode(), _collector_paused():
+    watched = monitor.window() if monitor is not None else contextlib.nullcontext()
+    with counted as (runnable, trace), torch.inference_mode(), _collector_paused(), watched:
         wall_start = time.time()
         start = clock()
         streamer = StepStreamer(clock, start)
@@ -182,10 +191,12 @@ class _Failure:
     oom: bool
 
 
-def _attempt(target: LoadedModel, inputs: dict, arm: _Arm, clock: Clock) -> Timed | _Failure:
+def _attempt(
+    target: LoadedModel, inputs: dict, arm: _Arm, clock: Clock, monitor: contention.Monitor | None = None
+) -> Timed | _Failure:
     """timed_generate, or a _Failure that says why; one arm failing must not lose the others' results."""
     try:
-        return timed_generate(target, inputs, arm.kwargs, clock, arm.info.assisted)
+        return timed_generate(target, inputs, arm.kwargs, clock, arm.info.assisted, monitor)
     except Exception as exc:
         if isinstance(exc, AssistLabError):
             failure = _Failure(str(exc), False)
@@ -277,6 +288,8 @@ def run_benchmark(
     )
     report.environment["prompt_tokens"] = int(inputs["input_ids"].shape[1])
     report.environment["load_messages"] = messages
+    monitor = contention.Monitor(device)  # one window per counted timed run; its record is live in the report
+    report.environment["contention"] = monitor.record
     total = (request.warmup + request.repeats) * len(arms)
     done = 0
     schedule = [(True, w) for w in range(request.warmup)] + [(False, r) for r in range(request.repeats)]
@@ -294,7 +307,7 @@ def run_benchmark(
             if request.do_sample:
                 torch.manual_seed(request.seed + repetition)
             arm.configure()
-            outcome = _attempt(target, inputs, arm, clock)
+            outcome = _attempt(target, inputs, arm, clock, None if warmup else monitor)
             if isinstance(outcome, _Failure):
                 arm.info.error = outcome.reason
                 if index == 0:
