@@ -106,6 +106,10 @@ class Report:
     def comparison(self) -> list[dict]:
         """Each assisted arm against plain: speedup with interval, acceptance, output identity."""
         plain = self.plain
+        # Verifying n tokens costs the target the same whichever arm drafted them: one line for all arms.
+        verify_fit = explain.pooled_verify_fit(
+            [self.probes.get(i) for i, a in enumerate(self.arms) if a.assisted], [r.step_times for r in plain]
+        )
         out = []
         for index, info in enumerate(self.arms):
             if not info.assisted:
@@ -135,6 +139,7 @@ class Report:
                 [r.step_times for r in plain],
                 entry["speedup"]["median"],
                 info.strategy,
+                verify_fit,
             )
             entry["analysis"] = analysis
             entry.update({key: analysis[key] for key in explain.ANALYSIS_KEYS})
