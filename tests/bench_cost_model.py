@@ -16,14 +16,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 from assistlab.__main__ import build_parser, request_from_args
 from assistlab.models import ModelStore
-from assistlab.runner import run_to_report
+from assistlab.runner import run_benchmark
 
 GOAL = 0.15
 
 
 def main(argv: list[str]) -> int:
     request = request_from_args(build_parser().parse_args(["bench", *argv]))
-    data = run_to_report(request, ModelStore()).to_dict()
+    final = None
+    for final in run_benchmark(request, ModelStore()):
+        print(f"  [{final.done}/{final.total}] {final.message}", file=sys.stderr, flush=True)
+    data = final.report.to_dict()
     env = data["environment"]
     contention = env.get("contention") or {}
     print(f"{data['counted_repetitions']} repetitions, {env['device']} {env['dtype']}, {env['cpu_threads']} threads; "
