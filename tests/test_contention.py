@@ -155,3 +155,24 @@ def test_a_comparison_records_one_window_per_counted_run(allowed_models, store):
     assert timed <= record["timed_seconds"] <= timed + 0.5  # the window is the timed span plus two /proc reads
     assert record["other_cpu_cores"] is not None
     assert data["warnings"] == contention.warnings(record)
+
+
+def test_the_page_headline_shows_the_warning_beside_the_verdict():
+    from assistlab import panels
+
+    message = "The machine was busy: others used 1.50 CPU cores. The result may not hold on an idle machine."
+    made = {
+        "status": "complete", "request": {"do_sample": False}, "counted_repetitions": 5, "planned_repetitions": 5,
+        "warnings": [{"code": "busy-machine", "message": message}],
+        "arms": [{"name": "plain", "strategy": "plain", "latencies_s": [1.0] * 5, "error": None,
+                  "latency_summary": {"n": 5, "median": 1.0, "iqr": 0.0}},
+                 {"name": "a", "strategy": "assistant", "latencies_s": [0.8] * 5, "error": None,
+                  "latency_summary": {"n": 5, "median": 0.8, "iqr": 0.0}}],
+        "comparison": [{"arm": "a", "speedup": {"median": 1.25, "ci_low": 1.2, "ci_high": 1.3, "n": 5,
+                                                "level": 0.94}}],
+    }
+    html = panels.headline_html(made)
+    assert '<p class="al-warning" role="alert">⚠ The machine was busy' in html
+    assert "may not hold on an idle one." in html  # the verdict sentence itself says so too
+    made["warnings"] = []
+    assert "al-warning" not in panels.headline_html(made) and "idle one" not in panels.headline_html(made)
