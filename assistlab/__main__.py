@@ -163,7 +163,7 @@ def settings_phrase(settings: dict) -> str:
 
 def format_table(data: dict) -> str:
     """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
-    from .report import speedup_sentence
+    from .report import is_busy, speedup_sentence
 
     request, env = data["request"], data["environment"]
     title = (
@@ -195,7 +195,7 @@ def format_table(data: dict) -> str:
     out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, with the "
                "order-statistic interval of that median at the level it has.")
     for entry in data["comparison"]:
-        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"]))
+        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"], busy=is_busy(data)))
         if entry.get("predicted_speedup") is not None:
             out.append(
                 f"    why: alpha {entry['alpha']:.2f} (acceptance per drafted token), c {entry['c']:.2f} (drafting "
@@ -208,6 +208,7 @@ def format_table(data: dict) -> str:
     for arm in data["arms"]:
         if arm.get("settings"):
             out.append(f"  {arm['name']} drafts with {settings_phrase(arm['settings'])}.")
+    out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
     if data.get("sweep"):
         out.append(f"Sweep of {data['sweep']['param']}: {data['sweep']['best_text']}")
     for arm in data["arms"]:

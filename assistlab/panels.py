@@ -79,10 +79,13 @@ def headline_html(report: dict) -> str:
     """The headline sentences, each arm's line marked with its chart colour."""
     lines = charts.headline_lines(report)
     arm_names = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
+    warned = {w["message"] for w in report.get("warnings") or []}
     parts = []
     for line in lines:
         index = next((i for name, i in arm_names.items() if i and line.startswith(name + " ")), None)
-        if index is not None:
+        if line in warned:  # beside the verdict, marked so a reader cannot miss it
+            parts.append(f'<p class="al-warning" role="alert">⚠ {html.escape(line)}</p>')
+        elif index is not None:
             parts.append(f'<p class="al-arm">{_dot(index)}{html.escape(line)}</p>')
         else:
             parts.append(f'<p class="al-note">{html.escape(line)}</p>')

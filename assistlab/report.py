@@ -10,7 +10,7 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
-from . import explain, stats
+from . import contention, explain, stats
 
 SCHEMA = 1
 
@@ -114,6 +114,10 @@ class Report:
     def comparison(self) -> list[dict]:
         """Each assisted arm against plain: speedup with interval, acceptance, output identity."""
         plain = self.plain
+        # Verifying n tokens costs the target the same whichever arm drafted them: one line for all arms.
+        verify_fit = explain.pooled_verify_fit(
+            [self.probes.get(i) for i, a in enumerate(self.arms) if a.assisted], [r.step_times for r in plain]
+        )
         out = []
         for index, info in enumerate(self.arms):
             if not info.assisted:
@@ -143,6 +147,7 @@ class Report:
                 [r.step_times for r in plain],
                 entry["speedup"]["median"],
                 info.strategy,
+                verify_fit,
             )
             entry["analysis"] = analysis
             entry.update({key: analysis[key] for key in explain.ANALYSIS_KEYS})
@@ -169,6 +174,7 @@ class Report:
             "comparison": self.comparison(),
         }
         data["ranking"] = explain.rank_arms(data)
+        data["warnings"] = contention.warnings(self.environment.get("contention"))
         if self.sweep is not None:
             data["sweep"] = self.sweep
         return data
@@ -278,7 +284,20 @@ def interval_cell(speedup: dict) -> str:
     return f"range of {n} runs {low:.2f}–{high:.2f}×"
 
 
-def speedup_sentence(entry: dict, sampling: bool = False) -> str:
+BUSY_MACHINE = "busy-machine"
+
+
+def is_busy(report: dict) -> bool:
+    """Whether a report dict carries the busy-machine warning."""
+    return any(w.get("code") == BUSY_MACHINE for w in report.get("warnings") or [])
+
+
+def busy_clause(busy: bool) -> str:
+    """What a verdict adds when others used the machine during the timed runs ('' when they did not)."""
+    return " Measured on a busy machine, so this may not hold on an idle one." if busy else ""
+
+
+def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) -> str:
     """One comparison entry in words; the CLI and the page both say a result this way.
 
     e.g. 'assistant: x (k=5) was 1.17× faster (95.8% sure the speedup lies between 1.12× and 1.21×); 83% of
@@ -307,4 +326,4 @@ def speedup_sentence(entry: dict, sampling: bool = False) -> str:
         first = entry.get("first_difference")
         differ = "outputs differ" + (f" from token {first + 1}" if first is not None else "")
         parts.append(differ + (" (expected when sampling)" if sampling else ""))
-    return "; ".join(parts) + "."
+    return "; ".join(parts) + "." + busy_clause(busy)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -12,7 +13,7 @@ import torch
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from . import bundled, catalog, explain, stats
+from . import bundled, catalog, contention, explain, hooks, stats
 from . import models as models_mod
 from . import report as report_mod
 from . import strategies
@@ -84,36 +85,6 @@ class StepStreamer(BaseStreamer):
         pass
 
 
-@contextlib.contextmanager
-def observe_drafts(model) -> Iterator[tuple[list[int], list[int]]]:
-    """Count drafted and accepted tokens per verification step without changing what is generated.
-
-    transformers calls `update_candidate_strategy(input_ids, scores, num_matches)` once per step on its
-    candidate generator; `scores` holds one row per candidate plus the bonus token, in target tokens.
-    """
-    drafted: list[int] = []
-    accepted: list[int] = []
-    original = model._get_candidate_generator
-
-    def wrapped(*args, **kwargs):
-        generator = original(*args, **kwargs)
-        update = generator.update_candidate_strategy
-
-        def counting_update(input_ids, scores, num_matches):
-            drafted.append(int(scores.shape[1]) - 1)
-            accepted.append(int(num_matches))
-            return update(input_ids, scores, num_matches)
-
-        generator.update_candidate_strategy = counting_update
-        return generator
-
-    model._get_candidate_generator = wrapped
-    try:
-        yield drafted, accepted
-    finally:
-        del model._get_candidate_generator  # the instance attribute; the class method shows through again
-
-
 def _memory_now(device: torch.device) -> int:
     if device.type == "cuda":
         return sum(int(torch.cuda.max_memory_allocated(i)) for i in range(torch.cuda.device_count()))
@@ -141,25 +112,52 @@ class Timed:
     wall_window: tuple[float, float]  # Unix times around the call, to show that no two runs overlapped
 
 
-def timed_generate(target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock, assisted: bool) -> Timed:
-    """One generate() call between two clock readings, with the GPU drained before each."""
+def timed_generate(
+    target: LoadedModel,
+    inputs: dict,
+    kwargs: dict,
+    clock: Clock,
+    assisted: bool,
+    monitor: contention.Monitor | None = None,
+) -> Timed:
+    """One generate() call between two clock readings, with the GPU drained before each.
+
+    The garbage collector is collected before and paused during the call, so a collection never lands
+    inside one arm's timing. `monitor`, when given, notes what other processes used during the call. An
+    assisted run goes through its own proxy of the model (see hooks), so its draft counts are its own even
+    when another run uses the same cached model.
+    """
     model, device = target.model, target.device
     cuda = device.type == "cuda"
     if cuda:
         models_mod.synchronize_all()
         for i in range(torch.cuda.device_count()):
             torch.cuda.reset_peak_memory_stats(i)
-    observer = observe_drafts(model) if assisted else contextlib.nullcontext(([], []))
-    with observer as (drafted, accepted), torch.inference_mode():
+    counted = hooks.instrumented(model) if assisted else contextlib.nullcontext((model, hooks.DraftTrace()))
+    watched = monitor.window() if monitor is not None else contextlib.nullcontext()
+    with counted as (runnable, trace), torch.inference_mode(), _collector_paused(), watched:
         wall_start = time.time()
         start = clock()
         streamer = StepStreamer(clock, start)
-        output = model.generate(**inputs, **kwargs, streamer=streamer)
+        output = runnable.generate(**inputs, **kwargs, streamer=streamer)
         if cuda:
             models_mod.synchronize_all()
         latency = clock() - start
         wall_end = time.time()
-    return Timed(latency, streamer, drafted, accepted, output, _memory_now(device), (wall_start, wall_end))
+    return Timed(latency, streamer, trace.drafted, trace.accepted, output, _memory_now(device), (wall_start, wall_end))
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """gc.collect(), then no automatic collection until the block ends; the previous state comes back."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def encode_prompt(request: BenchRequest, target: LoadedModel) -> dict:
@@ -223,10 +221,17 @@ def stoppable(kwargs: dict, should_stop: Callable[[], bool]) -> tuple[dict, Stop
     return {**kwargs, "stopping_criteria": StoppingCriteriaList([criterion])}, criterion
 
 
-def _attempt(target: LoadedModel, inputs: dict, arm: _Arm, clock: Clock, kwargs: dict | None = None) -> Timed | _Failure:
+def _attempt(
+    target: LoadedModel,
+    inputs: dict,
+    arm: _Arm,
+    clock: Clock,
+    kwargs: dict | None = None,
+    monitor: contention.Monitor | None = None,
+) -> Timed | _Failure:
     """timed_generate, or a _Failure that says why; one arm failing must not lose the others' results."""
     try:
-        return timed_generate(target, inputs, arm.kwargs if kwargs is None else kwargs, clock, arm.info.assisted)
+        return timed_generate(target, inputs, arm.kwargs if kwargs is None else kwargs, clock, arm.info.assisted, monitor)
     except Exception as exc:
         if isinstance(exc, AssistLabError):
             failure = _Failure(str(exc), False)
@@ -399,6 +404,7 @@ def run_round(
     clock: Clock,
     should_stop: Callable[[], bool],
     progress: Progress,
+    monitor: contention.Monitor | None = None,
 ) -> Generator[Event, None, bool]:
     """One warm-up round or counted repetition: every arm once, in `rotation` order, each run stoppable.
 
@@ -419,7 +425,7 @@ def run_round(
             torch.manual_seed(request.seed + round_index)
         arm.configure()
         kwargs, criterion = stoppable(arm.kwargs, should_stop)
-        outcome = _attempt(target, inputs, arm, clock, kwargs)
+        outcome = _attempt(target, inputs, arm, clock, kwargs, None if warmup else monitor)
         if criterion.fired:
             return True  # cut short: not a measurement of the work asked for
         progress.done += 1
@@ -524,6 +530,8 @@ def run_benchmark(
     report.environment["changes_from_transformers"] = changes
     report.stopping = stopping = _stopping_record(request)
     progress = Progress(total=(request.warmup + request.repeats) * len(arms))
+    monitor = contention.Monitor(device)  # one window per counted timed run; its record is live in the report
+    report.environment["contention"] = monitor.record
 
     def stopped_event() -> Event:
         stopping["elapsed_s"] = 0.0 if progress.started is None else clock() - progress.started
@@ -535,12 +543,15 @@ def run_benchmark(
 
     for w in range(request.warmup):
         if (yield from run_round(request, target, inputs, arms, report, w, True, clock, should_stop, progress)):
+            monitor.close()
             yield stopped_event()
             return
 
     progress.started = clock()  # the time budget counts timed repetitions only
     for r in range(request.repeats):
-        if (yield from run_round(request, target, inputs, arms, report, r, False, clock, should_stop, progress)):
+        if (yield from run_round(request, target, inputs, arms, report, r, False, clock, should_stop, progress,
+                                 monitor)):
+            monitor.close()
             yield stopped_event()
             return
         count = r + 1
@@ -562,6 +573,7 @@ def run_benchmark(
         if request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
             stopping["ended_by"] = "time budget"
             break
+    monitor.close()
 
     # The cost model: one untimed, instrumented run per assisted arm, after every timed run.
     for index, arm in enumerate(arms):
