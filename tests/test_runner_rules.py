@@ -10,7 +10,7 @@ import torch
 from transformers import GenerationConfig
 
 from assistlab import __main__ as cli_mod
-from assistlab import explain, runner, stats, strategies, sweep
+from assistlab import explain, hooks, runner, stats, strategies, sweep
 from assistlab.config import LIMITS, MIN_PRECISION_REPEATS, PROMPT_LOOKUP_DEFAULT, ArmSpec, BenchRequest
 from assistlab.errors import InputError
 
@@ -426,9 +426,10 @@ def test_the_default_arm_drafts_exactly_as_bare_generate(allowed_models, store, 
         extra = dict(tokenizer=AutoTokenizer.from_pretrained(allowed_models / "target"),
                      assistant_tokenizer=AutoTokenizer.from_pretrained(allowed_models / assistant))
     steps = _Steps()
-    with runner.observe_drafts(target) as (drafted, accepted), torch.inference_mode():
-        out = target.generate(**inputs, assistant_model=helper, max_new_tokens=tokens, eos_token_id=-1,
-                              do_sample=False, streamer=steps, **extra)
+    with hooks.instrumented(target) as (proxy, trace), torch.inference_mode():
+        out = proxy.generate(**inputs, assistant_model=helper, max_new_tokens=tokens, eos_token_id=-1,
+                             do_sample=False, streamer=steps, **extra)
+    drafted, accepted = trace.drafted, trace.accepted
     assert arm["token_ids"] == out[0, inputs["input_ids"].shape[1]:].tolist()
     trace = arm["trace"][0]
     assert (trace["tokens"], trace["drafted"], trace["accepted"]) == (steps.tokens, drafted, accepted)
