@@ -239,12 +239,18 @@ class _Probe:
         self.drafted: list[int] = []
         self.accepted: list[int] = []
         self.generator = ""
+        self.setup_s: float | None = None
         self.drafting = False  # early exit drafts with the target itself: its forwards are not verification
         self._forward_start = 0.0
 
     def wrap_factory(self, original):
         def factory(*args, **kwargs):
+            # Building the generator is work too: MTP loads the target's MTP layers from its files here.
+            self.sync()
+            start = self.clock()
             generator = original(*args, **kwargs)
+            self.sync()
+            self.setup_s = self.clock() - start
             self.generator = type(generator).__name__
             get, update = generator.get_candidates, generator.update_candidate_strategy
 
@@ -329,6 +335,7 @@ def probe_arm(
             model.__dict__.pop(name, None)
     return {
         "generator": probe.generator,
+        "setup_s": probe.setup_s,
         "latency_s": latency,
         "new_tokens": int(output.shape[1] - inputs["input_ids"].shape[1]),
         "draft_s": probe.draft_s,
@@ -427,7 +434,9 @@ def paired_arms(report: dict) -> list[tuple[dict, dict]]:
 def rank_arms(report: dict) -> list[dict]:
     """Assisted arms from a report dict, fastest first (by median speedup), with acceptance and cost beside.
 
-    Arms with no speedup (failed, or no runs yet) come last, in their original order.
+    Arms with no speedup (failed, or no runs yet) come last, in their original order. A lossy arm (ensemble
+    verification, sampling) ranks by its speed too, but its row says `lossless: false` and its name carries the
+    lossy mark the runner gives it, so it never stands above a lossless arm unmarked.
     """
     rows = []
     for entry, arm in paired_arms(report):
@@ -443,6 +452,8 @@ def rank_arms(report: dict) -> list[dict]:
                 "tokens_per_forward": entry.get("tokens_per_forward"),
                 **{key: entry.get(key) for key in ANALYSIS_KEYS},
                 "outputs_identical": entry.get("outputs_identical"),
+                "lossless": entry.get("lossless", True),
+                "lossy_reason": entry.get("lossy_reason"),
                 "error": arm.get("error"),
             }
         )

@@ -9,7 +9,7 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
-from . import explain, stats
+from . import drafters, explain, stats
 
 SCHEMA = 1
 
@@ -45,6 +45,7 @@ class ArmInfo:
     strategy: str
     spec: dict | None = None
     error: str | None = None
+    choice: str | None = None  # why the drafters path was picked (drafters.resolve), for those paths
 
     @property
     def assisted(self) -> bool:
@@ -101,6 +102,8 @@ class Report:
             for entry, r in zip(data["trace"], runs):
                 entry.update(drafted=r.drafted, accepted=r.accepted)
             data["probe"] = self.probes.get(index)
+            data["choice"] = info.choice
+            data.update(drafters.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
         return data
 
     def comparison(self) -> list[dict]:
@@ -136,7 +139,8 @@ class Report:
                 entry["speedup"]["median"],
                 info.strategy,
             )
-            entry["analysis"] = analysis
+            entry["analysis"] = drafters.restrict_analysis(analysis, info.strategy)
+            entry.update(drafters.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
             entry.update({key: analysis[key] for key in explain.ANALYSIS_KEYS})
             if runs and plain:
                 first = stats.first_difference(plain[-1].token_ids, runs[-1].token_ids)
@@ -266,4 +270,6 @@ def speedup_sentence(entry: dict, sampling: bool = False) -> str:
         first = entry.get("first_difference")
         differ = "outputs differ" + (f" from token {first + 1}" if first is not None else "")
         parts.append(differ + (" (expected when sampling)" if sampling else ""))
+    if entry.get("lossless") is False and not sampling:
+        parts.append(f"lossy: {entry.get('lossy_reason') or 'not lossless by construction'}")
     return "; ".join(parts) + "."

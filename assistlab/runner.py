@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -14,8 +15,8 @@ from transformers.generation.streamers import BaseStreamer
 from . import bundled, catalog, explain
 from . import models as models_mod
 from . import report as report_mod
-from . import strategies
-from .config import MODEL_STRATEGIES, BenchRequest
+from . import drafters, strategies
+from .config import DRAFTER_STRATEGIES, MODEL_STRATEGIES, BenchRequest
 from .errors import AssistLabError, InputError, ResourceError
 from .models import LoadedModel, ModelStore
 from .report import ArmInfo, Report, RunRecord
@@ -251,7 +252,7 @@ def run_benchmark(
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
     for spec in request.arms:
-        if spec.strategy in MODEL_STRATEGIES and spec.assistant not in assistants:
+        if spec.strategy in MODEL_STRATEGIES and spec.assistant and spec.assistant not in assistants:
             yield Event("status", _loading_message("assistant", spec.assistant), 0, 0)
             key, assistants[spec.assistant] = load(spec.assistant, keep)
             keep.add(key)
@@ -263,6 +264,12 @@ def run_benchmark(
         helper = assistants.get(spec.assistant) if spec.assistant else None
         strategy = strategies.resolve_strategy(spec, target, helper)
         name = spec.label if spec.strategy != "auto" else spec.label.replace("auto:", f"{strategy}:", 1)
+        drafters.check_settings(spec, strategy, request.do_sample)
+        picked = drafters.resolve(spec, target, helper) if strategy in DRAFTER_STRATEGIES else None
+        if picked is not None:
+            name = dataclasses.replace(spec, strategy=strategy).label
+            yield Event("status", picked[1], 0, 0)
+        name = drafters.marked_name(name, spec.to_dict(), request.do_sample)  # lossy arms say so in every view
         names = {a.info.name for a in arms}
         base_name, copy = name, 1
         while name in names:  # two arms with the same settings still need distinct names
@@ -271,7 +278,7 @@ def run_benchmark(
         kwargs = {**base, **strategies.arm_kwargs(spec, strategy, target, helper)}
         arms.append(
             _Arm(
-                ArmInfo(name, strategy, spec.to_dict()),
+                ArmInfo(name, strategy, spec.to_dict(), choice=picked[1] if picked else None),
                 kwargs,
                 lambda s=spec, st=strategy, h=helper: strategies.configure_drafter(s, st, target, h),
             )

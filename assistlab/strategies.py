@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from .config import ArmSpec, BenchRequest
+import dataclasses
+
+from . import drafters
+from .config import DRAFTER_STRATEGIES, ArmSpec, BenchRequest
 from .errors import InputError
 from .models import LoadedModel
 
@@ -15,7 +18,13 @@ def same_tokenizer(a, b) -> bool:
 
 
 def resolve_strategy(arm: ArmSpec, target: LoadedModel, assistant: LoadedModel | None) -> str:
-    """The concrete strategy for an arm: 'auto' becomes 'assistant' or 'universal' by comparing tokenizers."""
+    """The concrete strategy for an arm: 'auto' becomes 'assistant' or 'universal' by comparing tokenizers.
+
+    Gemma 4 assistants, MTP targets and DFlash drafters are recognised first, from their configs (drafters.py).
+    """
+    picked = drafters.resolve(arm, target, assistant)
+    if picked is not None:
+        return picked[0]
     if arm.strategy == "early-exit":
         if arm.early_exit_layer >= target.num_layers:
             raise InputError(
@@ -58,6 +67,11 @@ def base_kwargs(request: BenchRequest, target: LoadedModel) -> dict:
 
 def arm_kwargs(arm: ArmSpec, strategy: str, target: LoadedModel, assistant: LoadedModel | None) -> dict:
     """Arguments particular to one assisted arm."""
+    if strategy in DRAFTER_STRATEGIES:
+        return {**drafters.arm_kwargs(strategy, assistant), **drafters.ensemble_kwargs(arm)}
+    if arm.assistant_ensemble_weight is not None:
+        return {**arm_kwargs(dataclasses.replace(arm, assistant_ensemble_weight=None), strategy, target, assistant),
+                **drafters.ensemble_kwargs(arm)}
     if strategy == "prompt-lookup":
         return {"prompt_lookup_num_tokens": arm.prompt_lookup_num_tokens}
     if strategy == "early-exit":
@@ -74,6 +88,9 @@ def configure_drafter(arm: ArmSpec, strategy: str, target: LoadedModel, assistan
     Called before every run, so a schedule that writes back into the config ('heuristic') starts afresh
     each time and no state leaks from one run into the next.
     """
+    if strategy in DRAFTER_STRATEGIES:
+        drafters.configure(arm, strategy, assistant)
+        return
     if strategy == "prompt-lookup":
         return
     drafter = target if strategy == "early-exit" else assistant

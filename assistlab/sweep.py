@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Generator, Sequence
 
 from . import explain
+from .drafters import FIXED_DRAFT_STRATEGIES, LOSSY_MARK, NON_ADAPTIVE_STRATEGIES
 from .config import LIMITS, MODEL_STRATEGIES, SCHEDULES, ArmSpec, BenchRequest
 from .errors import InputError
 from .models import ModelStore
@@ -22,7 +23,7 @@ DEFAULT_VALUES = (1, 2, 3, 5, 8)
 # same thing here; one adaptive point is enough by default.
 DEFAULT_SCHEDULES = ("heuristic",)
 # Strategies whose draft length num_assistant_tokens sets.
-DRAFTING_STRATEGIES = (*MODEL_STRATEGIES, "early-exit")
+DRAFTING_STRATEGIES = tuple(s for s in (*MODEL_STRATEGIES, "early-exit") if s not in FIXED_DRAFT_STRATEGIES)
 
 
 def _base_arm(request: BenchRequest, param: str) -> ArmSpec:
@@ -32,8 +33,8 @@ def _base_arm(request: BenchRequest, param: str) -> ArmSpec:
     base = next((a for a in request.arms if a.strategy in DRAFTING_STRATEGIES), None)
     if base is None:
         raise InputError(
-            "A num_assistant_tokens sweep needs an arm with an assistant model or early exit; add one, "
-            "or sweep prompt_lookup_num_tokens instead."
+            "A num_assistant_tokens sweep needs an arm with an assistant model or early exit (MTP and DFlash "
+            "arms draft a length fixed by their checkpoint); add one, or sweep prompt_lookup_num_tokens instead."
         )
     return base
 
@@ -54,6 +55,8 @@ def sweep_arms(
         raise InputError(f"The swept setting must be one of {', '.join(PARAMS)}; got {param!r}.")
     base = _base_arm(request, param)
     adaptive = list(dict.fromkeys(schedules)) if param == "num_assistant_tokens" else []
+    if base.strategy in NON_ADAPTIVE_STRATEGIES:
+        adaptive = []  # this path drafts a fixed number of tokens every step; a schedule would change nothing
     for schedule in adaptive:
         if schedule not in SCHEDULES or schedule == "constant":
             raise InputError(f"Sweep schedules must be among heuristic, heuristic_transient; got {schedule!r}.")
@@ -86,6 +89,8 @@ def _point(entry: dict, arm: dict, param: str) -> dict:
     schedule = spec.get("num_assistant_tokens_schedule", "constant") if param == "num_assistant_tokens" else "constant"
     value = spec.get(param)
     label = f"k={value}" if schedule == "constant" else f"{schedule} (from k={value})"  # k as in ArmSpec.label
+    if arm.get("lossless") is False:
+        label += f" {LOSSY_MARK}"
     return {
         "arm": entry["arm"],
         "label": label,
