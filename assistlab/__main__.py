@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import __version__, bundled, catalog
 from .config import DEFAULT_PROMPT, LIMITS, MODEL_STRATEGIES, SCHEDULES, STRATEGIES, BenchRequest, assisted_arms
+from .drafters import LOSSY_TRADE
 from .errors import AssistLabError, InputError
 
 EXIT_USAGE = 2
@@ -50,8 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--schedule", choices=SCHEDULES, default="constant", help="draft length schedule (default: %(default)s; 'heuristic' adapts within a run)")
     bench.add_argument("--confidence-threshold", default=None, help="assistant stops drafting below this probability (0-1)")
     bench.add_argument("--prompt-lookup-num-tokens", default=10, help="tokens prompt lookup proposes per step (default: %(default)s)")
+    bench.add_argument("--ensemble-weight", default=None, help="ensemble verification weight in (0, 1) for the assisted arms: faster, but lossy (default: none, lossless)")
     bench.add_argument("--early-exit-layer", default=None, help="layer to exit at for --strategy early-exit")
-    bench.add_argument("--sweep", choices=("num_assistant_tokens", "prompt_lookup_num_tokens"), default=None, help="instead of one setting, compare several draft lengths of the first matching arm against one plain baseline")
+    bench.add_argument("--sweep", choices=("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight"), default=None, help="instead of one setting, compare several draft lengths (or ensemble weights, next to the same arm verifying losslessly) of the first matching arm against one plain baseline")
     bench.add_argument("--sweep-values", default="1,2,3,5,8", help="draft lengths for --sweep (default: %(default)s)")
     bench.add_argument("--sweep-schedules", default="heuristic", help="adaptive schedules added to --sweep of num_assistant_tokens, comma-separated; '' for none (default: %(default)s)")
     bench.add_argument("--json", type=Path, default=None, help="write the report as JSON here")
@@ -78,6 +80,8 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
         assistant_confidence_threshold=args.confidence_threshold,
         prompt_lookup_num_tokens=args.prompt_lookup_num_tokens,
     )
+    if args.ensemble_weight is not None:
+        knobs["assistant_ensemble_weight"] = args.ensemble_weight
     assistants = args.assistant or ([catalog.BUNDLED_ASSISTANT] if args.strategy in MODEL_STRATEGIES else [])
     arms = assisted_arms(
         args.strategy, assistants, also_prompt_lookup=args.prompt_lookup, early_exit_layer=args.early_exit_layer,
@@ -144,6 +148,13 @@ def format_table(data: dict) -> str:
                 f"cost per token in target steps), k {entry['k']:.3g} -> predicted {entry['predicted_speedup']:.2f}×. "
                 f"{entry['limit']}"
             )
+        for missing in entry.get("figures_unavailable") or []:
+            out.append(f"    not given: {missing['figure']}, because {missing['why']}.")
+    if any(entry.get("lossless") is False for entry in data["comparison"]):
+        out.append(LOSSY_TRADE)
+    for arm in data["arms"]:
+        if arm.get("choice"):
+            out.append(f"  {arm['name']}: {arm['choice']}")
     if data.get("sweep"):
         out.append(f"Sweep of {data['sweep']['param']}: {data['sweep']['best_text']}")
     for arm in data["arms"]:
@@ -205,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "presets":
             for p in catalog.PRESETS:
-                print(f"{p.label}\n  target:    {p.target}\n  assistant: {p.assistant}\n  {p.note}")
+                helper = p.assistant or "(none: the target drafts for itself)"
+                print(f"{p.label}\n  target:    {p.target}\n  assistant: {helper}\n  strategy:  {p.strategy}\n  {p.note}")
             return 0
         if args.command == "prepare":
             for name in bundled.BUNDLED:

@@ -17,7 +17,8 @@ from .models import ModelStore
 from .report import Report
 from .runner import Clock, Event, run_benchmark
 
-PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens")
+PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight")
+ENSEMBLE = "assistant_ensemble_weight"  # swept against the same arm verifying losslessly (see drafters.py)
 DEFAULT_VALUES = (1, 2, 3, 5, 8)
 # AssistLab resets the drafter's config before every run, so 'heuristic' and 'heuristic_transient' measure the
 # same thing here; one adaptive point is enough by default.
@@ -30,6 +31,14 @@ def _base_arm(request: BenchRequest, param: str) -> ArmSpec:
     """The arm the sweep varies: the first that `param` applies to (a default prompt-lookup arm if none)."""
     if param == "prompt_lookup_num_tokens":
         return next((a for a in request.arms if a.strategy == "prompt-lookup"), ArmSpec(strategy="prompt-lookup"))
+    if param == ENSEMBLE:
+        base = next((a for a in request.arms if a.strategy != "prompt-lookup"), None)
+        if base is None:
+            raise InputError(
+                "An assistant_ensemble_weight sweep needs an arm whose drafts carry probabilities (an assistant "
+                "model, early exit, mtp or dflash); prompt lookup has none."
+            )
+        return base
     base = next((a for a in request.arms if a.strategy in DRAFTING_STRATEGIES), None)
     if base is None:
         raise InputError(
@@ -54,6 +63,8 @@ def sweep_arms(
     if param not in PARAMS:
         raise InputError(f"The swept setting must be one of {', '.join(PARAMS)}; got {param!r}.")
     base = _base_arm(request, param)
+    if param == ENSEMBLE:
+        return _ensemble_arms(base, values)
     adaptive = list(dict.fromkeys(schedules)) if param == "num_assistant_tokens" else []
     if base.strategy in NON_ADAPTIVE_STRATEGIES:
         adaptive = []  # this path drafts a fixed number of tokens every step; a schedule would change nothing
@@ -74,6 +85,19 @@ def sweep_arms(
     return tuple(arms)
 
 
+def _ensemble_arms(base: ArmSpec, weights: Sequence[float]) -> tuple[ArmSpec, ...]:
+    """The arm verifying losslessly, then one lossy variant per weight, ascending: the trade in one chart."""
+    lossy = [dataclasses.replace(base, assistant_ensemble_weight=w) for w in weights]
+    lossy = sorted({a.assistant_ensemble_weight: a for a in lossy}.values(), key=lambda a: a.assistant_ensemble_weight)
+    arms = (dataclasses.replace(base, assistant_ensemble_weight=None), *lossy)
+    if len(arms) > LIMITS["arms"]:
+        raise InputError(
+            f"A sweep compares at most {LIMITS['arms']} settings at once; {len(lossy)} weights and the lossless "
+            f"arm make {len(arms)}. Drop some."
+        )
+    return arms
+
+
 def sweep_request(
     request: BenchRequest,
     param: str = "num_assistant_tokens",
@@ -89,6 +113,8 @@ def _point(entry: dict, arm: dict, param: str) -> dict:
     schedule = spec.get("num_assistant_tokens_schedule", "constant") if param == "num_assistant_tokens" else "constant"
     value = spec.get(param)
     label = f"k={value}" if schedule == "constant" else f"{schedule} (from k={value})"  # k as in ArmSpec.label
+    if param == ENSEMBLE:
+        label = "lossless" if value is None else f"w={value:g}"
     if arm.get("lossless") is False:
         label += f" {LOSSY_MARK}"
     return {
@@ -103,6 +129,7 @@ def _point(entry: dict, arm: dict, param: str) -> dict:
         "c": entry.get("c"),
         "predicted_speedup": entry.get("predicted_speedup"),
         "error": arm.get("error"),
+        "lossless": arm.get("lossless"),
     }
 
 

@@ -39,17 +39,17 @@ def gemma4(monkeypatch):
 
 
 def bench(store, target, arms, **kwargs):
-    request = BenchRequest(target=target, arms=tuple(arms), prompt=PROMPT, max_new_tokens=TOKENS,
+    request = BenchRequest(target=target, arms=tuple(arms), prompt=PROMPT, max_new_tokens=kwargs.pop("tokens", TOKENS),
                            repeats=kwargs.pop("repeats", 1), warmup=kwargs.pop("warmup", 0), **kwargs)
     return runner.run_to_report(request, store).to_dict()
 
 
-def check_trace(arm):
+def check_trace(arm, tokens=TOKENS):
     for run in arm["trace"]:
         assert len(run["drafted"]) == len(run["tokens"]), arm["name"]
         assert run["tokens"] == [a + 1 for a in run["accepted"]], arm["name"]
         assert all(0 <= a <= d for d, a in zip(run["drafted"], run["accepted"]))
-        assert sum(run["tokens"]) == TOKENS
+        assert sum(run["tokens"]) == tokens
         # these generators need one target forward before they can draft
         assert run["drafted"][0] == 0 and sum(run["drafted"]) > 0, arm["name"]
 
@@ -59,10 +59,11 @@ def check_lossless_path(report, index, strategy, generator):
     entry = report["comparison"][index - 1]
     assert report["status"] == "complete" and arm["error"] is None, arm["error"]
     assert arm["strategy"] == strategy
-    assert arm["token_ids"] == plain["token_ids"] and len(plain["token_ids"]) == TOKENS, arm["name"]
+    tokens = report["request"]["max_new_tokens"]
+    assert arm["token_ids"] == plain["token_ids"] and len(plain["token_ids"]) == tokens, arm["name"]
     assert entry["outputs_identical"] is True and entry["lossless"] is True
     assert "[lossy]" not in arm["name"]
-    check_trace(arm)
+    check_trace(arm, tokens)
     assert arm["probe"]["generator"] == generator
     assert arm["probe"]["setup_s"] is not None and arm["probe"]["setup_s"] >= 0
     assert entry["alpha"] is not None and entry["c"] is not None  # the cost model works for the path
@@ -76,7 +77,7 @@ def check_lossy(report, index):
     assert "[lossy]" in speedup_sentence(entry) and "lossy: ensemble" in speedup_sentence(entry)
     row = next(r for r in report["ranking"] if r["arm"] == arm["name"])
     assert row["lossless"] is False
-    check_trace(arm)
+    check_trace(arm, report["request"]["max_new_tokens"])
     return entry["outputs_identical"]
 
 
@@ -100,7 +101,9 @@ def gemma4_report(drafter_dir, store):
 def mtp_report(drafter_dir, store):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ASSISTLAB_MODELS_DIR", str(drafter_dir))
-        yield bench(store, "mtp-target", [ArmSpec("mtp"), ArmSpec("auto"), ArmSpec("mtp", assistant_ensemble_weight=0.5)])
+        # 46 layers (see tiny.MTP_TARGET_LAYERS) make this target the slowest tiny model: fewer tokens
+        arms = [ArmSpec("mtp"), ArmSpec("auto"), ArmSpec("mtp", assistant_ensemble_weight=0.5)]
+        yield bench(store, "mtp-target", arms, tokens=8)
 
 
 @pytest.fixture(scope="module")
@@ -228,3 +231,17 @@ def test_sweeps_skip_what_a_path_cannot_vary():
     request = BenchRequest(target="t", arms=(ArmSpec("gemma4-assistant", "g"),))
     arms = sweep.sweep_arms(request, "num_assistant_tokens", values=[1, 3], schedules=["heuristic"])
     assert [a.num_assistant_tokens_schedule for a in arms] == ["constant", "constant"]  # no adaptive point
+
+
+def test_ensemble_weight_sweep_sets_lossy_points_beside_the_lossless_arm(allowed, store):
+    request = BenchRequest(target="target", arms=(ArmSpec("dflash", "dflash-draft"),), prompt=PROMPT,
+                           max_new_tokens=8, repeats=1, warmup=0)
+    arms = sweep.sweep_arms(request, "assistant_ensemble_weight", values=["0.7", 0.3, 0.3])
+    assert [a.assistant_ensemble_weight for a in arms] == [None, 0.3, 0.7]
+    with pytest.raises(InputError, match="strictly between 0 and 1"):
+        sweep.sweep_arms(request, "assistant_ensemble_weight", values=[1, 2])
+    report, summary = sweep.run_sweep(request, store, param="assistant_ensemble_weight", values=[0.5])
+    assert [p["label"] for p in summary["points"]] == ["lossless", "w=0.5 [lossy]"]
+    assert [p["lossless"] for p in summary["points"]] == [True, False]
+    data = report.to_dict()
+    assert data["comparison"][0]["outputs_identical"] is True
