@@ -94,6 +94,23 @@ def drafter_model_class(config):
     return None
 
 
+# What transformers 5.23 raises for every Gemma 4 assistant (all its layers share key/value states).
+GEMMA4_BUILD_ERROR = "The set of layer types producing a cache is different than the set of layer types using them"
+
+
+def load_hint(config, exc: BaseException) -> str:
+    """A sentence to add to a load failure that AssistLab can explain, else ''."""
+    if is_gemma4_assistant(config) and GEMMA4_BUILD_ERROR in str(exc):
+        import transformers
+
+        return (
+            f". transformers {transformers.__version__} cannot build Gemma 4 assistant models: its key/value "
+            f"sharing check rejects a model whose every layer shares key/value states, as every Gemma 4 assistant "
+            f"does; use a transformers release that builds them, or another assistant."
+        )
+    return ""
+
+
 def _kind(model: LoadedModel) -> str:
     return f"{type(model.model).__name__} ({getattr(model.model.config, 'model_type', '?')})"
 

@@ -326,7 +326,13 @@ class ModelStore:
             folder = Path(ref.location)
         config, model_cls, text_only = _read_config(folder, ref)
 
-        needed = int(estimate_bytes(config, model_cls, dtype) * MEMORY_HEADROOM)
+        try:
+            needed = int(estimate_bytes(config, model_cls, dtype) * MEMORY_HEADROOM)
+        except (ValueError, TypeError, RuntimeError) as exc:  # transformers cannot build this config at all
+            raise ModelLoadError(
+                f"{ref.text} could not be built from its config: {str(exc).splitlines()[0][:200]}"
+                f"{drafters.load_hint(config, exc)}"
+            ) from None
         available = free_bytes(device)
         if needed > available and self._evict(keep, lambda m: True):
             available = free_bytes(device)
@@ -366,7 +372,9 @@ class ModelStore:
             release_memory()
             raise ResourceError(f"{ref.text} did not fit in GPU memory while loading; choose a smaller model or dtype.") from None
         except (OSError, ValueError, RuntimeError) as exc:
-            raise ModelLoadError(f"{ref.text} could not be loaded: {str(exc).splitlines()[0][:200]}") from None
+            raise ModelLoadError(
+                f"{ref.text} could not be loaded: {str(exc).splitlines()[0][:200]}{drafters.load_hint(config, exc)}"
+            ) from None
         missing = [k for k in info.get("missing_keys", []) if "lm_head" not in k]
         if missing:
             raise ModelLoadError(

@@ -245,3 +245,25 @@ def test_ensemble_weight_sweep_sets_lossy_points_beside_the_lossless_arm(allowed
     assert [p["lossless"] for p in summary["points"]] == [True, False]
     data = report.to_dict()
     assert data["comparison"][0]["outputs_identical"] is True
+
+
+def test_a_gemma4_assistant_that_transformers_cannot_build_is_explained(allowed):
+    from assistlab.errors import ModelLoadError
+    from assistlab.models import ModelStore
+
+    with pytest.raises(ModelLoadError, match="cannot build Gemma 4 assistant models"):
+        ModelStore().get("gemma4-assistant", CPU, torch.float32)  # no patch: as a user of 5.23 would load it
+
+
+def test_cli_and_presets_name_the_new_paths():
+    from assistlab import catalog
+    from assistlab.__main__ import build_parser, request_from_args
+
+    args = build_parser().parse_args(["bench", "--target", "t", "--strategy", "mtp", "--ensemble-weight", "0.5"])
+    arms = request_from_args(args).arms
+    assert [(a.strategy, a.assistant_ensemble_weight) for a in arms] == [("mtp", 0.5), ("prompt-lookup", None)]
+    args = build_parser().parse_args(["bench", "--target", "t", "--assistant", "", "--no-prompt-lookup"])
+    assert [a.label for a in request_from_args(args).arms] == ["auto (no assistant)"]
+    paths = {p.strategy: p for p in catalog.PRESETS}
+    assert paths["gemma4-assistant"].assistant == paths["gemma4-assistant"].target + "-assistant"
+    assert paths["mtp"].assistant == "" and paths["mtp"].target == "zai-org/GLM-4.5"
