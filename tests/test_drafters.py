@@ -88,9 +88,9 @@ def test_pinned_transformers_cannot_build_a_gemma4_assistant():
 
 @pytest.fixture(scope="module")
 def gemma4_report(drafter_dir, store):
-    with pytest.MonkeyPatch.context() as mp, tiny.gemma4_all_shared_patch():
+    with pytest.MonkeyPatch.context() as mp, tiny.gemma4_all_shared_patch():  # only while it runs
         mp.setenv("ASSISTLAB_MODELS_DIR", str(drafter_dir))
-        yield bench(store, "gemma4-target", [
+        return bench(store, "gemma4-target", [
             ArmSpec("gemma4-assistant", "gemma4-assistant", num_assistant_tokens=3),
             ArmSpec("auto", "gemma4-assistant", num_assistant_tokens=3),
             ArmSpec("gemma4-assistant", "gemma4-assistant", num_assistant_tokens=3, assistant_ensemble_weight=0.5),
