@@ -150,7 +150,7 @@ def format_table(data: dict) -> str:
                 f"{entry['limit']}"
             )
         for missing in entry.get("figures_unavailable") or []:
-            out.append(f"    not given: {missing['figure']}, because {missing['why']}.")
+            out.append(f"    {missing['figure']}: {missing['why']}.")
     if any(entry.get("lossless") is False for entry in data["comparison"]):
         out.append(LOSSY_TRADE)
     for arm in data["arms"]:
