@@ -355,6 +355,7 @@ def probe_arm(
     bounds = trace.draft_starts + [end]
     return {
         "generator": trace.generator,
+        "setup_s": trace.setup_s,
         "latency_s": end - start,
         "new_tokens": int(output.shape[1] - inputs["input_ids"].shape[1]),
         "draft_s": trace.draft_s,
@@ -475,6 +476,8 @@ def rank_arms(report: dict) -> list[dict]:
     stats.compare_with_best of its runs against every other ranked arm's, paired by repetition (position in
     `latencies_s`), Bonferroni over the rivals, with the joint level in `family_level`; each other ranked
     row's `behind_first` is its run-by-run comparison (ratio of its latency to the first's).
+    A lossy arm (ensemble verification, sampling) ranks by its speed too, but its row says `lossless: false` and
+    its name carries the lossy mark the runner gives it, so it never stands above a lossless arm unmarked.
     """
     rows = []
     for entry, arm in paired_arms(report):
@@ -493,6 +496,8 @@ def rank_arms(report: dict) -> list[dict]:
                 "tokens_per_forward": entry.get("tokens_per_forward"),
                 **{key: entry.get(key) for key in ANALYSIS_KEYS},
                 "outputs_identical": entry.get("outputs_identical"),
+                "lossless": entry.get("lossless", True),
+                "lossy_reason": entry.get("lossy_reason"),
                 "error": arm.get("error"),
                 "clearly_first": None,
                 "family_level": None,

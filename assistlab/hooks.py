@@ -45,6 +45,7 @@ class DraftTrace:
     verify_s: list[float] = field(default_factory=list)
     verify_tokens: list[int] = field(default_factory=list)
     generator: str = ""
+    setup_s: float | None = None  # building the candidate generator (MTP loads its layers from disk here)
 
 
 def _proxy(model):
@@ -79,7 +80,14 @@ def instrumented(
     drafting = [False]
 
     def factory(*args, **kwargs):
-        generator = original_factory(*args, **kwargs)
+        if clock is None:
+            generator = original_factory(*args, **kwargs)
+        else:
+            sync()
+            start = clock()
+            generator = original_factory(*args, **kwargs)
+            sync()
+            trace.setup_s = clock() - start
         trace.generator = type(generator).__name__
         get, update = generator.get_candidates, generator.update_candidate_strategy
 

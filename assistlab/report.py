@@ -10,7 +10,7 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
-from . import contention, explain, stats
+from . import contention, drafters, explain, stats
 
 SCHEMA = 1
 
@@ -48,6 +48,7 @@ class ArmInfo:
     spec: dict | None = None
     error: str | None = None
     settings: dict | None = None  # strategies.drafting_settings: effective drafting values and their sources
+    choice: str | None = None  # why the drafters path was picked (drafters.resolve), for those paths
 
     @property
     def assisted(self) -> bool:
@@ -109,6 +110,8 @@ class Report:
             for entry, r in zip(data["trace"], runs):
                 entry.update(drafted=r.drafted, accepted=r.accepted)
             data["probe"] = self.probes.get(index)
+            data["choice"] = info.choice
+            data.update(drafters.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
         return data
 
     def comparison(self) -> list[dict]:
@@ -149,7 +152,8 @@ class Report:
                 info.strategy,
                 verify_fit,
             )
-            entry["analysis"] = analysis
+            entry["analysis"] = drafters.restrict_analysis(analysis, info.strategy)
+            entry.update(drafters.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
             entry.update({key: analysis[key] for key in explain.ANALYSIS_KEYS})
             if runs and plain:
                 first = stats.first_difference(plain[-1].token_ids, runs[-1].token_ids)
@@ -326,4 +330,6 @@ def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) ->
         first = entry.get("first_difference")
         differ = "outputs differ" + (f" from token {first + 1}" if first is not None else "")
         parts.append(differ + (" (expected when sampling)" if sampling else ""))
+    if entry.get("lossless") is False and not sampling:
+        parts.append(f"lossy: {entry.get('lossy_reason') or 'not lossless by construction'}")
     return "; ".join(parts) + "." + busy_clause(busy)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import logging
 import time
@@ -16,8 +17,8 @@ from transformers.generation.streamers import BaseStreamer
 from . import bundled, catalog, contention, explain, hooks, stats
 from . import models as models_mod
 from . import report as report_mod
-from . import strategies
-from .config import MIN_PRECISION_REPEATS, MODEL_STRATEGIES, BenchRequest
+from . import drafters, strategies
+from .config import DRAFTER_STRATEGIES, MIN_PRECISION_REPEATS, MODEL_STRATEGIES, BenchRequest
 from .errors import AssistLabError, InputError, ResourceError
 from .models import LoadedModel, ModelStore
 from .report import ArmInfo, Report, RunRecord
@@ -275,17 +276,22 @@ def build_arms(request: BenchRequest, target: LoadedModel, assistants: dict[str,
         helper = assistants.get(spec.assistant) if spec.assistant else None
         strategy = strategies.resolve_strategy(spec, target, helper)
         name = spec.label if spec.strategy != "auto" else spec.label.replace("auto:", f"{strategy}:", 1)
+        drafters.check_settings(spec, strategy, request.do_sample)
+        picked = drafters.resolve(spec, target, helper) if strategy in DRAFTER_STRATEGIES else None
+        if picked is not None:
+            name = dataclasses.replace(spec, strategy=strategy).label
+        name = drafters.marked_name(name, spec.to_dict(), request.do_sample)  # lossy arms say so in every view
         names = {a.info.name for a in arms}
         base_name, copy = name, 1
         while name in names:  # two arms with the same settings still need distinct names
             copy += 1
             name = f"{base_name} #{copy}"
-        drafter = helper if strategy in ("assistant", "universal") else target
+        drafter = helper if helper is not None and strategy not in ("early-exit", "prompt-lookup", "mtp") else target
         settings = strategies.drafting_settings(spec, strategy, values_of(drafter), defaults)
         kwargs = {**base, **strategies.arm_kwargs(spec, strategy, target, helper)}
         arms.append(
             _Arm(
-                ArmInfo(name, strategy, spec.to_dict(), settings=settings),
+                ArmInfo(name, strategy, spec.to_dict(), settings=settings, choice=picked[1] if picked else None),
                 kwargs,
                 lambda s=spec, st=strategy, h=helper, se=settings: strategies.configure_drafter(s, st, target, h, se),
             )
@@ -502,13 +508,16 @@ def run_benchmark(
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
     for spec in request.arms:
-        if spec.strategy in MODEL_STRATEGIES and spec.assistant not in assistants:
+        if spec.strategy in MODEL_STRATEGIES and spec.assistant and spec.assistant not in assistants:
             yield Event("status", _loading_message("assistant", spec.assistant), 0, 0)
             key, assistants[spec.assistant] = load(spec.assistant, keep)
             keep.add(key)
 
     inputs = encode_prompt(request, target)
     arms = build_arms(request, target, assistants)
+    for arm in arms:
+        if arm.info.choice:
+            yield Event("status", arm.info.choice, 0, 0)
 
     described = {"target": target.describe()}
     for text, helper in assistants.items():
