@@ -130,7 +130,7 @@ def warnings(contention: dict | None) -> list[dict]:
     return [{
         "code": "busy-machine",
         "message": (
-            f"The machine was busy: {reasons}. Timings are slower and noisier than on an idle machine, so the "
+            f"The machine was busy: {reasons}. Timings take longer and vary more than on an idle machine, so the "
             f"result may not hold there; close other programs and run again to be sure."
         ),
     }]
