@@ -15,6 +15,7 @@ transformers so an upgrade that changes it fails in a test, not quietly in a run
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -119,6 +120,7 @@ def instrumented(
     if clock is not None:
         forward = proxy.forward  # bound to the proxy, or accelerate's wrapper bound to the model
 
+        @functools.wraps(forward)  # transformers reads forward's signature to decide which inputs to pass
         def timed_forward(*args, **kwargs):
             if drafting[0]:
                 return forward(*args, **kwargs)

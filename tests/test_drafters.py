@@ -64,7 +64,7 @@ def check_lossless_path(report, index, strategy, generator):
     assert entry["outputs_identical"] is True and entry["lossless"] is True
     assert "[lossy]" not in arm["name"]
     check_trace(arm, tokens)
-    assert arm["probe"]["generator"] == generator
+    assert arm["probe"].get("generator") == generator, arm["probe"]
     assert arm["probe"]["setup_s"] is not None and arm["probe"]["setup_s"] >= 0
     assert entry["alpha"] is not None and entry["c"] is not None  # the cost model works for the path
 
@@ -189,7 +189,9 @@ def test_ensemble_weight_is_checked_where_it_cannot_work():
     with pytest.raises(InputError, match="greedy decoding compares tokens"):
         drafters.check_settings(spec, "universal", do_sample=False)
     drafters.check_settings(spec, "universal", do_sample=True)
-    assert spec.label == "universal: a (k=5, ensemble w=0.4)"
+    assert spec.label == "universal: a (transformers defaults, ensemble w=0.4)"
+    assert ArmSpec("universal", "a", num_assistant_tokens=5, assistant_ensemble_weight=0.4).label == (
+        "universal: a (k=5, ensemble w=0.4)")
     assert ArmSpec("assistant", "a", assistant_ensemble_weight="").assistant_ensemble_weight is None
 
 
