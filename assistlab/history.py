@@ -574,8 +574,9 @@ class History:
             hint = "Another process is holding it; try again in a moment."
         elif "full" in lower or "no space" in lower:
             hint = "The disk is full; free some space."
-        elif "readonly" in lower or "read-only" in lower or "permission" in lower or "unable to open" in lower:
-            hint = f"Check that the folder exists and is writable, or set {DATA_DIR_ENV} to one that is."
+        elif any(word in lower for word in ("readonly", "read-only", "permission", "not permitted", "unable to open",
+                                            "not a directory", "no such file")):
+            hint = f"Check that its folder can be created and is writable, or set {DATA_DIR_ENV} to one that is."
         else:
             hint = f"Check {DATABASE_URL_ENV} / {DATA_DIR_ENV}."
         return HistoryError(f"Cannot use {self.where} ({reason}). {hint}")
@@ -613,6 +614,10 @@ class History:
             warning = f"This comparison was not saved to the history: {exc}"
         except (SQLAlchemyError, OSError, ValueError, TypeError) as exc:
             warning = f"This comparison was not saved to the history: {self._error(exc)}"
+        except Exception as exc:  # noqa: BLE001 - saving must never break the run that was measured
+            log.exception("Unexpected error while saving a comparison")
+            warning = f"This comparison was not saved to the history: something unexpected went wrong ({type(exc).__name__})."
+            return SaveResult(warning=warning)
         log.warning("%s", warning)
         return SaveResult(warning=warning)
 
