@@ -588,11 +588,15 @@ class History:
                 self._engine = None
 
     # --- writing ----------------------------------------------------------------------------------------
-    def save(self, report: dict, owner: str | None = None, *, now: datetime | None = None) -> SaveResult:
-        """Keep one comparison. Never raises: a problem becomes `SaveResult.warning` and one log line."""
+    def save(self, report: dict, owner: str | None = None, *, now: datetime | None = None,
+             log_warning: bool = True) -> SaveResult:
+        """Keep one comparison. Never raises: a problem becomes `SaveResult.warning` and one log line.
+
+        The command line passes `log_warning=False` because it prints the warning itself on stderr.
+        """
         try:
-            if not isinstance(report, dict) or not report.get("arms"):
-                raise InputError("There is no measured comparison to save.")
+            if not isinstance(report, dict) or not report.get("arms") or report.get("counted_repetitions") == 0:
+                raise InputError("There is no measured comparison to save (no repetition finished).")
             report = _sanitize_json(report)
             text, note = _report_text(report)
             columns = summary_columns(report)
@@ -615,10 +619,12 @@ class History:
         except (SQLAlchemyError, OSError, ValueError, TypeError) as exc:
             warning = f"This comparison was not saved to the history: {self._error(exc)}"
         except Exception as exc:  # noqa: BLE001 - saving must never break the run that was measured
-            log.exception("Unexpected error while saving a comparison")
             warning = f"This comparison was not saved to the history: something unexpected went wrong ({type(exc).__name__})."
+            if log_warning:
+                log.exception("%s", warning)
             return SaveResult(warning=warning)
-        log.warning("%s", warning)
+        if log_warning:
+            log.warning("%s", warning)
         return SaveResult(warning=warning)
 
     def _prune(self, conn: sa.Connection) -> None:
