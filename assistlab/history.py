@@ -7,6 +7,9 @@ raises: a database that cannot be written gives a warning and the comparison goe
 
 from __future__ import annotations
 
+import copy
+import csv
+import io
 import json
 import logging
 import math
@@ -322,6 +325,66 @@ def _report_text(report: dict) -> tuple[str, str | None]:
     )
 
 
+_MARKUP = re.compile(r"[<>&\"'`\\]|[\x00-\x1f\x7f]")
+
+
+def canonical_report(report: dict) -> dict:
+    """The report with every model reference and arm name that holds markup replaced by its canonical form.
+
+    A name someone typed (e.g. './<img src=...>/../same') is stored as 'same'; the prompt and the generated
+    texts are kept as they are (they are data, escaped wherever they are shown).
+    """
+    report = copy.deepcopy(report)
+    kinds = _model_kinds(report)
+    request = report.get("request") if isinstance(report.get("request"), dict) else {}
+    if isinstance(request.get("target"), str) and _MARKUP.search(request["target"]):
+        request["target"] = canonical_model(request["target"], kinds.get(request["target"]) or None)
+    for spec in [a.get("spec") for a in report.get("arms") or [] if isinstance(a, dict)] + list(request.get("arms") or []):
+        if isinstance(spec, dict) and isinstance(spec.get("assistant"), str) and _MARKUP.search(spec["assistant"]):
+            spec["assistant"] = canonical_model(spec["assistant"], kinds.get(spec["assistant"]) or None)
+    env = report.get("environment") if isinstance(report.get("environment"), dict) else {}
+    models = env.get("models") if isinstance(env.get("models"), dict) else {}
+    for role in list(models):
+        info = models[role]
+        if isinstance(info, dict) and isinstance(info.get("ref"), str) and _MARKUP.search(info["ref"]):
+            info["ref"] = canonical_model(info["ref"], info.get("kind") or None)
+        if _MARKUP.search(role):
+            models[canonical_model(role.removeprefix("assistant "), kinds.get(role.removeprefix("assistant ")))
+                   if role.startswith("assistant ") else "model"] = models.pop(role)
+    renamed = {}
+    for arm in report.get("arms") or []:
+        if isinstance(arm, dict) and isinstance(arm.get("name"), str) and _MARKUP.search(arm["name"]):
+            new = clean_text(_MARKUP.sub("", arm["name"]), MAX_NAME_CHARS * 2)
+            renamed[arm["name"]] = new
+            arm["name"] = new
+    for key in ("comparison", "ranking"):
+        for entry in report.get(key) or []:
+            if isinstance(entry, dict) and entry.get("arm") in renamed:
+                entry["arm"] = renamed[entry["arm"]]
+    return report
+
+
+def runs_csv(report: dict) -> str:
+    """One row per counted run, from a report dict (as Report.to_csv writes it from the live report)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
+                     "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes"])
+    for arm in report.get("arms") or []:
+        assisted = arm.get("strategy") != "plain"
+        for i, latency in enumerate(arm.get("latencies_s") or []):
+            pick = lambda key: (arm.get(key) or [])[i] if i < len(arm.get(key) or []) else None  # noqa: E731
+            trace = pick("trace") or {}
+            writer.writerow([
+                arm.get("name"), arm.get("strategy"), i, f"{latency:.6f}", pick("new_tokens"),
+                "" if pick("tokens_per_s") is None else f"{pick('tokens_per_s'):.3f}",
+                "" if pick("ttft_s") is None else f"{pick('ttft_s'):.6f}",
+                pick("drafted_tokens") if assisted else "", pick("accepted_tokens") if assisted else "",
+                len(trace.get("tokens") or []), "" if pick("memory_bytes") is None else pick("memory_bytes"),
+            ])
+    return buf.getvalue()
+
+
 def _sanitize_json(value):
     """Replace NaN/inf (which JSON cannot hold) by None, recursively."""
     if isinstance(value, float):
@@ -597,7 +660,7 @@ class History:
         try:
             if not isinstance(report, dict) or not report.get("arms") or report.get("counted_repetitions") == 0:
                 raise InputError("There is no measured comparison to save (no repetition finished).")
-            report = _sanitize_json(report)
+            report = canonical_report(_sanitize_json(report))
             text, note = _report_text(report)
             columns = summary_columns(report)
             arms = arm_rows(report)

@@ -156,6 +156,29 @@ def test_typed_markup_in_a_model_reference_is_stored_as_its_canonical_name(db):
     assert "<img" not in board and "<script" not in board
 
 
+def test_the_stored_report_holds_canonical_names_not_typed_markup(db):
+    typed = "./<img src=//host/beacon>/../same"
+    report = minimal_report(target=typed, arms=(("./<a href=//phish>x</a>/../draft", 1.2, 1.1, 1.3),), prompt=NASTY_PROMPT)
+    report["arms"][1]["name"] = "assistant: <a href=//phish>x</a> (k=5)"
+    report["comparison"][0]["arm"] = report["arms"][1]["name"]
+    report["ranking"] = [{"arm": report["arms"][1]["name"]}]
+    report["environment"]["models"] = {"target": {"ref": typed, "kind": "local"},
+                                       "assistant ./<a href=//phish>x</a>/../draft": {"ref": "./<a href=//phish>x</a>/../draft", "kind": "local"}}
+    _, stored = db.get(db.save(report).id)
+    text = json.dumps({k: v for k, v in stored.items() if k != "request"}) + json.dumps(stored["request"]["arms"] if "arms" in stored["request"] else [])
+    assert "<" not in text and ">" not in text
+    assert stored["request"]["target"] == "same" and stored["environment"]["models"]["target"]["ref"] == "same"
+    assert stored["arms"][1]["spec"]["assistant"] == "draft"
+    assert stored["comparison"][0]["arm"] == stored["arms"][1]["name"] == stored["ranking"][0]["arm"]
+    assert stored["request"]["prompt"] == NASTY_PROMPT  # the prompt is data, kept as typed
+
+
+def test_runs_csv_from_a_saved_report_has_one_row_per_counted_run(real_report):
+    rows = hist.runs_csv(real_report).splitlines()
+    assert rows[0].startswith("arm,strategy,repetition,latency_s")
+    assert len(rows) == 1 + sum(len(a["latencies_s"]) for a in real_report["arms"])
+
+
 def test_stopped_comparisons_are_saved_marked_stopped(db):
     entry, _ = db.get(db.save(minimal_report(status="stopped", n=1)).id)
     assert entry.status == "stopped"
