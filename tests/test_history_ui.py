@@ -1,0 +1,130 @@
+"""History through the running app: the API saves, /history and /report read back (also after a restart), the
+page opens a saved comparison by permalink with its stored markup shown as text."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from assistlab.history import History
+
+from test_browser import ARGS, CHROMIUM
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
+
+NASTY = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\"> **bold** write me an essay"
+
+
+@pytest.fixture(scope="module")
+def history_url(tmp_path_factory):
+    return f"sqlite:///{tmp_path_factory.mktemp('history') / 'history.sqlite3'}"
+
+
+@pytest.fixture(scope="module")
+def saved(models_dir, store, launch_app, history_url):
+    """Four people comparing at once through /compare; returns their reports, and the app's URL while it runs."""
+    from gradio_client import Client
+
+    with launch_app(models_dir, store, history=History(history_url, max_entries=None)) as url:
+        reports, errors = [], []
+
+        def one(i):
+            try:
+                client = Client(url, verbose=False)
+                report, _ = client.predict(
+                    target="target", assistant="assistant-same" if i % 2 else "assistant-other", strategy="auto",
+                    prompt=NASTY if i == 0 else f"essay number {i}", max_new_tokens=6, repeats=2, warmup=0,
+                    also_prompt_lookup=False, api_name="/compare",
+                )
+                reports.append(report)
+            except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+        assert not errors, errors
+        listed = Client(url, verbose=False).predict(api_name="/history")
+        yield reports, listed
+
+
+def test_four_concurrent_api_comparisons_give_four_entries(saved):
+    reports, listed = saved
+    assert len(reports) == 4 and all(r["saved"]["id"] and r["saved"]["warning"] is None for r in reports)
+    assert listed["total"] == 4
+    assert sorted(e["id"] for e in listed["entries"]) == sorted(r["saved"]["id"] for r in reports)
+    assert all(e["owner"] is None and e["status"] == "complete" for e in listed["entries"])
+
+
+def test_saved_comparisons_survive_a_restart(saved, models_dir, store, launch_app, history_url):
+    from gradio_client import Client
+
+    reports, _ = saved
+    with launch_app(models_dir, store, history=History(history_url)) as url:
+        client = Client(url, verbose=False)
+        listed = client.predict(api_name="/history")
+        assert listed["total"] == 4
+        first = reports[0]
+        stored = client.predict(run_id=first["saved"]["id"], api_name="/report")
+        assert stored == {k: v for k, v in first.items() if k != "saved"}
+        assert stored["request"]["prompt"] == NASTY
+        assert client.predict(target="target", assistant="assistant-same", api_name="/history")["total"] == 2
+        board = client.predict(api_name="/leaderboard")
+        assert [s["target"] for s in board] == ["target"]
+        rows = board[0]["rows"]
+        assert sum(r["comparisons"] for r in rows) == 4
+        assert [r["speedup"] for r in rows] == sorted((r["speedup"] for r in rows), reverse=True)
+        info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+        assert [p["parameter_name"] for p in info["/history"]["parameters"]] == [
+            "target", "assistant", "device", "page", "page_size"]
+        assert [p["parameter_name"] for p in info["/report"]["parameters"]] == ["run_id"]
+        from gradio_client.exceptions import AppError
+
+        with pytest.raises(AppError, match="16 letters"):
+            client.predict(run_id="<script>", api_name="/report")
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium")
+def test_a_permalink_opens_the_saved_comparison_with_its_markup_as_text(saved, models_dir, store, launch_app,
+                                                                          history_url):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    reports, _ = saved
+    run_id = reports[0]["saved"]["id"]
+    with launch_app(models_dir, store, history=History(history_url)) as url, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(30_000)
+            dialogs = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(f"{url}?run={run_id}")
+            page.wait_for_selector("#al-saved-left-speedup .js-plotly-plot")
+            assert page.locator("#al-saved-left").is_visible()
+            assert not page.locator("#al-saved-right").is_visible()
+            caption = page.locator("#al-saved-left").inner_text()
+            assert f"?run={run_id}" in caption
+            # the prompt was saved as typed and is shown as text, never run or rendered
+            page.get_by_role("button", name="Show saved comparisons").click()
+            page.wait_for_selector("#al-history-list table")
+            listing = page.locator("#al-history-list")
+            assert "<script>window.__pwned = 1</script>" in listing.inner_text()
+            assert listing.locator("script, img").count() == 0
+            assert page.evaluate("window.__pwned") is None and not dialogs
+            # two side by side
+            chosen = page.locator("#al-history-chosen input")
+            chosen.click()
+            chosen.fill(reports[1]["saved"]["id"])
+            page.keyboard.press("Enter")
+            page.get_by_role("button", name="Open", exact=True).click()
+            page.wait_for_selector("#al-saved-right-speedup .js-plotly-plot")
+            assert reports[1]["saved"]["id"] in page.locator("#al-saved-right").inner_text()
+            # the leaderboard
+            page.get_by_role("tab", name="Leaderboard").click()
+            page.wait_for_selector("#al-board table")
+            assert "target" in page.locator("#al-board").inner_text()
+        finally:
+            browser.close()
