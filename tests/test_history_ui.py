@@ -128,3 +128,63 @@ def test_a_permalink_opens_the_saved_comparison_with_its_markup_as_text(saved, m
             assert "target" in page.locator("#al-board").inner_text()
         finally:
             browser.close()
+
+
+def test_with_logins_on_the_login_name_is_saved(models_dir, store, tmp_path, monkeypatch):
+    from gradio_client import Client
+
+    from assistlab import ui
+    from conftest import free_port
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    history = History(f"sqlite:///{tmp_path / 'h.sqlite3'}")
+    demo = ui.build_app(store, reports_dir=tmp_path / "reports", history=history)
+    options = ui.launch_options({"ASSISTLAB_AUTH": "alice:secret-a"})
+    _app, url, _ = demo.launch(prevent_thread_lock=True, server_port=free_port(), quiet=True, **options)
+    try:
+        client = Client(url, auth=("alice", "secret-a"), verbose=False)
+        report, _ = client.predict(target="target", assistant="assistant-same", prompt="hi there", max_new_tokens=4,
+                                   repeats=1, warmup=0, also_prompt_lookup=False, api_name="/compare")
+        entry, _ = history.get(report["saved"]["id"])
+        assert entry.owner == "alice"
+        with pytest.raises(Exception, match="someone else"):
+            history.delete(entry.id, user="bob")
+    finally:
+        demo.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium")
+def test_the_page_saves_finished_and_stopped_comparisons(models_dir, store, launch_app, tmp_path):
+    import re
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from test_browser import choose
+
+    history = History(f"sqlite:///{tmp_path / 'h.sqlite3'}")
+    with launch_app(models_dir, store, history=history) as url, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(30_000)
+            page.goto(url)
+            page.wait_for_selector("#al-run")
+            choose(page, "target", "assistant-same", tokens=4, repeats=2)
+            page.click("#al-run")
+            page.wait_for_selector("#al-progress #al-saved", timeout=90_000)
+            run_id = re.search(r"as ([0-9a-f]{16})", page.inner_text("#al-saved")).group(1)
+            assert history.get(run_id)[0].status == "complete"
+            # stopped after some repetitions: saved, marked stopped
+            page.goto(url)  # a fresh page, so the headline waited for below is this run's
+            page.wait_for_selector("#al-run")
+            choose(page, "target", "assistant-same", tokens=48, repeats=40)
+            page.click("#al-run")
+            page.wait_for_selector("#al-headline", timeout=60_000)
+            page.click("#al-stop")
+            page.wait_for_selector("#al-progress .al-stopped", timeout=60_000)
+            page.wait_for_selector("#al-progress #al-saved", timeout=30_000)
+            stopped_id = re.search(r"as ([0-9a-f]{16})", page.inner_text("#al-saved")).group(1)
+            assert history.get(stopped_id)[0].status == "stopped"
+            assert [e.id for e in history.list().entries] == [stopped_id, run_id]
+        finally:
+            browser.close()

@@ -229,7 +229,7 @@ def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: g
     def permalink(request: gr.Request):
         run_id = (getattr(request, "query_params", None) or {}).get("run")
         if not run_id:
-            return {}
+            return {view.status: gr.update()}
         try:
             update = open_chosen([check_id(run_id)])
         except (gr.Error, AssistLabError) as exc:
