@@ -17,7 +17,7 @@ from .. import charts
 from ..errors import AssistLabError
 from ..history import History, SaveResult, canonical_model, check_id, runs_csv
 from ..history_html import board_html, entries_html, entry_caption_html
-from ..panels import headline_html, numbers_html, texts_html, why_html
+from ..panels import headline_html, numbers_html, ranking_html, sweep_html, texts_html, why_html
 from .session import LIGHT, Page, user_errors
 
 SIDES = ("left", "right")
@@ -66,6 +66,8 @@ class Side:
     timeline: gr.Plot
     acceptance: gr.Plot
     why: gr.HTML
+    ranking: gr.HTML
+    sweep: gr.HTML
     numbers: gr.HTML
     texts: gr.HTML
     environment: gr.HTML
@@ -104,14 +106,16 @@ def _side(name: str) -> Side:
         timeline = gr.Plot(show_label=False)
         acceptance = gr.Plot(show_label=False)
         why = gr.HTML()
+        ranking = gr.HTML()
+        sweep = gr.HTML()
         numbers = gr.HTML()
         texts = gr.HTML(elem_id=f"al-saved-{name}-texts")
         environment = gr.HTML()
         with gr.Row():
             download_json = gr.DownloadButton("Download report (JSON)", visible=False)
             download_csv = gr.DownloadButton("Download runs (CSV)", visible=False)
-    return Side(column, caption, headline, speedup, latency, timeline, acceptance, why, numbers, texts, environment,
-                download_json, download_csv)
+    return Side(column, caption, headline, speedup, latency, timeline, acceptance, why, ranking, sweep, numbers, texts,
+                environment, download_json, download_csv)
 
 
 def build_history() -> dict:
@@ -162,6 +166,8 @@ def _side_updates(side: Side, entry, report: dict, folder: Path) -> dict:
         side.timeline: charts.timeline_figure(report),
         side.acceptance: charts.acceptance_figure(report),
         side.why: why_html(report),
+        side.ranking: ranking_html(report),
+        side.sweep: sweep_html(report) if report.get("sweep") else "",
         side.numbers: numbers_html(report),
         side.texts: texts_html(report),
         side.environment: environment_html(report),
