@@ -126,6 +126,17 @@ def test_a_permalink_opens_the_saved_comparison_with_its_markup_as_text(saved, m
             page.get_by_role("tab", name="Leaderboard").click()
             page.wait_for_selector("#al-board table")
             assert "target" in page.locator("#al-board").inner_text()
+            # delete one (no logins on this server, so anyone may)
+            page.get_by_role("tab", name="History").click()
+            doomed = reports[3]["saved"]["id"]
+            chosen = page.locator("#al-history-chosen input")
+            page.locator("#al-history-chosen").get_by_role("button").last.click()  # clear the choice
+            chosen.click()
+            chosen.fill(doomed)
+            page.keyboard.press("Enter")
+            page.get_by_role("button", name="Delete", exact=True).click()
+            page.get_by_text(f"Deleted {doomed}.").wait_for()
+            assert History(history_url).list().total == 3
         finally:
             browser.close()
 
