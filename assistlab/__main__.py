@@ -137,7 +137,8 @@ def format_table(data: dict) -> str:
     width = len(line(header))
     out = [f"[{title:-^{width - 2}}]", line(header), "  " + "-" * (width - 2)]
     out += [line(r) for r in rows]
-    out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, 95% bootstrap interval.")
+    out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, with the "
+               "order-statistic interval of that median at the level it has.")
     for entry in data["comparison"]:
         out.append("  " + speedup_sentence(entry, data["request"]["do_sample"]))
         if entry.get("predicted_speedup") is not None:

@@ -9,11 +9,11 @@ import dataclasses
 import time
 from collections.abc import Callable, Generator, Sequence
 
-from . import explain
+from . import explain, stats
 from .config import LIMITS, MODEL_STRATEGIES, SCHEDULES, ArmSpec, BenchRequest
 from .errors import InputError
 from .models import ModelStore
-from .report import Report
+from .report import Report, interval_phrase, level_words
 from .runner import Clock, Event, run_benchmark
 
 PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens")
@@ -108,30 +108,40 @@ def _median(point: dict) -> float | None:
 def summarize_sweep(report: dict, param: str = "num_assistant_tokens") -> dict:
     """Speedup per setting from a sweep's report dict, and the best setting named in one sentence.
 
-    The best is the highest median speedup; it is called clearly best only when its 95% interval lies
-    above every other setting's.
+    The best is the highest median speedup over plain. It is called clearly ahead only when, compared with
+    each other setting run by run (stats.compare_with_best: the ratio rival/best per repetition, Bonferroni
+    over the rivals), every interval lies above 1× and the comparisons together are at least 90% sure.
     """
-    points = [_point(entry, arm, param) for entry, arm in explain.paired_arms(report)]
-    measured = [p for p in points if _median(p) is not None]
+    pairs = [(_point(entry, arm, param), arm.get("latencies_s") or []) for entry, arm in explain.paired_arms(report)]
+    points = [p for p, _ in pairs]
+    measured = [(p, lat) for p, lat in pairs if _median(p) is not None]
     summary = {"param": param, "points": points, "best": None, "best_text": "No setting finished a repetition."}
     if not measured:
         return summary
-    best = max(measured, key=_median)
-    rivals = [p for p in measured if p is not best]
+    best, best_latencies = max(measured, key=lambda pair: _median(pair[0]))
+    rivals = [(p, lat) for p, lat in measured if p is not best]
     s = best["speedup"]
-    clearly = bool(rivals) and all(
-        s["ci_low"] is not None and (p["speedup"]["ci_high"] or 0.0) < s["ci_low"] for p in rivals
-    )
-    text = f"Best: {best['label']} at {s['median']:.2f}x (95% interval {s['ci_low']:.2f}-{s['ci_high']:.2f}x)"
+    versus = stats.compare_with_best(best_latencies, [lat for _, lat in rivals])
+    text = f"Best: {best['label']} at {s['median']:.2f}× over plain ({interval_phrase(s)})"
+    family = versus["family_level"]
     if not rivals:
         text += "."
-    elif clearly:
-        text += ", clearly ahead of every other setting."
+    elif versus["clear"]:
+        text += (f", clearly ahead of every other setting ({level_words(family)} sure of all "
+                 f"{len(rivals)} run-by-run comparisons together).")
+    elif family is None or family < stats.MIN_LEVEL:
+        runs = min((c["n"] for c in versus["comparisons"]), default=0)
+        text += (f"; {'one run' if runs <= 1 else f'{runs} runs'} of each setting {'is' if runs <= 1 else 'are'} "
+                 "too few to tell the settings apart.")
     else:
-        close = [p["label"] for p in rivals if (p["speedup"]["ci_high"] or 0.0) >= (s["ci_low"] or 0.0)]
-        text += f"; its interval overlaps {', '.join(close)}, so those are not clearly slower."
+        close = [p["label"] for (p, _), c in zip(rivals, versus["comparisons"]) if not c["ci_low"] > 1.0]
+        text += (f"; it is not clearly faster than {', '.join(close)} ({level_words(family)} sure of the "
+                 f"{len(rivals)} run-by-run comparisons together).")
     summary["best"] = {"arm": best["arm"], "label": best["label"], "value": best["value"],
-                       "schedule": best["schedule"], "speedup": s, "clear": clearly}
+                       "schedule": best["schedule"], "speedup": s, "clear": versus["clear"],
+                       "family_level": family,
+                       "versus": [{"arm": p["arm"], "label": p["label"], "speedup": c}
+                                  for (p, _), c in zip(rivals, versus["comparisons"])]}
     summary["best_text"] = text
     return summary
 

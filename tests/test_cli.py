@@ -46,8 +46,11 @@ def test_bench_writes_a_complete_report(models_dir, tmp_path):
     for arm in report["arms"][1:]:
         assert len(arm["drafted_tokens"]) == 2 and len(arm["accepted_tokens"]) == 2
     for entry in report["comparison"]:
-        assert set(entry["speedup"]) >= {"median", "ci_low", "ci_high"}
+        assert set(entry["speedup"]) >= {"median", "ci_low", "ci_high", "level", "n", "interval"}
+        # Two repetitions: a range of 2 runs at its true 50%, never a verdict.
+        assert (entry["speedup"]["level"], entry["speedup"]["interval"]) == (0.5, "range")
         assert set(entry) >= {"acceptance_rate", "outputs_identical", "first_difference"}
+    assert table.count("range of 2 runs") == 2 and "95%" not in table and "bootstrap" not in table
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 6 and {r["arm"] for r in rows} == {a["name"] for a in report["arms"]}
 
