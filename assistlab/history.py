@@ -46,6 +46,8 @@ MAX_PREVIEW_CHARS = 200
 MAX_PAGE_SIZE = 200
 BUSY_TIMEOUT_S = 5.0
 
+# Interval kinds a verdict may rest on: stats' exact order-statistic one, and the bootstrap of older reports.
+INTERVAL_KINDS = ("order-statistic", "bootstrap")
 ID_PATTERN = re.compile(r"^[0-9a-f]{16}$")
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._@:/+-]")
 
@@ -102,6 +104,7 @@ arms_table = sa.Table(
     sa.Column("ci_low", sa.Float),
     sa.Column("ci_high", sa.Float),
     sa.Column("ci_level", sa.Float),
+    sa.Column("ci_kind", sa.String(16)),
     sa.Column("n", sa.Integer, nullable=False),
     sa.Column("acceptance_rate", sa.Float),
     sa.Column("outputs_identical", sa.Boolean),
@@ -154,6 +157,7 @@ def _migration_2(conn: sa.Connection) -> None:
         sa.Column("ci_low", sa.Float),
         sa.Column("ci_high", sa.Float),
         sa.Column("ci_level", sa.Float),
+        sa.Column("ci_kind", sa.String(16)),
         sa.Column("n", sa.Integer, nullable=False),
         sa.Column("acceptance_rate", sa.Float),
         sa.Column("outputs_identical", sa.Boolean),
@@ -244,9 +248,11 @@ def arm_rows(report: dict) -> list[dict]:
         entry = by_name.get(arm.get("name")) or {}
         speed = entry.get("speedup") if isinstance(entry.get("speedup"), dict) else {}
         n = speed.get("n") if isinstance(speed.get("n"), int) else 0
-        level = _number(speed.get("level"))
-        if level is None and n > 1 and _number(speed.get("ci_low")) is not None:
-            level = 0.95
+        low, high, level = _number(speed.get("ci_low")), _number(speed.get("ci_high")), _number(speed.get("level"))
+        kind = speed.get("interval")
+        if kind is None:  # reports from before exact intervals: a 95% bootstrap interval when n > 1
+            kind, level = ("bootstrap", 0.95) if n > 1 and low is not None else ("none", None)
+        kind = clean_text(kind, 16)
         identical = entry.get("outputs_identical")
         rows.append({
             "arm_index": index,
@@ -255,9 +261,10 @@ def arm_rows(report: dict) -> list[dict]:
             "assistant": assistant,
             "setting": setting,
             "speedup": _number(speed.get("median")),
-            "ci_low": _number(speed.get("ci_low")) if n > 1 else None,
-            "ci_high": _number(speed.get("ci_high")) if n > 1 else None,
+            "ci_low": low if n > 1 else None,
+            "ci_high": high if n > 1 else None,
             "ci_level": level if n > 1 else None,
+            "ci_kind": kind,
             "n": n,
             "acceptance_rate": _number(entry.get("acceptance_rate")),
             "outputs_identical": identical if isinstance(identical, bool) else None,
@@ -463,6 +470,7 @@ class BoardRow:
     latest_low: float | None  # the interval of the latest comparison, at its stated level
     latest_high: float | None
     latest_level: float | None
+    latest_kind: str  # 'order-statistic' or 'bootstrap' (an interval), 'range' (too few runs for one), 'none'
     latest_n: int
     latest_at: datetime
     latest_id: str
@@ -801,10 +809,18 @@ def check_id(run_id: object) -> str:
     return text
 
 
+def has_interval(row) -> bool:
+    """True when an arm row's [ci_low, ci_high] is a real interval (not the range of a few runs)."""
+    return row["ci_kind"] in INTERVAL_KINDS and row["ci_low"] is not None and row["ci_high"] is not None
+
+
+def _is_faster(row) -> bool:
+    """Beaten plain: a real interval lying wholly above 1x."""
+    return has_interval(row) and row["ci_low"] > 1.0
+
+
 def build_board(rows: list) -> tuple[BoardSection, ...]:
     """Group arm rows (oldest first) by target, device and pairing; rank pairings by their median speedup."""
-    from .report import verdict
-
     groups: dict[tuple[str, str], dict[tuple, list]] = {}
     for r in rows:
         key = (r["strategy"], r["assistant"], r["setting"])
@@ -820,14 +836,11 @@ def build_board(rows: list) -> tuple[BoardSection, ...]:
             created = latest["created_at"]
             if created.tzinfo is None:
                 created = created.replace(tzinfo=timezone.utc)
-            faster = sum(
-                verdict({"median": t["speedup"], "ci_low": t["ci_low"], "ci_high": t["ci_high"], "n": t["n"]}) == "faster"
-                for t in tried
-            )
+            faster = sum(_is_faster(t) for t in tried)
             board.append(BoardRow(
                 label=latest["label"], strategy=strategy, assistant=assistant, setting=setting, speedup=median,
                 comparisons=len(tried), latest_low=latest["ci_low"], latest_high=latest["ci_high"],
-                latest_level=latest["ci_level"], latest_n=latest["n"], latest_at=created, latest_id=latest["id"],
+                latest_level=latest["ci_level"], latest_kind=latest["ci_kind"] or "none", latest_n=latest["n"], latest_at=created, latest_id=latest["id"],
                 faster=faster,
             ))
         board.sort(key=lambda b: (-b.speedup, -b.comparisons, b.label))

@@ -7,6 +7,7 @@ import json
 import sys
 
 from . import history
+from .history_html import interval_words
 
 
 def add_parser(sub) -> None:
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace, store: history.History | None = None) -> int:
             print(f"\n{section.target} on {section.device_name}: {section.note}")
             rows = [
                 [str(rank), r.label, _speed(r.speedup), str(r.comparisons),
-                 "-" if r.latest_low is None else f"{r.latest_low:.2f}-{r.latest_high:.2f}x ({(r.latest_level or 0.95):.0%})",
+                 interval_words(r.latest_kind, r.latest_low, r.latest_high, r.latest_level, r.latest_n),
                  f"{r.latest_at:%Y-%m-%d}", r.latest_id]
                 for rank, r in enumerate(section.rows, 1)
             ]

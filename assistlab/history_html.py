@@ -10,7 +10,7 @@ import html
 import re
 from urllib.parse import quote
 
-from .history import BoardSection, Entry, Page, check_id
+from .history import INTERVAL_KINDS, BoardSection, Entry, Page, check_id
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
@@ -29,13 +29,17 @@ def permalink(run_id: str, base: str = "") -> str:
     return f"{base}?run={quote(check_id(run_id))}"
 
 
-def _speed(median: float | None, low: float | None = None, high: float | None = None, level: float | None = None) -> str:
-    if median is None:
+def _speed(median: float | None) -> str:
+    return "–" if median is None else f"{median:.2f}×"
+
+
+def interval_words(kind: str, low: float | None, high: float | None, level: float | None, n: int) -> str:
+    """'95.8% interval 1.12–1.21× (n=10)', 'range of 2 runs 0.9–1.3×', or '–' (plain text)."""
+    if low is None or high is None:
         return "–"
-    text = f"{median:.2f}×"
-    if low is not None and high is not None:
-        text += f' <span class="al-sub">({(level or 0.95):.0%} interval {low:.2f}–{high:.2f}×)</span>'
-    return text
+    if kind in INTERVAL_KINDS:
+        return f"{(level or 0.95):.1%} interval {low:.2f}–{high:.2f}× (n={n})"
+    return f"range of {n} runs {low:.2f}–{high:.2f}× (too few for an interval)"
 
 
 def _when(entry_time) -> str:
@@ -88,9 +92,7 @@ def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
     for section in sections:
         rows = []
         for rank, row in enumerate(section.rows, 1):
-            latest = _speed(None) if row.latest_low is None else (
-                f"{(row.latest_level or 0.95):.0%}: {row.latest_low:.2f}–{row.latest_high:.2f}× (n={row.latest_n})"
-            )
+            latest = interval_words(row.latest_kind, row.latest_low, row.latest_high, row.latest_level, row.latest_n)
             cells = (
                 str(rank), escape(row.label), f"{row.speedup:.2f}×", str(row.comparisons), escape(latest),
                 escape(_when(row.latest_at)),
@@ -105,6 +107,7 @@ def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
         )
     parts.append(
         '<p class="al-sub">Speedup: the median, over the comparisons that tried a pairing, of each one\'s median '
-        "speedup over plain. The interval is the latest comparison's own, at its stated level.</p>"
+        "speedup over plain. The interval is the latest comparison's own, at its true level; a pairing has beaten "
+        "plain where some comparison's interval lies wholly above 1×.</p>"
     )
     return "".join(parts)

@@ -78,15 +78,17 @@ def minimal_report(target="org/target", arms=(("org/draft", 1.5, 1.2, 1.7),), *,
     """A report with just the fields the history reads: arms (assistant, median, low, high) against plain."""
     report_arms = [{"name": "plain", "strategy": "plain", "spec": None, "new_tokens": [16] * n}]
     comparison = []
-    for i, (assistant, median, low, high) in enumerate(arms):
+    for i, (assistant, median, low, high, *kind) in enumerate(arms):
         name = f"arm {i}"
         strategy = "assistant" if assistant else "prompt-lookup"
         spec = {"assistant": assistant, "num_assistant_tokens": 5, "prompt_lookup_num_tokens": 10,
                 "num_assistant_tokens_schedule": "constant", "assistant_confidence_threshold": None,
                 "early_exit_layer": None}
         report_arms.append({"name": name, "strategy": strategy, "spec": spec, "new_tokens": [16] * n})
-        comparison.append({"arm": name, "speedup": {"median": median, "ci_low": low, "ci_high": high, "n": n},
-                           "acceptance_rate": 0.5, "outputs_identical": True})
+        speed = {"median": median, "ci_low": low, "ci_high": high, "n": n}
+        if kind:  # as stats.median_interval says it: (interval kind, true level)
+            speed.update(interval=kind[0], level=kind[1])
+        comparison.append({"arm": name, "speedup": speed, "acceptance_rate": 0.5, "outputs_identical": True})
     env = {"device": device, "dtype": "float32", "cpu_model": "Test CPU", "assistlab": "0.1", "transformers": "5.23.0",
            "models": {}}
     if gpu:
@@ -122,7 +124,9 @@ def test_real_report_round_trips_with_its_columns(db, real_report):
         assert row.speedup == pytest.approx(comp["speedup"]["median"])
         assert row.latest_low == pytest.approx(comp["speedup"]["ci_low"])
         assert row.latest_high == pytest.approx(comp["speedup"]["ci_high"])
-        assert row.latest_level == 0.95 and row.latest_n == 2 and row.comparisons == 1
+        assert row.latest_level == pytest.approx(comp["speedup"]["level"]) and row.latest_n == 2 and row.comparisons == 1
+        assert row.latest_kind == comp["speedup"]["interval"] == "range"  # two runs: a range, not an interval
+        assert row.faster == 0
     assert by_strategy["assistant"].label == "assistant: assistant-same (k=5)"
     assert by_strategy["prompt-lookup"].label == "prompt-lookup (k=3)"
 
@@ -274,8 +278,17 @@ def test_leaderboard_ranks_pairings_per_target_and_device(db):
     last_a = save("org/big", (("org/a", 1.4, 1.2, 1.6), ("org/c", 1.6, 0.8, 2.0)), 2)
     save("org/big", (("org/a", 0.9, 0.8, 1.0),), 3, device="cuda", gpu="NVIDIA H200")
     save("org/slow", (("org/a", 0.8, 0.7, 0.9), (None, 1.05, 0.95, 1.1)), 4)
+    # a range of two runs wholly above 1x is too few to say it beat plain; a 96.1% interval above 1x is enough
+    save("org/new", (("org/a", 1.5, 1.4, 1.6, "range", 0.5),), 5, n=2)
+    save("org/sure", (("org/a", 1.3, 1.1, 1.4, "order-statistic", 0.961),), 6, n=9)
     sections = {(s.target, s.device_name): s for s in db.leaderboard()}
-    assert set(sections) == {("org/big", "cpu: Test CPU"), ("org/big", "cuda: NVIDIA H200"), ("org/slow", "cpu: Test CPU")}
+    assert set(sections) == {("org/big", "cpu: Test CPU"), ("org/big", "cuda: NVIDIA H200"), ("org/slow", "cpu: Test CPU"),
+                             ("org/new", "cpu: Test CPU"), ("org/sure", "cpu: Test CPU")}
+    assert not sections[("org/new", "cpu: Test CPU")].beaten
+    assert sections[("org/sure", "cpu: Test CPU")].beaten
+    assert sections[("org/sure", "cpu: Test CPU")].rows[0].latest_level == 0.961
+    words = history_html.board_html(db.leaderboard(target="org/new")) + history_html.board_html(db.leaderboard(target="sure"))
+    assert "range of 2 runs 1.40–1.60×" in words and "96.1% interval 1.10–1.40× (n=9)" in words
     cpu = sections[("org/big", "cpu: Test CPU")]
     assert [(r.assistant, r.speedup, r.comparisons) for r in cpu.rows] == [
         ("org/c", 1.6, 1), ("org/a", 1.4, 3), ("org/b", 1.1, 1)
