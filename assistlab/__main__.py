@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from . import __version__, bundled, catalog
+from . import __version__, bundled, catalog, history_cli
 from .config import (
     DEFAULT_MAX_TIME_S,
     DEFAULT_PROMPT,
@@ -91,9 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", type=Path, default=None, help="write the report as JSON here")
     bench.add_argument("--csv", type=Path, default=None, help="write one row per run as CSV here")
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    bench.add_argument("--save", action="store_true", help="keep the result in the history (see the history command)")
 
     sub.add_parser("presets", help="list the preset model pairs")
     sub.add_parser("prepare", help="convert the bundled models once (otherwise done on first use)")
+    history_cli.add_parser(sub)
     return parser
 
 
@@ -273,6 +275,8 @@ def _bench(args: argparse.Namespace) -> int:
                 path.write_text(text)
             except OSError as exc:
                 raise InputError(f"Cannot write {str(path)!r}: {exc.strerror}.") from None
+    if args.save:
+        history_cli.save_report(data)
     return 0
 
 
@@ -288,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
             for name in bundled.BUNDLED:
                 print(bundled.ensure_converted(bundled.PREFIX + name, progress=print))
             return 0
+        if args.command == "history":
+            return history_cli.run(args)
         return _bench(args)
     except AssistLabError as exc:
         sys.stderr.write(f"error: {exc}\n")
