@@ -11,6 +11,10 @@ from .errors import InputError
 STRATEGIES = ("auto", "assistant", "universal", "prompt-lookup", "early-exit")
 # Strategies that need a second model.
 MODEL_STRATEGIES = ("auto", "assistant", "universal")
+# Drafters transformers ships beside the classic paths; assistlab/drafters.py picks and checks them.
+DRAFTER_STRATEGIES = ("gemma4-assistant", "mtp", "dflash")
+STRATEGIES = (*STRATEGIES, *DRAFTER_STRATEGIES)
+MODEL_STRATEGIES = (*MODEL_STRATEGIES, "gemma4-assistant", "dflash")
 SCHEDULES = ("constant", "heuristic", "heuristic_transient")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -24,7 +28,16 @@ LIMITS = {
     "num_assistant_tokens": 64,
     "prompt_lookup_num_tokens": 64,
     "arms": 8,
+    "max_time_s": 3600,
 }
+
+# prompt_lookup_num_tokens has no transformers default (generate() only looks up when it is given), so
+# AssistLab chooses one; every other drafting knob left unset takes transformers' own default at run time.
+PROMPT_LOOKUP_DEFAULT = 10
+# A precision target is judged only from this many repetitions on (fewer give no interval worth the name).
+MIN_PRECISION_REPEATS = 5
+# The time budget for the timed repetitions when a precision target is given without one.
+DEFAULT_MAX_TIME_S = 300.0
 
 # Defaults that finish quickly on a CPU; on CUDA the reference benchmark's 256 tokens.
 CPU_DEFAULTS = {"max_new_tokens": 64, "repeats": 3, "warmup": 1}
@@ -56,6 +69,19 @@ def _as_int(name: str, value: object, low: int, high: int) -> int:
     return value
 
 
+def _as_float(name: str, value: object) -> float:
+    """Coerce a user value to a finite float or raise a message naming the field."""
+    if isinstance(value, bool):
+        raise InputError(f"{name} must be a number, not {value!r}.")
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a number, got {value!r}.") from None
+    if not math.isfinite(number):
+        raise InputError(f"{name} must be a finite number, got {value!r}.")
+    return number
+
+
 def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise InputError(f"{name} must be one of {', '.join(choices)}; got {value!r}.")
@@ -64,30 +90,31 @@ def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
 
 @dataclass(frozen=True)
 class ArmSpec:
-    """One assisted arm: how candidate tokens are drafted for the target to verify."""
+    """One assisted arm: how candidate tokens are drafted for the target to verify.
+
+    A drafting knob left at None takes transformers' default for `generate(assistant_model=...)` (read from
+    transformers at run time, see strategies.drafting_settings); prompt_lookup_num_tokens, which transformers
+    has no default for, takes PROMPT_LOOKUP_DEFAULT.
+    """
 
     strategy: str = "auto"
     assistant: str | None = None
-    num_assistant_tokens: int = 5
-    num_assistant_tokens_schedule: str = "constant"
+    num_assistant_tokens: int | None = None
+    num_assistant_tokens_schedule: str | None = None
     assistant_confidence_threshold: float | None = None
-    prompt_lookup_num_tokens: int = 10
+    prompt_lookup_num_tokens: int | None = None
     early_exit_layer: int | None = None
+    # In (0, 1): ensemble verification, which makes the arm lossy (see drafters.py). None keeps it lossless.
+    assistant_ensemble_weight: float | None = None
 
     def __post_init__(self) -> None:
         _choice("strategy", self.strategy, STRATEGIES)
-        _choice("num_assistant_tokens_schedule", self.num_assistant_tokens_schedule, SCHEDULES)
-        object.__setattr__(
-            self,
-            "num_assistant_tokens",
-            _as_int("num_assistant_tokens", self.num_assistant_tokens, 1, LIMITS["num_assistant_tokens"]),
-        )
-        object.__setattr__(
-            self,
-            "prompt_lookup_num_tokens",
-            _as_int("prompt_lookup_num_tokens", self.prompt_lookup_num_tokens, 1, LIMITS["prompt_lookup_num_tokens"]),
-        )
-        if self.strategy in MODEL_STRATEGIES:
+        if self.num_assistant_tokens_schedule is not None:
+            _choice("num_assistant_tokens_schedule", self.num_assistant_tokens_schedule, SCHEDULES)
+        for name in ("num_assistant_tokens", "prompt_lookup_num_tokens"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _as_int(name, getattr(self, name), 1, LIMITS[name]))
+        if self.strategy in MODEL_STRATEGIES and not (self.strategy == "auto" and not self.assistant):
             if not self.assistant or not str(self.assistant).strip():
                 raise InputError(f"The {self.strategy!r} strategy needs an assistant model; choose one or use prompt-lookup.")
             object.__setattr__(self, "assistant", str(self.assistant).strip())
@@ -101,6 +128,8 @@ class ArmSpec:
             object.__setattr__(self, "early_exit_layer", None)
         threshold = self.assistant_confidence_threshold
         if threshold is not None:
+            if isinstance(threshold, bool):
+                raise InputError(f"assistant_confidence_threshold must be a number, got {threshold!r}.")
             try:
                 threshold = float(threshold)
             except (TypeError, ValueError):
@@ -108,12 +137,26 @@ class ArmSpec:
             if not 0.0 <= threshold < 1.0:
                 raise InputError(f"assistant_confidence_threshold must be in [0, 1), got {threshold}.")
             object.__setattr__(self, "assistant_confidence_threshold", threshold)
+        object.__setattr__(
+            self, "assistant_ensemble_weight", _ensemble_weight(self.strategy, self.assistant_ensemble_weight)
+        )
+
+    @property
+    def lookup_tokens(self) -> int:
+        """prompt_lookup_num_tokens as it will run: the one given, else AssistLab's default."""
+        return self.prompt_lookup_num_tokens if self.prompt_lookup_num_tokens is not None else PROMPT_LOOKUP_DEFAULT
 
     @property
     def label(self) -> str:
-        """A short, unique-enough name for charts and tables."""
+        """A short, unique-enough name for charts and tables; says when transformers' defaults apply."""
+        if (
+            self.strategy in DRAFTER_STRATEGIES
+            or self.assistant_ensemble_weight is not None
+            or (self.strategy == "auto" and not self.assistant)
+        ):
+            return _drafter_label(self)
         if self.strategy == "prompt-lookup":
-            return f"prompt-lookup (k={self.prompt_lookup_num_tokens})"
+            return f"prompt-lookup (k={self.lookup_tokens})"
         if self.strategy == "early-exit":
             return f"early-exit (layer {self.early_exit_layer}, {self._draft_label})"
         short = str(self.assistant).rstrip("/").split("/")[-1].split(":")[-1]
@@ -121,15 +164,66 @@ class ArmSpec:
 
     @property
     def _draft_label(self) -> str:
-        label = f"k={self.num_assistant_tokens}"
-        if self.num_assistant_tokens_schedule != "constant":
-            label += f", {self.num_assistant_tokens_schedule}"
-        if self.assistant_confidence_threshold:
-            label += f", threshold {self.assistant_confidence_threshold:g}"
-        return label
+        """Only the knobs someone set; none set reads 'transformers defaults'."""
+        parts = []
+        if self.num_assistant_tokens is not None:
+            parts.append(f"k={self.num_assistant_tokens}")
+        if self.num_assistant_tokens_schedule is not None and (
+            self.num_assistant_tokens_schedule != "constant" or self.num_assistant_tokens is None
+        ):
+            parts.append(self.num_assistant_tokens_schedule)
+        if self.assistant_confidence_threshold is not None:
+            parts.append(f"threshold {self.assistant_confidence_threshold:g}")
+        return ", ".join(parts) if parts else "transformers defaults"
+
+    @property
+    def uses_transformers_defaults(self) -> bool:
+        """True when no drafting knob is set, so the arm runs what generate() does by default."""
+        return (self.num_assistant_tokens, self.num_assistant_tokens_schedule, self.assistant_confidence_threshold) == (
+            None, None, None
+        )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def _ensemble_weight(strategy: str, value: object) -> float | None:
+    """None, or a weight strictly between 0 and 1 on a path whose drafts carry probabilities."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        weight = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"assistant_ensemble_weight must be a number between 0 and 1, got {value!r}.") from None
+    if not 0.0 < weight < 1.0:
+        raise InputError(
+            f"assistant_ensemble_weight must be strictly between 0 and 1 (leave it empty for lossless "
+            f"verification), got {weight:g}."
+        )
+    if strategy == "prompt-lookup":
+        raise InputError(
+            "Prompt lookup proposes tokens without probabilities, so ensemble verification has nothing to mix; "
+            "leave assistant_ensemble_weight empty, or use it with an assistant, early-exit, mtp or dflash arm."
+        )
+    return weight
+
+
+def _drafter_label(spec: ArmSpec) -> str:
+    """Labels for the drafters paths, an 'auto' arm with no assistant, and the ensemble mark on any path."""
+    if spec.assistant_ensemble_weight is not None:
+        plain = dataclasses.replace(spec, assistant_ensemble_weight=None).label
+        head, _, tail = plain.rpartition(")")
+        return f"{head}, ensemble w={spec.assistant_ensemble_weight:g}){tail}" if head else (
+            f"{plain} (ensemble w={spec.assistant_ensemble_weight:g})"
+        )
+    if spec.strategy == "mtp":
+        return "mtp (target's own MTP layers)"
+    if spec.strategy == "auto" and not spec.assistant:
+        return "auto (no assistant)"
+    short = str(spec.assistant).rstrip("/").split("/")[-1].split(":")[-1]
+    if spec.strategy == "dflash":
+        return f"dflash: {short} (block from the draft model)"
+    return f"{spec.strategy}: {short} ({spec._draft_label})"
 
 
 @dataclass(frozen=True)
@@ -137,6 +231,10 @@ class BenchRequest:
     """A whole comparison: the target, its assisted arms, the prompt and how to time it.
 
     `max_new_tokens`, `repeats` and `warmup` may be None, meaning the device default (see `resolved`).
+    With `precision` (a relative half-width, 0.05 for ±5%) repetitions continue until every assisted arm's
+    speedup interval lies within ±precision of its median, `max_time_s` of timed repetitions is spent, or
+    `repeats` repetitions are done (then the most, not a fixed count; LIMITS['repeats'] when unset).
+    Without it `repeats` is a fixed count, and `max_time_s`, when given, may end the runs sooner.
     """
 
     target: str
@@ -152,6 +250,8 @@ class BenchRequest:
     device: str = "auto"
     dtype: str = "auto"
     device_map_auto: bool = False
+    precision: float | None = None
+    max_time_s: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, str) or not self.target.strip():
@@ -176,6 +276,20 @@ class BenchRequest:
             if value is not None:
                 object.__setattr__(self, name, _as_int(name, value, low, LIMITS[name]))
         object.__setattr__(self, "seed", _as_int("seed", self.seed, 0, 2**31 - 1))
+        if self.precision is not None:
+            value = _as_float("precision", self.precision)
+            if not 0.0 < value < 1.0:
+                raise InputError(
+                    f"precision is a relative half-width between 0 and 1 (0.05 means ±5%), got {value:g}."
+                )
+            object.__setattr__(self, "precision", value)
+        if self.max_time_s is not None:
+            value = _as_float("max_time_s", self.max_time_s)
+            if not 0.0 < value <= LIMITS["max_time_s"]:
+                raise InputError(
+                    f"max_time_s must be more than 0 and at most {LIMITS['max_time_s']} seconds, got {value:g}."
+                )
+            object.__setattr__(self, "max_time_s", value)
         _choice("device", self.device, DEVICES)
         _choice("dtype", self.dtype, DTYPES)
         for name in ("do_sample", "fixed_length", "chat_template", "device_map_auto"):
@@ -183,10 +297,21 @@ class BenchRequest:
                 raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}.")
 
     def resolved(self, device_type: str) -> BenchRequest:
-        """The same request with device defaults filled in (`device_type` is 'cpu' or 'cuda')."""
-        defaults = CUDA_DEFAULTS if device_type == "cuda" else CPU_DEFAULTS
+        """The same request with device defaults filled in (`device_type` is 'cpu' or 'cuda').
+
+        With a precision target, unset `repeats` becomes the most allowed and unset `max_time_s` the default
+        budget, so the target, not a guess, decides how many repetitions run.
+        """
+        defaults = dict(CUDA_DEFAULTS if device_type == "cuda" else CPU_DEFAULTS)
+        if self.precision is not None:
+            defaults.update(repeats=LIMITS["repeats"], max_time_s=DEFAULT_MAX_TIME_S)
         changes = {k: v for k, v in defaults.items() if getattr(self, k) is None}
         return dataclasses.replace(self, **changes) if changes else self
+
+    @property
+    def stopping_rule(self) -> str:
+        """'precision' when a precision target decides the repetitions, else 'fixed'."""
+        return "fixed" if self.precision is None else "precision"
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
@@ -214,6 +339,6 @@ def assisted_arms(
         arms = [ArmSpec(strategy, early_exit_layer=early_exit_layer, **knobs)]
         arms += [ArmSpec("auto", a, **knobs) for a in assistants]
     if also_prompt_lookup and strategy != "prompt-lookup":
-        lookup = knobs.get("prompt_lookup_num_tokens", ArmSpec.prompt_lookup_num_tokens)
+        lookup = knobs.get("prompt_lookup_num_tokens")
         arms.append(ArmSpec("prompt-lookup", prompt_lookup_num_tokens=lookup))
     return tuple(arms)

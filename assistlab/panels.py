@@ -11,8 +11,10 @@ import re
 import unicodedata
 
 from . import __version__, charts
+from .drafters import LOSSY_MARK, LOSSY_TRADE
+from .report import interval_cell, level_words
 from .runner import Event
-from .stats import spread_is_wide
+from .stats import MIN_LEVEL, spread_is_wide
 
 # Plain words for every symbol and abbreviation the page shows: a hover where each appears, and a small
 # "What do these words mean?" list beside the tables that use them.
@@ -59,8 +61,8 @@ WHY_FOOTNOTE = (
     "α counts only the drafted tokens the target judged (up to the first rejection), so it is higher than the "
     "share of drafted tokens accepted."
 )
-RANKING_HEAD = ("Rank", "Arm", "Speedup (95% interval)", "Accepted", "c", "α", "Predicted", "What limits it")
-RANKING_TERMS = {"Speedup (95% interval)": "speedup", "Accepted": "accepted", "c": "c", "α": "alpha"}
+RANKING_HEAD = ("Rank", "Arm", "Speedup (interval, its level)", "Accepted", "c", "α", "Predicted", "What limits it")
+RANKING_TERMS = {"Speedup (interval, its level)": "speedup", "Accepted": "accepted", "c": "c", "α": "alpha"}
 PLAIN_ROW_NOTE = "The target model on its own: the baseline every arm is compared with."
 
 
@@ -160,9 +162,12 @@ def headline_html(report: dict) -> str:
     arm_names = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
     lead = charts.lead_sentence(report)
     parts = [f'<p class="al-lead" id="al-lead">{html.escape(lead)}</p>'] if lead else []
+    warned = {w["message"] for w in report.get("warnings") or []}
     for line in lines:
         index = next((i for name, i in arm_names.items() if i and line.startswith(name + " ")), None)
-        if index is not None:
+        if line in warned:  # beside the verdict, marked so a reader cannot miss it
+            parts.append(f'<p class="al-warning" role="alert">⚠ {html.escape(line)}</p>')
+        elif index is not None:
             parts.append(f'<p class="al-arm">{_dot(index)}{html.escape(line)}</p>')
         else:
             parts.append(f'<p class="al-note">{html.escape(line)}</p>')
@@ -184,7 +189,7 @@ def numbers_html(report: dict) -> str:
     """Per-arm numbers, all read from the report: medians first, spread flagged when wide."""
     by_name = {c["arm"]: c for c in report.get("comparison", [])}
     head = ["Arm", f"Median latency ({term('iqr', 'IQR')})", "Tokens/s", term("ttft", "First token"),
-            f"{term('speedup', 'Speedup')} (95% interval)", term("accepted", "Accepted"),
+            f"{term('speedup', 'Speedup')} (interval, its level)", term("accepted", "Accepted"),
             term("per_pass", "Tokens per pass"), "Runs"]
     rows = []
     for i, arm in enumerate(report.get("arms", [])):
@@ -194,10 +199,8 @@ def numbers_html(report: dict) -> str:
         s = comp.get("speedup") or {}
         if s.get("median") is None:
             speed = "1× (baseline)" if arm["strategy"] == "plain" else "–"
-        elif s.get("n", 0) > 1:
-            speed = f"{s['median']:.2f}× ({s['ci_low']:.2f}–{s['ci_high']:.2f}×)"
         else:
-            speed = f"{s['median']:.2f}×"
+            speed = f"{s['median']:.2f}×" + (f" ({interval_cell(s)})" if interval_cell(s) else "")
         latency = _fmt(lat["median"], ".3f", " s")
         if lat["n"]:
             wide = spread_is_wide(lat)
@@ -336,12 +339,12 @@ def prompt_note_html(report: dict) -> str:
 # ---------------------------------------------------------------- why: the cost model, the ranking, the sweep
 
 
-def _speed_cell(low, median, high, n=2) -> str:
+def _speed_cell(median, speedup: dict) -> str:
+    """The median, then its interval with the level it has (or 'range of n runs'), from report.interval_cell."""
     if median is None:
         return "–"
-    if n > 1 and low is not None and high is not None:
-        return f"{median:.2f}× <span class=\"al-sub\">({low:.2f}–{high:.2f}×)</span>"
-    return f"{median:.2f}×"
+    interval = interval_cell(speedup)
+    return f"{median:.2f}× <span class=\"al-sub\">({html.escape(interval)})</span>" if interval else f"{median:.2f}×"
 
 
 def why_html(report: dict) -> str:
@@ -359,7 +362,7 @@ def why_html(report: dict) -> str:
             cards.append(f'<div class="al-why-card">{title}<p class="al-limit">Failed: {html.escape(arm["error"])}'
                          f"</p></div>")
             continue
-        measured = _speed_cell(s.get("ci_low"), s.get("median"), s.get("ci_high"), s.get("n", 0))
+        measured = _speed_cell(s.get("median"), s)
         predicted = _fmt(comp.get("predicted_speedup"), ".2f", "×")
         rows = "".join(
             f"<tr><th>{term(key, symbol)}</th><td>{_fmt(comp.get(key), pattern)}</td><td>{meaning}</td></tr>"
@@ -410,6 +413,21 @@ def _ranked_with_plain(rows: list[dict]) -> list[dict]:
     return shown
 
 
+def _ranking_note(rows: list[dict]) -> str:
+    """Whether the first-ranked arm is really ahead, from rank_arms' run-by-run comparisons (Bonferroni)."""
+    ranked = [r for r in rows if r.get("rank") is not None]
+    if len(ranked) < 2:
+        return ""
+    first, rest, family = ranked[0], ranked[1:], ranked[0].get("family_level")
+    together = f"{level_words(family)} sure of the {len(rest)} run-by-run comparisons together" if family else ""
+    if first.get("clearly_first"):
+        return f"{first['arm']} is clearly ahead of every other arm ({together})."
+    if family is None or family < MIN_LEVEL:
+        return "Ranked by median only: too few runs to be sure of this order."
+    close = [r["arm"] for r in rest if not ((r.get("behind_first") or {}).get("ci_low") or 0.0) > 1.0]
+    return f"Ranked by median; {first['arm']} is not clearly ahead of {', '.join(close)} ({together})."
+
+
 def ranking_html(report: dict) -> str:
     """The arms fastest first, plain among them, with the numbers that explain the order; two or more assisted."""
     rows = report.get("ranking") or []
@@ -427,10 +445,12 @@ def ranking_html(report: dict) -> str:
         name = html.escape(row["arm"])
         if row.get("error"):
             name += ' <span class="al-badge al-failed-badge">failed</span>'
+        if row.get("lossless") is False and LOSSY_MARK not in row["arm"]:
+            name += f' <span class="al-badge al-lossy-badge">{html.escape(LOSSY_MARK)}</span>'
         cells = [
             rank,
             f"{_dot(colour.get(row['arm'], 0))}{name}",
-            _speed_cell(row.get("ci_low"), row.get("speedup"), row.get("ci_high")),
+            _speed_cell(row.get("speedup"), row),
             _fmt(row.get("acceptance_rate"), ".0%"),
             _fmt(row.get("c"), ".2f"),
             _fmt(row.get("alpha"), ".2f"),
@@ -443,8 +463,16 @@ def ranking_html(report: dict) -> str:
     )
     return (
         '<div class="al-wrap"><h4 class="al-h">Ranking</h4><table class="al-table al-ranking" id="al-ranking">'
-        f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+        f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+        f'<p class="al-sub" id="al-ranking-note">{html.escape(_ranking_note(rows))}</p>{_lossy_note(rows)}</div>'
     )
+
+
+def _lossy_note(rows: list[dict]) -> str:
+    """The trade in one sentence, under a table that holds a lossy arm."""
+    if not any(row.get("lossless") is False for row in rows):
+        return ""
+    return f'<p class="al-sub al-lossy-note" id="al-lossy-note">{html.escape(LOSSY_TRADE)}</p>'
 
 
 def sweep_html(report: dict) -> str:
@@ -460,10 +488,10 @@ def sweep_html(report: dict) -> str:
         label = html.escape(p["label"]) + (' <span class="al-badge al-same">best</span>' if p["arm"] == best else "")
         if p.get("error"):
             label += ' <span class="al-badge al-failed-badge">failed</span>'
-        cells = [label, _speed_cell(s.get("ci_low"), s.get("median"), s.get("ci_high"), s.get("n", 0)),
+        cells = [label, _speed_cell(s.get("median"), s),
                  _fmt(p.get("acceptance_rate"), ".0%"), _fmt(p.get("predicted_speedup"), ".2f", "×")]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("Setting", "Speedup (95% interval)", "Accepted", "Predicted"))
+    head = "".join(f"<th>{h}</th>" for h in ("Setting", "Speedup (interval, its level)", "Accepted", "Predicted"))
     status = report.get("status")
     lead = summary.get("best_text", "") if status != "running" else f"So far: {summary.get('best_text', '')}"
     return (

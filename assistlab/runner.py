@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
+import gc
 import logging
 import time
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from . import bundled, catalog, explain
+from . import bundled, catalog, contention, explain, hooks, stats
 from . import models as models_mod
 from . import report as report_mod
-from . import strategies
-from .config import CONTINUATION_PROMPT, MODEL_STRATEGIES, BenchRequest
+from . import drafters, strategies
+from .config import CONTINUATION_PROMPT, DRAFTER_STRATEGIES, MIN_PRECISION_REPEATS, MODEL_STRATEGIES, BenchRequest
 from .errors import AssistLabError, InputError, ResourceError
 from .models import LoadedModel, ModelStore
 from .report import ArmInfo, Report, RunRecord
@@ -140,36 +143,6 @@ class StepStreamer(BaseStreamer):
         pass
 
 
-@contextlib.contextmanager
-def observe_drafts(model) -> Iterator[tuple[list[int], list[int]]]:
-    """Count drafted and accepted tokens per verification step without changing what is generated.
-
-    transformers calls `update_candidate_strategy(input_ids, scores, num_matches)` once per step on its
-    candidate generator; `scores` holds one row per candidate plus the bonus token, in target tokens.
-    """
-    drafted: list[int] = []
-    accepted: list[int] = []
-    original = model._get_candidate_generator
-
-    def wrapped(*args, **kwargs):
-        generator = original(*args, **kwargs)
-        update = generator.update_candidate_strategy
-
-        def counting_update(input_ids, scores, num_matches):
-            drafted.append(int(scores.shape[1]) - 1)
-            accepted.append(int(num_matches))
-            return update(input_ids, scores, num_matches)
-
-        generator.update_candidate_strategy = counting_update
-        return generator
-
-    model._get_candidate_generator = wrapped
-    try:
-        yield drafted, accepted
-    finally:
-        del model._get_candidate_generator  # the instance attribute; the class method shows through again
-
-
 def _memory_now(device: torch.device) -> int:
     if device.type == "cuda":
         return sum(int(torch.cuda.max_memory_allocated(i)) for i in range(torch.cuda.device_count()))
@@ -197,25 +170,52 @@ class Timed:
     wall_window: tuple[float, float]  # Unix times around the call, to show that no two runs overlapped
 
 
-def timed_generate(target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock, assisted: bool) -> Timed:
-    """One generate() call between two clock readings, with the GPU drained before each."""
+def timed_generate(
+    target: LoadedModel,
+    inputs: dict,
+    kwargs: dict,
+    clock: Clock,
+    assisted: bool,
+    monitor: contention.Monitor | None = None,
+) -> Timed:
+    """One generate() call between two clock readings, with the GPU drained before each.
+
+    The garbage collector is collected before and paused during the call, so a collection never lands
+    inside one arm's timing. `monitor`, when given, notes what other processes used during the call. An
+    assisted run goes through its own proxy of the model (see hooks), so its draft counts are its own even
+    when another run uses the same cached model.
+    """
     model, device = target.model, target.device
     cuda = device.type == "cuda"
     if cuda:
         models_mod.synchronize_all()
         for i in range(torch.cuda.device_count()):
             torch.cuda.reset_peak_memory_stats(i)
-    observer = observe_drafts(model) if assisted else contextlib.nullcontext(([], []))
-    with observer as (drafted, accepted), torch.inference_mode():
+    counted = hooks.instrumented(model) if assisted else contextlib.nullcontext((model, hooks.DraftTrace()))
+    watched = monitor.window() if monitor is not None else contextlib.nullcontext()
+    with counted as (runnable, trace), torch.inference_mode(), _collector_paused(), watched:
         wall_start = time.time()
         start = clock()
         streamer = StepStreamer(clock, start)
-        output = model.generate(**inputs, **kwargs, streamer=streamer)
+        output = runnable.generate(**inputs, **kwargs, streamer=streamer)
         if cuda:
             models_mod.synchronize_all()
         latency = clock() - start
         wall_end = time.time()
-    return Timed(latency, streamer, drafted, accepted, output, _memory_now(device), (wall_start, wall_end))
+    return Timed(latency, streamer, trace.drafted, trace.accepted, output, _memory_now(device), (wall_start, wall_end))
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """gc.collect(), then no automatic collection until the block ends; the previous state comes back."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def uses_chat_template(request: BenchRequest, target: LoadedModel) -> bool:
@@ -240,7 +240,7 @@ def prompt_note(request: BenchRequest, target: LoadedModel) -> str | None:
 def encode_prompt(request: BenchRequest, target: LoadedModel) -> dict:
     """Token ids for the prompt: through the chat template when asked for and the target has one."""
     tok = target.tokenizer
-    if uses_chat_template(request, target):
+    if request.chat_template and getattr(tok, "chat_template", None):
         encoded = tok.apply_chat_template(
             [{"role": "user", "content": request.prompt}],
             add_generation_prompt=True,
@@ -269,10 +269,46 @@ class _Failure:
     oom: bool
 
 
-def _attempt(target: LoadedModel, inputs: dict, arm: _Arm, clock: Clock) -> Timed | _Failure:
+class StopOnFlag(StoppingCriteria):
+    """Ends generate() at the next step once `should_stop()` is true; `fired` says whether it cut the run short.
+
+    transformers checks stopping criteria once per step (per verification step when assisted), so a Stop or
+    a cancelled request frees the machine within one step instead of at the end of the run. Until then it
+    returns False and changes nothing about what is generated.
+    """
+
+    def __init__(self, should_stop: Callable[[], bool]):
+        self.should_stop = should_stop
+        self.fired = False
+        self._go_on: torch.Tensor | None = None  # made once: the per-step cost stays a flag check
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        if not self.fired and self.should_stop():
+            self.fired = True
+        if self.fired:
+            return torch.ones((input_ids.shape[0],), dtype=torch.bool, device=input_ids.device)
+        if self._go_on is None or self._go_on.shape[0] != input_ids.shape[0] or self._go_on.device != input_ids.device:
+            self._go_on = torch.zeros((input_ids.shape[0],), dtype=torch.bool, device=input_ids.device)
+        return self._go_on  # StoppingCriteriaList only ORs it into a new tensor, never writes to it
+
+
+def stoppable(kwargs: dict, should_stop: Callable[[], bool]) -> tuple[dict, StopOnFlag]:
+    """generate() keyword arguments with a fresh StopOnFlag added, and that criterion."""
+    criterion = StopOnFlag(should_stop)
+    return {**kwargs, "stopping_criteria": StoppingCriteriaList([criterion])}, criterion
+
+
+def _attempt(
+    target: LoadedModel,
+    inputs: dict,
+    arm: _Arm,
+    clock: Clock,
+    kwargs: dict | None = None,
+    monitor: contention.Monitor | None = None,
+) -> Timed | _Failure:
     """timed_generate, or a _Failure that says why; one arm failing must not lose the others' results."""
     try:
-        return timed_generate(target, inputs, arm.kwargs, clock, arm.info.assisted)
+        return timed_generate(target, inputs, arm.kwargs if kwargs is None else kwargs, clock, arm.info.assisted, monitor)
     except Exception as exc:
         if isinstance(exc, AssistLabError):
             failure = _Failure(str(exc), False)
@@ -296,6 +332,105 @@ class _Arm:
     configure: Callable[[], None]
 
 
+def build_arms(request: BenchRequest, target: LoadedModel, assistants: dict[str, LoadedModel]) -> list[_Arm]:
+    """Plain first, then one arm per ArmSpec: its name, generate() kwargs, drafting settings and configure().
+
+    `assistants` maps each ArmSpec.assistant text to its loaded model. configure() rewrites the drafter's
+    generation_config with the arm's effective settings; call it before every generate() of that arm.
+    """
+    base = strategies.base_kwargs(request, target)
+    defaults = strategies.transformers_defaults()
+    checkpoints: dict[int, dict] = {}  # id(LoadedModel) -> checkpoint_values, read once per model
+
+    def values_of(loaded: LoadedModel) -> dict:
+        if id(loaded) not in checkpoints:
+            checkpoints[id(loaded)] = strategies.checkpoint_values(loaded)
+        return checkpoints[id(loaded)]
+
+    arms = [_Arm(ArmInfo("plain", "plain", settings={}), dict(base), lambda: None)]
+    for spec in request.arms:
+        helper = assistants.get(spec.assistant) if spec.assistant else None
+        strategy = strategies.resolve_strategy(spec, target, helper)
+        name = spec.label if spec.strategy != "auto" else spec.label.replace("auto:", f"{strategy}:", 1)
+        drafters.check_settings(spec, strategy, request.do_sample)
+        picked = drafters.resolve(spec, target, helper) if strategy in DRAFTER_STRATEGIES else None
+        if picked is not None:
+            name = dataclasses.replace(spec, strategy=strategy).label
+        name = drafters.marked_name(name, spec.to_dict(), request.do_sample)  # lossy arms say so in every view
+        names = {a.info.name for a in arms}
+        base_name, copy = name, 1
+        while name in names:  # two arms with the same settings still need distinct names
+            copy += 1
+            name = f"{base_name} #{copy}"
+        drafter = helper if helper is not None and strategy not in ("early-exit", "prompt-lookup", "mtp") else target
+        settings = strategies.drafting_settings(spec, strategy, values_of(drafter), defaults)
+        kwargs = {**base, **strategies.arm_kwargs(spec, strategy, target, helper)}
+        arms.append(
+            _Arm(
+                ArmInfo(name, strategy, spec.to_dict(), settings=settings, choice=picked[1] if picked else None),
+                kwargs,
+                lambda s=spec, st=strategy, h=helper, se=settings: strategies.configure_drafter(s, st, target, h, se),
+            )
+        )
+    return arms
+
+
+def rotation(n_arms: int, round_index: int) -> list[int]:
+    """The order of the arms in one round (warm-up or repetition): round r starts at arm r mod n_arms.
+
+    Over any n_arms consecutive rounds every arm runs once in every position, so drift within a repetition
+    and the cost of coming first (cold caches, a model swapped in) fall on each arm alike. A rotation rather
+    than a shuffle keeps that balance at the small counts a CPU affords, and is reproducible.
+    """
+    start = round_index % n_arms
+    return [(start + i) % n_arms for i in range(n_arms)]
+
+
+def precision_reached(speedups: list[dict], precision: float) -> bool:
+    """True when every speedup interval lies within ±precision of its median.
+
+    A speedup without a stated confidence `level` (too few runs for a real interval, or a bare range) has
+    not reached any precision; nor has an empty list.
+    """
+    if not speedups:
+        return False
+    for s in speedups:
+        median, low, high = s.get("median"), s.get("ci_low"), s.get("ci_high")
+        if not s.get("level") or s.get("interval") in ("range", "none"):
+            return False  # a range of a few runs states no confidence a precision could rest on
+        if median is None or low is None or high is None or median <= 0:
+            return False
+        if low < median * (1.0 - precision) or high > median * (1.0 + precision):
+            return False
+    return True
+
+
+def arm_speedups(report: Report) -> list[dict]:
+    """stats.speedup of every assisted arm still running, its runs paired with plain's by repetition."""
+    plain = {r.repetition: r.latency_s for r in report.plain}
+    out = []
+    for index, info in enumerate(report.arms):
+        if not info.assisted or info.error:
+            continue
+        paired = [(plain[r.repetition], r.latency_s) for r in report.runs_of(index) if r.repetition in plain]
+        out.append(stats.speedup([p for p, _ in paired], [c for _, c in paired]))
+    return out
+
+
+def _stopping_record(request: BenchRequest) -> dict:
+    return {
+        "rule": request.stopping_rule,
+        "target": request.precision,
+        "max_time_s": request.max_time_s,
+        "max_repetitions": request.repeats,
+        "min_repetitions": min(MIN_PRECISION_REPEATS, request.repeats) if request.precision else request.repeats,
+        "reached": False,
+        "repetitions": 0,
+        "elapsed_s": 0.0,
+        "ended_by": None,
+    }
+
+
 def _loading_step(role: str, text: str) -> tuple[str, str, float | None]:
     """(step, message, estimated seconds) for loading one model; the estimate only for a first conversion."""
     if bundled.is_bundled(text) and bundled.needs_conversion(text):
@@ -310,12 +445,152 @@ def _loading_step(role: str, text: str) -> tuple[str, str, float | None]:
 
 
 def _run_step(name: str, warmup: bool, repetition: int, request: BenchRequest) -> tuple[str, str]:
-    """(step, message) for the run about to start."""
+    """(step, message) for the run about to start; with a precision target the count is the most that may run."""
     if warmup:
         count = f" {repetition + 1} of {request.warmup}" if request.warmup > 1 else ""
         return f"Warm-up{count} of {name} (not counted)", f"Warming up {name} (not counted)..."
-    return (f"Repetition {repetition + 1} of {request.repeats}: {name}",
-            f"Timing {name}, repetition {repetition + 1} of {request.repeats}...")
+    of = f"of at most {request.repeats}" if request.precision else f"of {request.repeats}"
+    return (f"Repetition {repetition + 1} {of}: {name}",
+            f"Timing {name}, repetition {repetition + 1} {of}...")
+
+
+def record_run(report: Report, index: int, repetition: int, position: int, outcome: Timed, inputs: dict,
+            target: LoadedModel) -> None:
+    prompt_len = inputs["input_ids"].shape[1]
+    new_ids = outcome.output[0, prompt_len:].tolist()
+    times = outcome.streamer.times
+    report.runs.append(
+        RunRecord(
+            arm=index,
+            repetition=repetition,
+            latency_s=outcome.latency,
+            new_tokens=len(new_ids),
+            ttft_s=times[0] if times else None,
+            step_times=times,
+            step_tokens=outcome.streamer.tokens,
+            drafted=outcome.drafted,
+            accepted=outcome.accepted,
+            token_ids=new_ids,
+            text=target.tokenizer.decode(new_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False),
+            memory_bytes=outcome.memory,
+            wall_window=outcome.wall_window,
+            position=position,
+        )
+    )
+    report.segments[index] = explain.text_segments(target.tokenizer, report.runs[-1])
+
+
+@dataclass
+class Progress:
+    """Runs done out of the most that may run (warm-up included), when the timed repetitions began, and the
+    pace of the runs so far, from which every event gets the time so far and an estimate of the time left."""
+
+    done: int = 0
+    total: int = 0
+    started: float | None = None  # clock reading when the first counted repetition began
+    pace: Pace = field(default_factory=Pace)
+    assisted: tuple[int, ...] = ()  # the assisted arms' indices: each has one drafting-cost run after the timing
+
+    def eta(self, probes_left: int | None = None, runs_left: int | None = None) -> float | None:
+        """Seconds left for the timed runs not yet done and the drafting-cost runs (unless told, all of each).
+
+        With a precision target the runs left are the most that may run, so the estimate is an upper bound.
+        """
+        probes = len(self.assisted) if probes_left is None else probes_left
+        runs = self.total - self.done if runs_left is None else runs_left
+        return self.pace.left(runs, probes, self.assisted)
+
+    def event(self, kind: str, message: str, report: Report | None = None, warmup: bool = False, step: str = "",
+              eta_s: float | None = None) -> Event:
+        """An Event with the runs done, the time so far and the time left (the estimate unless `eta_s` is given)."""
+        return Event(kind, message, self.done, self.total, report, warmup, step=step,
+                     elapsed_s=self.pace.elapsed(), eta_s=self.eta() if eta_s is None else eta_s)
+
+
+def run_round(
+    request: BenchRequest,
+    target: LoadedModel,
+    inputs: dict,
+    arms: list[_Arm],
+    report: Report,
+    round_index: int,
+    warmup: bool,
+    clock: Clock,
+    should_stop: Callable[[], bool],
+    progress: Progress,
+    monitor: contention.Monitor | None = None,
+) -> Generator[Event, None, bool]:
+    """One warm-up round or counted repetition: every arm once, in `rotation` order, each run stoppable.
+
+    Yields a 'status' event naming each run before it starts and a 'run' event after it; counted runs go into
+    `report` (with their position) and the order into `report.orders` (or `warmup_orders`). Returns True when a stop ended the round: a run cut short by the
+    stopping criterion is discarded. A failing plain run raises; another failing arm is marked and skipped.
+    """
+    order = rotation(len(arms), round_index)
+    (report.warmup_orders if warmup else report.orders).append(order)
+    for position, index in enumerate(order):
+        arm = arms[index]
+        if should_stop():
+            return True
+        if arm.info.error:
+            progress.done += 1
+            continue
+        step, announce = _run_step(arm.info.name, warmup, round_index, request)
+        yield progress.event("status", announce, None, warmup, step)
+        if request.do_sample:
+            torch.manual_seed(request.seed + round_index)
+        arm.configure()
+        kwargs, criterion = stoppable(arm.kwargs, should_stop)
+        began = progress.pace.elapsed()
+        outcome = _attempt(target, inputs, arm, clock, kwargs, None if warmup else monitor)
+        if criterion.fired:
+            return True  # cut short: not a measurement of the work asked for
+        progress.done += 1
+        if not isinstance(outcome, _Failure):
+            progress.pace.record(index, progress.pace.elapsed() - began)
+        if isinstance(outcome, _Failure):
+            arm.info.error = outcome.reason
+            if index == 0:
+                report.status = "failed"
+                report.message = f"The plain (unassisted) run {outcome.reason}"
+                raise (ResourceError if outcome.oom else AssistLabError)(report.message)
+            yield progress.event("run", f"{arm.info.name} {outcome.reason}", report, warmup, step)
+            continue
+        most = "at most " if request.precision else ""
+        if warmup:
+            phase = f"warm-up {round_index + 1}/{request.warmup}"
+        else:
+            record_run(report, index, round_index, position, outcome, inputs, target)
+            if report.stopping is not None and progress.started is not None:
+                report.stopping["elapsed_s"] = clock() - progress.started
+            phase = f"repetition {round_index + 1}/{most}{request.repeats}"
+        message = f"{arm.info.name}: {phase}, {outcome.latency:.2f} s"
+        yield progress.event("run", message, report, warmup, step)
+    return False
+
+
+def _finish_message(report: Report, request: BenchRequest) -> str:
+    stop = report.stopping
+    n = stop["repetitions"]
+    failed = [a.name for a in report.arms if a.error]
+    tail = "" if not failed else f" {', '.join(failed)} failed."
+    if stop["rule"] == "precision":
+        target = f"±{request.precision:.0%}"
+        if stop["reached"]:
+            text = f"Complete: every speedup is known to {target} after {n} repetitions."
+        elif stop["ended_by"] == "time budget":
+            text = (f"Complete, but the time budget of {request.max_time_s:g} s ran out after {n} repetitions "
+                    f"before every speedup was known to {target}.")
+        elif stop["ended_by"] == "no assisted arm":
+            text = f"Complete, but no assisted arm is left to measure to {target}."
+        else:
+            text = (f"Complete, but {n} repetitions (the most allowed) did not pin every speedup down to "
+                    f"{target}.")
+    elif stop["ended_by"] == "time budget":
+        text = f"Complete, but the time budget of {request.max_time_s:g} s ended the runs after {n} of {request.repeats} repetitions."
+    else:
+        text = "Complete."
+    return text + tail
 
 
 def run_benchmark(
@@ -324,11 +599,17 @@ def run_benchmark(
     clock: Clock = time.perf_counter,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[Event]:
-    """Load, warm up, then time every arm `repeats` times, interleaved. The last event is 'done'."""
+    """Load, warm up, then time every arm in rotated order, repetition after repetition. The last event is 'done'.
+
+    How many repetitions run is the request's stopping rule: a fixed count, or until every speedup is known
+    to the precision asked for (at least MIN_PRECISION_REPEATS), the time budget is spent, or the most
+    repetitions allowed are done. `should_stop` is checked between runs and, through a stopping criterion,
+    at every generation step: a run cut short is discarded and the report ends 'stopped'.
+    """
     device = models_mod.choose_device(request.device)
     dtype = models_mod.choose_dtype(request.dtype, device)
     request = request.resolved(device.type)
-    pace = Pace()
+    pace = Pace()  # the time so far and left, for the person watching; not the benchmark's clock
     messages: list[str] = []
     for text in [request.target] + [a.assistant for a in request.arms if a.assistant]:
         catalog.resolve(text)  # refuse a bad reference before loading anything
@@ -353,30 +634,16 @@ def run_benchmark(
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
     for spec in request.arms:
-        if spec.strategy in MODEL_STRATEGIES and spec.assistant not in assistants:
+        if spec.strategy in MODEL_STRATEGIES and spec.assistant and spec.assistant not in assistants:
             key, assistants[spec.assistant] = yield from load("assistant", spec.assistant, keep)
             keep.add(key)
 
     inputs = encode_prompt(request, target)
-    base = strategies.base_kwargs(request, target)
-    arms = [_Arm(ArmInfo("plain", "plain"), dict(base), lambda: None)]
-    for spec in request.arms:
-        helper = assistants.get(spec.assistant) if spec.assistant else None
-        strategy = strategies.resolve_strategy(spec, target, helper)
-        name = spec.label if spec.strategy != "auto" else spec.label.replace("auto:", f"{strategy}:", 1)
-        names = {a.info.name for a in arms}
-        base_name, copy = name, 1
-        while name in names:  # two arms with the same settings still need distinct names
-            copy += 1
-            name = f"{base_name} #{copy}"
-        kwargs = {**base, **strategies.arm_kwargs(spec, strategy, target, helper)}
-        arms.append(
-            _Arm(
-                ArmInfo(name, strategy, spec.to_dict()),
-                kwargs,
-                lambda s=spec, st=strategy, h=helper: strategies.configure_drafter(s, st, target, h),
-            )
-        )
+    arms = build_arms(request, target, assistants)
+    for arm in arms:
+        if arm.info.choice:
+            yield Event("status", arm.info.choice, 0, 0, step=f"Choosing the drafter for {arm.info.name}",
+                        elapsed_s=pace.elapsed())
 
     described = {"target": target.describe()}
     for text, helper in assistants.items():
@@ -391,90 +658,86 @@ def run_benchmark(
     report.environment["chat_template"] = uses_chat_template(request, target)
     report.environment["prompt_note"] = prompt_note(request, target)
     report.environment["load_messages"] = messages
-    total = (request.warmup + request.repeats) * len(arms)
-    done = 0
-    assisted = tuple(i for i, a in enumerate(arms) if a.info.assisted)
+    changes = strategies.changes_from_transformers(request, target, {a.info.strategy for a in arms})
+    changes.append({
+        "what": "a stopping criterion is passed to every generate() call, and a streamer that records step times",
+        "why": "Stop or a cancelled request ends generation within one step; both return without changing "
+        "the tokens generated",
+    })
+    report.environment["changes_from_transformers"] = changes
+    report.stopping = stopping = _stopping_record(request)
+    progress = Progress(total=(request.warmup + request.repeats) * len(arms), pace=pace,
+                        assisted=tuple(i for i, a in enumerate(arms) if a.info.assisted))
+    monitor = contention.Monitor(device)  # one window per counted timed run; its record is live in the report
+    report.environment["contention"] = monitor.record
 
-    def eta(runs_left: int, probes_left: int = len(assisted)) -> float | None:
-        return pace.left(runs_left, probes_left, assisted)
-    schedule = [(True, w) for w in range(request.warmup)] + [(False, r) for r in range(request.repeats)]
+    def stopped_event() -> Event:
+        stopping["elapsed_s"] = 0.0 if progress.started is None else clock() - progress.started
+        stopping["ended_by"] = "stopped"
+        report.status = "stopped"
+        most = "at most " if request.precision else ""
+        report.message = f"Stopped after {stopping['repetitions']} of {most}{request.repeats} repetitions."
+        return progress.event("done", report.message, report, step="Stopped", eta_s=0.0)
 
-    for warmup, repetition in schedule:
-        for index, arm in enumerate(arms):
-            if should_stop():
-                report.status = "stopped"
-                report.message = f"Stopped after {len(report.plain)} of {request.repeats} repetitions."
-                yield Event("done", report.message, done, total, report, step="Stopped",
-                            elapsed_s=pace.elapsed(), eta_s=0.0)
-                return
-            if arm.info.error:
-                done += 1
-                continue
-            step, message = _run_step(arm.info.name, warmup, repetition, request)
-            yield Event("status", message, done, total, None, warmup, step=step, elapsed_s=pace.elapsed(),
-                        eta_s=eta(total - done))
-            if request.do_sample:
-                torch.manual_seed(request.seed + repetition)
-            arm.configure()
-            began = pace.elapsed()
-            outcome = _attempt(target, inputs, arm, clock)
-            if not isinstance(outcome, _Failure):
-                pace.record(index, pace.elapsed() - began)
-            if isinstance(outcome, _Failure):
-                arm.info.error = outcome.reason
-                if index == 0:
-                    report.status = "failed"
-                    report.message = f"The plain (unassisted) run {outcome.reason}"
-                    raise (ResourceError if outcome.oom else AssistLabError)(report.message)
-                done += 1
-                yield Event("run", f"{arm.info.name} {outcome.reason}", done, total, report, warmup, step=step,
-                            elapsed_s=pace.elapsed(), eta_s=eta(total - done))
-                continue
-            done += 1
-            if not warmup:
-                prompt_len = inputs["input_ids"].shape[1]
-                new_ids = outcome.output[0, prompt_len:].tolist()
-                times = outcome.streamer.times
-                report.runs.append(
-                    RunRecord(
-                        arm=index,
-                        repetition=repetition,
-                        latency_s=outcome.latency,
-                        new_tokens=len(new_ids),
-                        ttft_s=times[0] if times else None,
-                        step_times=times,
-                        step_tokens=outcome.streamer.tokens,
-                        drafted=outcome.drafted,
-                        accepted=outcome.accepted,
-                        token_ids=new_ids,
-                        text=target.tokenizer.decode(
-                            new_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
-                        ),
-                        memory_bytes=outcome.memory,
-                        wall_window=outcome.wall_window,
-                    )
-                )
-                report.segments[index] = explain.text_segments(target.tokenizer, report.runs[-1])
-            phase = f"warm-up {repetition + 1}/{request.warmup}" if warmup else f"repetition {repetition + 1}/{request.repeats}"
-            yield Event("run", f"{arm.info.name}: {phase}, {outcome.latency:.2f} s", done, total, report, warmup,
-                        step=step, elapsed_s=pace.elapsed(), eta_s=eta(total - done))
+    for w in range(request.warmup):
+        if (yield from run_round(request, target, inputs, arms, report, w, True, clock, should_stop, progress)):
+            monitor.close()
+            yield stopped_event()
+            return
+
+    progress.started = clock()  # the time budget counts timed repetitions only
+    for r in range(request.repeats):
+        if (yield from run_round(request, target, inputs, arms, report, r, False, clock, should_stop, progress,
+                                 monitor)):
+            monitor.close()
+            yield stopped_event()
+            return
+        count = r + 1
+        elapsed = clock() - progress.started
+        stopping.update(repetitions=count, elapsed_s=elapsed)
+        if request.precision is not None:
+            speedups = arm_speedups(report)
+            if not speedups:  # every assisted arm failed (or there was none): no interval can narrow
+                stopping["ended_by"] = "no assisted arm"
+                break
+            if count >= stopping["min_repetitions"] and precision_reached(speedups, request.precision):
+                stopping.update(reached=True, ended_by="precision")
+                break
+        if count == request.repeats:
+            stopping["ended_by"] = "repetitions"
+            stopping["reached"] = request.precision is None
+            break
+        # Stop before a repetition that would likely overrun the budget (the mean so far predicts its length).
+        if request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
+            stopping["ended_by"] = "time budget"
+            break
+    monitor.close()
 
     # The cost model: one untimed, instrumented run per assisted arm, after every timed run.
     probing = [(index, arm) for index, arm in enumerate(arms) if arm.info.assisted and not arm.info.error]
     for count, (index, arm) in enumerate(probing, start=1):
-        if should_stop():
-            break
-        step = f"Measuring the drafting cost, {count} of {len(probing)}: {arm.info.name} (untimed)"
-        yield Event("status", f"{step}...", done, total, report, step=step, elapsed_s=pace.elapsed(),
-                    eta_s=eta(0, len(probing) - count + 1))
-        if request.do_sample:
-            torch.manual_seed(request.seed)
-        report.probes[index] = explain.probe_arm(target, inputs, arm.kwargs, arm.configure, clock)
+        if not should_stop():
+            step = f"Measuring the drafting cost, {count} of {len(probing)}: {arm.info.name} (untimed)"
+            left = progress.eta(len(probing) - count + 1, runs_left=0)
+            yield progress.event("status", f"{step}...", report, step=step, eta_s=left)
+            if request.do_sample:
+                torch.manual_seed(request.seed)
+            kwargs, criterion = stoppable(arm.kwargs, should_stop)
+            probe = explain.probe_arm(target, inputs, kwargs, arm.configure, clock)
+            if criterion.fired:
+                break  # a probe cut short would describe a shorter run; keep none
+            report.probes[index] = probe
+    if should_stop():
+        # Every repetition the rule asked for was measured; only the untimed cost-model runs were cut.
+        report.status = "stopped"
+        report.message = (f"Stopped during the untimed cost-model runs, after all {stopping['repetitions']} "
+                          f"repetitions were measured.")
+        yield progress.event("done", report.message, report, step="Stopped", eta_s=0.0)
+        return
 
-    failed = [a.info.name for a in arms if a.info.error]
     report.status = "complete"
-    report.message = "Complete." if not failed else f"Complete, but {', '.join(failed)} failed."
-    yield Event("done", report.message, done, total, report, step="Complete", elapsed_s=pace.elapsed(), eta_s=0.0)
+    report.message = _finish_message(report, request)
+    yield progress.event("done", report.message, report, step="Complete", eta_s=0.0)
 
 
 def run_to_report(request: BenchRequest, store: ModelStore, **kwargs) -> Report:

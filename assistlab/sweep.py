@@ -9,31 +9,41 @@ import dataclasses
 import time
 from collections.abc import Callable, Generator, Sequence
 
-from . import explain
+from . import explain, stats, strategies
+from .drafters import FIXED_DRAFT_STRATEGIES, LOSSY_MARK, NON_ADAPTIVE_STRATEGIES
 from .config import LIMITS, MODEL_STRATEGIES, SCHEDULES, ArmSpec, BenchRequest
 from .errors import InputError
 from .models import ModelStore
-from .report import Report
+from .report import Report, interval_phrase, level_words
 from .runner import Clock, Event, run_benchmark
 
-PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens")
+PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight")
+ENSEMBLE = "assistant_ensemble_weight"  # swept against the same arm verifying losslessly (see drafters.py)
 DEFAULT_VALUES = (1, 2, 3, 5, 8)
 # AssistLab resets the drafter's config before every run, so 'heuristic' and 'heuristic_transient' measure the
 # same thing here; one adaptive point is enough by default.
 DEFAULT_SCHEDULES = ("heuristic",)
 # Strategies whose draft length num_assistant_tokens sets.
-DRAFTING_STRATEGIES = (*MODEL_STRATEGIES, "early-exit")
+DRAFTING_STRATEGIES = tuple(s for s in (*MODEL_STRATEGIES, "early-exit") if s not in FIXED_DRAFT_STRATEGIES)
 
 
 def _base_arm(request: BenchRequest, param: str) -> ArmSpec:
     """The arm the sweep varies: the first that `param` applies to (a default prompt-lookup arm if none)."""
     if param == "prompt_lookup_num_tokens":
         return next((a for a in request.arms if a.strategy == "prompt-lookup"), ArmSpec(strategy="prompt-lookup"))
+    if param == ENSEMBLE:
+        base = next((a for a in request.arms if a.strategy != "prompt-lookup"), None)
+        if base is None:
+            raise InputError(
+                "An assistant_ensemble_weight sweep needs an arm whose drafts carry probabilities (an assistant "
+                "model, early exit, mtp or dflash); prompt lookup has none."
+            )
+        return base
     base = next((a for a in request.arms if a.strategy in DRAFTING_STRATEGIES), None)
     if base is None:
         raise InputError(
-            "A num_assistant_tokens sweep needs an arm with an assistant model or early exit; add one, "
-            "or sweep prompt_lookup_num_tokens instead."
+            "A num_assistant_tokens sweep needs an arm with an assistant model or early exit (MTP and DFlash "
+            "arms draft a length fixed by their checkpoint); add one, or sweep prompt_lookup_num_tokens instead."
         )
     return base
 
@@ -46,20 +56,30 @@ def sweep_arms(
 ) -> tuple[ArmSpec, ...]:
     """Variants of the request's first matching arm: one per fixed `value`, then one per adaptive schedule.
 
-    Adaptive schedules start from the base arm's num_assistant_tokens and apply only to that parameter;
-    prompt lookup has none, so they are dropped for it. Every run here starts afresh (configure_drafter
+    Adaptive schedules start from the base arm's num_assistant_tokens (transformers' default when it has
+    none) and apply only to that parameter; prompt lookup has none, so they are dropped for it. Every other
+    knob the base arm leaves unset keeps transformers' default, the confidence threshold among them. Every run here starts afresh (configure_drafter
     resets the drafter's config), so 'heuristic' and 'heuristic_transient' should measure alike.
     """
     if param not in PARAMS:
         raise InputError(f"The swept setting must be one of {', '.join(PARAMS)}; got {param!r}.")
     base = _base_arm(request, param)
+    if param == ENSEMBLE:
+        return _ensemble_arms(base, values)
     adaptive = list(dict.fromkeys(schedules)) if param == "num_assistant_tokens" else []
+    if base.strategy in NON_ADAPTIVE_STRATEGIES:
+        adaptive = []  # this path drafts a fixed number of tokens every step; a schedule would change nothing
     for schedule in adaptive:
         if schedule not in SCHEDULES or schedule == "constant":
             raise InputError(f"Sweep schedules must be among heuristic, heuristic_transient; got {schedule!r}.")
     fixed = [dataclasses.replace(base, **{param: v, "num_assistant_tokens_schedule": "constant"}) for v in values]
     # ArmSpec validated and coerced each value; drop repeats, keep ascending order.
     fixed = sorted({getattr(a, param): a for a in fixed}.values(), key=lambda a: getattr(a, param))
+    if adaptive and base.num_assistant_tokens is None:
+        # An adaptive schedule starts from a draft length; a base arm left at transformers' defaults starts
+        # from transformers' own, named so every point says what it started from.
+        start = strategies.transformers_defaults()["num_assistant_tokens"]
+        base = dataclasses.replace(base, num_assistant_tokens=start)
     arms = [*fixed, *(dataclasses.replace(base, num_assistant_tokens_schedule=s) for s in adaptive)]
     if not arms:
         raise InputError("Give at least one draft length (or schedule) to sweep.")
@@ -69,6 +89,19 @@ def sweep_arms(
             f"{len(adaptive)} schedules make {len(arms)}. Drop some."
         )
     return tuple(arms)
+
+
+def _ensemble_arms(base: ArmSpec, weights: Sequence[float]) -> tuple[ArmSpec, ...]:
+    """The arm verifying losslessly, then one lossy variant per weight, ascending: the trade in one chart."""
+    lossy = [dataclasses.replace(base, assistant_ensemble_weight=w) for w in weights]
+    lossy = sorted({a.assistant_ensemble_weight: a for a in lossy}.values(), key=lambda a: a.assistant_ensemble_weight)
+    arms = (dataclasses.replace(base, assistant_ensemble_weight=None), *lossy)
+    if len(arms) > LIMITS["arms"]:
+        raise InputError(
+            f"A sweep compares at most {LIMITS['arms']} settings at once; {len(lossy)} weights and the lossless "
+            f"arm make {len(arms)}. Drop some."
+        )
+    return arms
 
 
 def sweep_request(
@@ -86,6 +119,10 @@ def _point(entry: dict, arm: dict, param: str) -> dict:
     schedule = spec.get("num_assistant_tokens_schedule", "constant") if param == "num_assistant_tokens" else "constant"
     value = spec.get(param)
     label = f"k={value}" if schedule == "constant" else f"{schedule} (from k={value})"  # k as in ArmSpec.label
+    if param == ENSEMBLE:
+        label = "lossless" if value is None else f"w={value:g}"
+    if arm.get("lossless") is False:
+        label += f" {LOSSY_MARK}"
     return {
         "arm": entry["arm"],
         "label": label,
@@ -98,6 +135,7 @@ def _point(entry: dict, arm: dict, param: str) -> dict:
         "c": entry.get("c"),
         "predicted_speedup": entry.get("predicted_speedup"),
         "error": arm.get("error"),
+        "lossless": arm.get("lossless"),
     }
 
 
@@ -108,30 +146,40 @@ def _median(point: dict) -> float | None:
 def summarize_sweep(report: dict, param: str = "num_assistant_tokens") -> dict:
     """Speedup per setting from a sweep's report dict, and the best setting named in one sentence.
 
-    The best is the highest median speedup; it is called clearly best only when its 95% interval lies
-    above every other setting's.
+    The best is the highest median speedup over plain. It is called clearly ahead only when, compared with
+    each other setting run by run (stats.compare_with_best: the ratio rival/best per repetition, Bonferroni
+    over the rivals), every interval lies above 1× and the comparisons together are at least 90% sure.
     """
-    points = [_point(entry, arm, param) for entry, arm in explain.paired_arms(report)]
-    measured = [p for p in points if _median(p) is not None]
+    pairs = [(_point(entry, arm, param), arm.get("latencies_s") or []) for entry, arm in explain.paired_arms(report)]
+    points = [p for p, _ in pairs]
+    measured = [(p, lat) for p, lat in pairs if _median(p) is not None]
     summary = {"param": param, "points": points, "best": None, "best_text": "No setting finished a repetition."}
     if not measured:
         return summary
-    best = max(measured, key=_median)
-    rivals = [p for p in measured if p is not best]
+    best, best_latencies = max(measured, key=lambda pair: _median(pair[0]))
+    rivals = [(p, lat) for p, lat in measured if p is not best]
     s = best["speedup"]
-    clearly = bool(rivals) and all(
-        s["ci_low"] is not None and (p["speedup"]["ci_high"] or 0.0) < s["ci_low"] for p in rivals
-    )
-    text = f"Best: {best['label']} at {s['median']:.2f}x (95% interval {s['ci_low']:.2f}-{s['ci_high']:.2f}x)"
+    versus = stats.compare_with_best(best_latencies, [lat for _, lat in rivals])
+    text = f"Best: {best['label']} at {s['median']:.2f}× over plain ({interval_phrase(s)})"
+    family = versus["family_level"]
     if not rivals:
         text += "."
-    elif clearly:
-        text += ", clearly ahead of every other setting."
+    elif versus["clear"]:
+        text += (f", clearly ahead of every other setting ({level_words(family)} sure of all "
+                 f"{len(rivals)} run-by-run comparisons together).")
+    elif family is None or family < stats.MIN_LEVEL:
+        runs = min((c["n"] for c in versus["comparisons"]), default=0)
+        text += (f"; {'one run' if runs <= 1 else f'{runs} runs'} of each setting {'is' if runs <= 1 else 'are'} "
+                 "too few to tell the settings apart.")
     else:
-        close = [p["label"] for p in rivals if (p["speedup"]["ci_high"] or 0.0) >= (s["ci_low"] or 0.0)]
-        text += f"; its interval overlaps {', '.join(close)}, so those are not clearly slower."
+        close = [p["label"] for (p, _), c in zip(rivals, versus["comparisons"]) if not c["ci_low"] > 1.0]
+        text += (f"; it is not clearly faster than {', '.join(close)} ({level_words(family)} sure of the "
+                 f"{len(rivals)} run-by-run comparisons together).")
     summary["best"] = {"arm": best["arm"], "label": best["label"], "value": best["value"],
-                       "schedule": best["schedule"], "speedup": s, "clear": clearly}
+                       "schedule": best["schedule"], "speedup": s, "clear": versus["clear"],
+                       "family_level": family,
+                       "versus": [{"arm": p["arm"], "label": p["label"], "speedup": c}
+                                  for (p, _), c in zip(rivals, versus["comparisons"])]}
     summary["best_text"] = text
     return summary
 

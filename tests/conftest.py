@@ -29,6 +29,16 @@ def allowed_models(models_dir, monkeypatch) -> Path:
     return models_dir
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_history(tmp_path_factory):
+    """Tests never write to the real history: the session gets an empty data folder and no database URL."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ASSISTLAB_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+    mp.delenv("ASSISTLAB_DATABASE_URL", raising=False)
+    yield
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
 def store():
     from assistlab.models import ModelStore

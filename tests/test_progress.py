@@ -48,10 +48,10 @@ def _label(html: str) -> str:
 
 
 def test_the_progress_label_names_the_step_the_runs_and_the_times():
-    warming = Event("status", "Warming up x...", 3, 12, None, True, step="Warm-up of universal: s (k=5) (not counted)",
+    warming = Event("status", "Warming up x...", 3, 12, None, True, step="Warm-up of universal: s (not counted)",
                     elapsed_s=125.0, eta_s=400.0)
     assert _label(panels.event_progress(warming)) == (
-        "Warm-up of universal: s (k=5) (not counted) · 3 of 12 runs done · 2 min 05 s so far, about 6 min 40 s left"
+        "Warm-up of universal: s (not counted) · 3 of 12 runs done · 2 min 05 s so far, about 6 min 40 s left"
     )
     converting = Event("status", "Preparing...", 0, 0, step="Converting the bundled target (first use only)",
                        elapsed_s=12.0, eta_s=58.0)
@@ -73,18 +73,20 @@ def events(models_dir, store) -> list[Event]:
 
 def test_every_step_is_announced_before_it_starts_naming_its_arm(events):
     starts = [e for e in events if e.kind == "status" and e.total]
-    arms = ["plain", "universal: assistant-other (k=5)", "prompt-lookup (k=10)"]
+    arms = [arm.name for arm in events[-1].report.arms]
+    assert arms[0] == "plain" and arms[1].startswith("universal: assistant-other") and arms[2].startswith("prompt-lookup")
     announced = [e.step for e in starts if "drafting cost" not in e.step]
+    # Each round runs every arm in runner.rotation's order: repetition r starts at arm r - 1.
     assert announced == [f"Warm-up of {a} (not counted)" for a in arms] + [
-        f"Repetition {r} of 2: {a}" for r in (1, 2) for a in arms]
+        f"Repetition {r} of 2: {arms[i]}" for r in (1, 2) for i in runner.rotation(len(arms), r - 1)]
     # Each announcement comes right before the run it names, so the page never shows a finished step as current.
     for i, event in enumerate(events[:-1]):
         if event.kind == "status" and event.total and "drafting cost" not in event.step:
             after = events[i + 1]
             assert after.kind == "run" and after.step == event.step
     probes = [e.step for e in starts if "drafting cost" in e.step]
-    assert probes == ["Measuring the drafting cost, 1 of 2: universal: assistant-other (k=5) (untimed)",
-                      "Measuring the drafting cost, 2 of 2: prompt-lookup (k=10) (untimed)"]
+    assert probes == [f"Measuring the drafting cost, 1 of 2: {arms[1]} (untimed)",
+                      f"Measuring the drafting cost, 2 of 2: {arms[2]} (untimed)"]
 
 
 def test_every_event_carries_the_time_so_far_and_an_estimate_once_a_run_was_timed(events):

@@ -15,7 +15,9 @@ def _arm(name: str, strategy: str, speedup: float | None, low: float | None = No
     n = 5
     arm = {"name": name, "strategy": strategy, "latencies_s": [1.0] * n, "error": None,
            "latency_summary": {"n": n, "median": 1.0, "iqr": 0.01}}
-    comp = {"arm": name, "speedup": {"median": speedup, "ci_low": low, "ci_high": high, "n": n},
+    # An order-statistic interval of 5 runs, as stats.speedup gives it: a real interval a verdict may rest on.
+    interval = {"level": 0.9375, "interval": "order-statistic"} if low is not None else {}
+    comp = {"arm": name, "speedup": {"median": speedup, "ci_low": low, "ci_high": high, "n": n, **interval},
             "acceptance_rate": 0.5, "outputs_identical": True, "first_difference": None}
     return arm, comp
 
@@ -56,6 +58,18 @@ def test_an_arm_ahead_only_within_the_noise_is_not_called_fastest():
     assert lead.startswith("No assistant was clearly faster than plain generation here")
     assert charts.lead_sentence(_report(UNCLEAR, status="running")).startswith("So far: ")
     assert charts.lead_sentence({"arms": [], "comparison": []}) is None
+
+
+def test_a_range_of_too_few_runs_names_no_arm_faster_or_slower():
+    few = {"level": 0.75, "interval": "range", "n": 3}
+    fast, slow = (({**a}, {**c, "speedup": {**c["speedup"], **few}}) for a, c in (FAST, SLOW))
+    for arms in ((fast,), (slow,), (fast, slow)):
+        lead = charts.lead_sentence(_report(*arms))
+        assert lead == charts.TOO_FEW_TO_TELL, arms
+        assert "fastest" not in lead and "slower" not in lead
+    # An arm clearly faster on a real interval still leads, whatever another arm's few runs show.
+    assert charts.lead_sentence(_report(FAST, slow)).startswith("assistant: small (k=5) was fastest")
+    assert charts.lead_sentence(_report(fast, status="running")) == "So far: " + charts.TOO_FEW_TO_TELL
 
 
 def _ranking_rows(html: str) -> list[list[str]]:

@@ -10,8 +10,9 @@ import gradio as gr
 
 from .. import catalog, charts
 from ..errors import InputError
+from ..history import History
 from ..models import ModelStore
-from . import compare_tab, sweep_tab
+from . import compare_tab, history_tab, sweep_tab
 from . import form as form_mod
 from .fields import FORM_FIELDS, _blank, request_from_form
 from .form import ASSETS
@@ -22,10 +23,12 @@ AUTH_ENV = "ASSISTLAB_AUTH"
 
 
 def build_app(
-    store: ModelStore | None = None, reports_dir: Path | None = None, queue_max_size: int = QUEUE_SIZE
+    store: ModelStore | None = None, reports_dir: Path | None = None, queue_max_size: int = QUEUE_SIZE,
+    history: History | None = None,
 ) -> gr.Blocks:
-    """The whole page around one ModelStore; app.py launches it, tests drive it."""
+    """The whole page around one ModelStore and one history; app.py launches it, tests drive it."""
     store = store if store is not None else ModelStore()
+    history = history if history is not None else History()
     stops = SessionStops()
     gpu_stream = _gpu_runner(store)
 
@@ -35,16 +38,26 @@ def build_app(
             with gr.Column(scale=4, min_width=340):
                 form = form_mod.build()
             with gr.Column(scale=7, min_width=320):
-                with gr.Tabs(elem_id="al-tabs"):
+                with gr.Tabs(elem_id="al-tabs") as tabs:
                     with gr.Tab("Compare", id="compare", elem_id="al-tab-compare"):
                         results = compare_tab.build()
                         sweeps = sweep_tab.build()
+                    with gr.Tab("History", id="history", elem_id="al-tab-history") as history_page:
+                        saved = history_tab.build_history()
+                    with gr.Tab("Leaderboard", id="leaderboard", elem_id="al-tab-leaderboard") as board_page:
+                        board = history_tab.build_board()
 
         # ---- Register listeners
-        page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs())
+        page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs(), history)
         form_mod.wire(form)
         compare_tab.wire(page, results)
         sweep_tab.wire(page, form, sweeps)
+        view = history_tab.HistoryView(**saved, **board)
+        history_tab.wire(page, history, view, tabs, demo)
+        history_page.select(history_tab.listing_of(history), [view.target, view.assistant, view.device, view.page],
+                            [view.listing, view.chosen], queue=False, api_visibility="private")
+        board_page.select(history_tab.board_of(history), [view.board_target, view.board_device], view.board,
+                          queue=False, api_visibility="private")
 
         def forget_session(request: gr.Request):
             stops.forget(request.session_hash)  # a closed tab stops its run at the next boundary
@@ -72,12 +85,14 @@ def build_app(
             prompt_lookup_num_tokens: int = 10,
             early_exit_layer: int | None = None,
             device_map_auto: bool = False,
+            request: gr.Request = None,
         ) -> tuple[dict, str]:
             """Compare a target with and without assistance; returns the JSON report and its headline.
 
             max_new_tokens, repeats and warmup left empty (None) take the device defaults; a prompt left empty
             (None) is the target's preset prompt (a continuation for the bundled base model), else the reference
-            prompt.
+            prompt. The comparison is saved to the history; report["saved"] holds its id (for /report and
+            ?run=<id>) or why it was not.
             """
             values = {name: value for name, value in locals().items() if name in FORM_FIELDS}
             if values["prompt"] is None:
@@ -88,9 +103,33 @@ def build_app(
                 for final in gpu_stream(bench, threading.Event()):
                     pass
                 report = final.report.to_dict()
+            result = history.save(report, owner=getattr(request, "username", None) or None)
+            report["saved"] = {"id": result.id, "warning": result.warning}
             return report, charts.headline(report)
 
         gr.api(compare, api_name="compare", concurrency_id=GPU_GROUP, concurrency_limit=1)
+
+        def history_list(target: str = "", assistant: str = "", device: str = "", page: int = 1,
+                         page_size: int = 20) -> dict:
+            """Saved comparisons, newest first: {total, page, page_size, entries}; filters match parts of names."""
+            with user_errors():
+                found = history.list(target=target, assistant=assistant, device=device, page=page, page_size=page_size)
+            return {"total": found.total, "page": found.page, "page_size": found.page_size,
+                    "entries": [e.to_dict() for e in found.entries]}
+
+        def saved_report(run_id: str) -> dict:
+            """The whole JSON report of one saved comparison (the id from /history or a ?run=<id> link)."""
+            with user_errors():
+                return history.get(run_id)[1]
+
+        def leaderboard(target: str = "", device: str = "") -> list:
+            """Per target and device, the pairings tried ranked by measured speedup, with intervals and counts."""
+            with user_errors():
+                return [s.to_dict() for s in history.leaderboard(target=target, device=device)]
+
+        gr.api(history_list, api_name="history", concurrency_limit=4)
+        gr.api(saved_report, api_name="report", concurrency_limit=4)
+        gr.api(leaderboard, api_name="leaderboard", concurrency_limit=4)
 
     demo.queue(max_size=queue_max_size, default_concurrency_limit=1)
     return demo

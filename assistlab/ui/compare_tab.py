@@ -19,6 +19,7 @@ from ..panels import (
 )
 from ..runner import Event
 from .fields import INTRO
+from .history_tab import save_report
 from .session import HEAVY, LIGHT, Page
 
 
@@ -122,6 +123,7 @@ def wire(page: Page, results: Results) -> None:
                 json_path, csv_path = page.files.write(event.report)
                 update[results.download_json] = gr.update(value=json_path, visible=True)
                 update[results.download_csv] = gr.update(value=csv_path, visible=True)
+                update[results.progress] += save_report(page.history, report, request)
             return update
 
         yield from page.streamed(request.session_hash, results.progress,

@@ -20,6 +20,7 @@ import gradio as gr
 from .. import sweep
 from ..config import BenchRequest
 from ..errors import AssistLabError
+from ..history import History
 from ..models import ModelStore
 from ..panels import progress_html
 from ..report import Report
@@ -172,6 +173,7 @@ class Page:
     stops: SessionStops
     files: ReportFiles
     inputs: list  # the form's components, in FORM_FIELDS order
+    history: History | None = None  # where finished comparisons are saved; None saves nothing
 
     def form_request(self, data: dict) -> BenchRequest:
         """The request a {component: value} dict from the form describes."""

@@ -13,6 +13,7 @@ from ..panels import event_progress, progress_html, sweep_html
 from ..runner import Event
 from .fields import HINTS, SWEEP_INTRO, SWEEP_VALUES, sweep_plan
 from .form import Form
+from .history_tab import save_report
 from .session import HEAVY, LIGHT, Page
 
 
@@ -105,6 +106,7 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
                     update[view.apply] = gr.update(visible=best is not None)
                     json_path, _csv = page.files.write(event.report)
                     update[view.download_json] = gr.update(value=json_path, visible=True)
+                    update[view.progress] += save_report(page.history, report, request)
             return update
 
         yield from page.streamed(request.session_hash, view.progress, events, render)

@@ -1,0 +1,254 @@
+"""The History and Leaderboard tabs: saved comparisons, one or two opened in the result panels, permalinks.
+
+Every string that comes from the database is escaped (history_html); saved reports are rendered by the same
+panel and chart functions as a fresh result.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from .. import charts
+from ..errors import AssistLabError
+from ..history import History, SaveResult, canonical_model, check_id, runs_csv
+from ..history_html import board_html, entries_html, entry_caption_html
+from ..panels import headline_html, numbers_html, ranking_html, sweep_html, texts_html, why_html
+from .session import LIGHT, Page, user_errors
+
+SIDES = ("left", "right")
+PAGE_SIZE = 20
+
+
+def saved_note(result: SaveResult) -> str:
+    """One line under a finished result: its permalink, or why it was not saved (also shown as a warning)."""
+    if result.saved:
+        link = html.escape(f"?run={result.id}")
+        note = f" {html.escape(result.note)}" if result.note else ""
+        return (f'<p class="al-note" id="al-saved">Saved to the history as <a href="{link}">{html.escape(result.id)}'
+                f"</a> (open it in the History tab, or share the link).{note}</p>")
+    gr.Warning(result.warning)
+    return f'<p class="al-note al-failed" id="al-saved">{html.escape(result.warning or "")}</p>'
+
+
+def save_report(history: History | None, report: dict, request: gr.Request | None) -> str:
+    """Save a finished (or stopped, measured) comparison with the login name; '' when there is no history."""
+    if history is None or not report.get("counted_repetitions"):
+        return ""
+    return saved_note(history.save(report, owner=getattr(request, "username", None) or None))
+
+
+def environment_html(report: dict) -> str:
+    """Where a saved result was measured, escaped (the page's Markdown panel is for fresh results)."""
+    env = report.get("environment") or {}
+    hardware = f"GPU {env['gpu_name']}" if env.get("gpu_name") else f"CPU {env.get('cpu_model', '?')}"
+    parts = [f"Ran on {hardware} · {env.get('dtype', '?')} · torch {env.get('torch', '?')} · transformers "
+             f"{env.get('transformers', '?')} · AssistLab {env.get('assistlab', '?')}"]
+    for role, info in (env.get("models") or {}).items():
+        if isinstance(info, dict):
+            parts.append(f"{role}: {canonical_model(info.get('ref'), info.get('kind') or None)} ({info.get('kind', '?')})")
+    return '<p class="al-env">' + "<br>".join(html.escape(str(p)) for p in parts) + "</p>"
+
+
+@dataclass
+class Side:
+    """The panels one saved comparison is shown in."""
+
+    column: gr.Column
+    caption: gr.HTML
+    headline: gr.HTML
+    speedup: gr.Plot
+    latency: gr.Plot
+    timeline: gr.Plot
+    acceptance: gr.Plot
+    why: gr.HTML
+    ranking: gr.HTML
+    sweep: gr.HTML
+    numbers: gr.HTML
+    texts: gr.HTML
+    environment: gr.HTML
+    download_json: gr.DownloadButton
+    download_csv: gr.DownloadButton
+
+    def outputs(self) -> list:
+        return [getattr(self, name) for name in self.__dataclass_fields__]
+
+
+@dataclass
+class HistoryView:
+    target: gr.Textbox
+    assistant: gr.Textbox
+    device: gr.Textbox
+    page: gr.Number
+    refresh: gr.Button
+    listing: gr.HTML
+    chosen: gr.Dropdown
+    open: gr.Button
+    delete: gr.Button
+    status: gr.HTML
+    sides: tuple[Side, ...]
+    board_target: gr.Textbox
+    board_device: gr.Textbox
+    board_refresh: gr.Button
+    board: gr.HTML
+
+
+def _side(name: str) -> Side:
+    with gr.Column(visible=False, elem_id=f"al-saved-{name}", min_width=360) as column:
+        caption = gr.HTML()
+        headline = gr.HTML()
+        speedup = gr.Plot(show_label=False, elem_id=f"al-saved-{name}-speedup")
+        latency = gr.Plot(show_label=False)
+        timeline = gr.Plot(show_label=False)
+        acceptance = gr.Plot(show_label=False)
+        why = gr.HTML()
+        ranking = gr.HTML()
+        sweep = gr.HTML()
+        numbers = gr.HTML()
+        texts = gr.HTML(elem_id=f"al-saved-{name}-texts")
+        environment = gr.HTML()
+        with gr.Row():
+            download_json = gr.DownloadButton("Download report (JSON)", visible=False)
+            download_csv = gr.DownloadButton("Download runs (CSV)", visible=False)
+    return Side(column, caption, headline, speedup, latency, timeline, acceptance, why, ranking, sweep, numbers, texts,
+                environment, download_json, download_csv)
+
+
+def build_history() -> dict:
+    """The History tab's layout (inside a gr.Tab)."""
+    gr.Markdown("Saved comparisons, newest first. Choose one to open it, or two to see them side by side.")
+    with gr.Row():
+        target = gr.Textbox(label="Target contains", max_lines=1, max_length=200, min_width=150)
+        assistant = gr.Textbox(label="Assistant contains", max_lines=1, max_length=200, min_width=150)
+        device = gr.Textbox(label="Device contains", max_lines=1, max_length=200, min_width=150,
+                            placeholder="e.g. cpu, H200")
+        page = gr.Number(1, label="Page", precision=0, minimum=1, min_width=80)
+    refresh = gr.Button("Show saved comparisons", elem_id="al-history-refresh")
+    listing = gr.HTML(elem_id="al-history-list")
+    with gr.Row():
+        chosen = gr.Dropdown([], multiselect=True, max_choices=2, label="Comparisons to open (one or two)",
+                             allow_custom_value=True, elem_id="al-history-chosen", scale=4)
+        open_ = gr.Button("Open", variant="primary", elem_id="al-history-open", scale=1)
+        delete = gr.Button("Delete", variant="stop", elem_id="al-history-delete", scale=1)
+    status = gr.HTML(elem_id="al-history-status")
+    with gr.Row(equal_height=False):
+        sides = tuple(_side(name) for name in SIDES)
+    return dict(target=target, assistant=assistant, device=device, page=page, refresh=refresh, listing=listing,
+                chosen=chosen, open=open_, delete=delete, status=status, sides=sides)
+
+
+def build_board() -> dict:
+    """The Leaderboard tab's layout (inside a gr.Tab)."""
+    gr.Markdown("For each target and device, the pairings tried, ranked by measured speedup over plain.")
+    with gr.Row():
+        board_target = gr.Textbox(label="Target contains", max_lines=1, max_length=200)
+        board_device = gr.Textbox(label="Device contains", max_lines=1, max_length=200)
+    board_refresh = gr.Button("Show the leaderboard", elem_id="al-board-refresh")
+    board = gr.HTML(elem_id="al-board")
+    return dict(board_target=board_target, board_device=board_device, board_refresh=board_refresh, board=board)
+
+
+def _side_updates(side: Side, entry, report: dict, folder: Path) -> dict:
+    json_path = folder / f"assistlab-report-{entry.id}.json"
+    csv_path = folder / f"assistlab-runs-{entry.id}.csv"
+    json_path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    csv_path.write_text(runs_csv(report), encoding="utf-8")
+    return {
+        side.column: gr.update(visible=True),
+        side.caption: entry_caption_html(entry),
+        side.headline: headline_html(report),
+        side.speedup: charts.speedup_figure(report),
+        side.latency: charts.latency_figure(report),
+        side.timeline: charts.timeline_figure(report),
+        side.acceptance: charts.acceptance_figure(report),
+        side.why: why_html(report),
+        side.ranking: ranking_html(report),
+        side.sweep: sweep_html(report) if report.get("sweep") else "",
+        side.numbers: numbers_html(report),
+        side.texts: texts_html(report),
+        side.environment: environment_html(report),
+        side.download_json: gr.update(value=str(json_path), visible=True),
+        side.download_csv: gr.update(value=str(csv_path), visible=True),
+    }
+
+
+def listing_of(history: History):
+    """The listener that shows one page of the history with the filters."""
+
+    def listing(target: str, assistant: str, device: str, number):
+        with user_errors():
+            result = history.list(target=target or "", assistant=assistant or "", device=device or "",
+                                  page=int(number or 1), page_size=PAGE_SIZE)
+        choices = [(f"{e.id} · {e.created_at:%Y-%m-%d %H:%M} · {e.target}", e.id) for e in result.entries]
+        return entries_html(result), gr.update(choices=choices)
+
+    return listing
+
+
+def board_of(history: History):
+    """The listener that shows the leaderboard."""
+
+    def board(target: str, device: str):
+        with user_errors():
+            return board_html(history.leaderboard(target=target or "", device=device or ""))
+
+    return board
+
+
+def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: gr.Blocks) -> None:
+    """List, open (one or two), delete, leaderboard, and the ?run=<id> permalink."""
+    folder = page.files.root / "saved"
+    folder.mkdir(parents=True, exist_ok=True)
+    side_outputs = [c for side in view.sides for c in side.outputs()]
+
+    listing = listing_of(history)
+    def open_chosen(ids: list[str] | None):
+        ids = [i for i in (ids or []) if i][:2]
+        if not ids:
+            raise gr.Error("Choose one or two saved comparisons to open.", print_exception=False)
+        update = {}
+        with user_errors():
+            for side, run_id in zip(view.sides, ids):
+                entry, report = history.get(run_id)
+                update.update(_side_updates(side, entry, report, folder))
+        for side in view.sides[len(ids):]:
+            update[side.column] = gr.update(visible=False)
+        update[view.status] = ""
+        return update
+
+    def delete_chosen(ids: list[str] | None, request: gr.Request):
+        ids = [i for i in (ids or []) if i]
+        if not ids:
+            raise gr.Error("Choose the saved comparisons to delete.", print_exception=False)
+        with user_errors():
+            for run_id in ids:
+                history.delete(run_id, user=getattr(request, "username", None) or None)
+        done = ", ".join(check_id(i) for i in ids)
+        return (f'<p class="al-note">Deleted {html.escape(done)}.</p>', gr.update(value=[]),
+                *[gr.update(visible=False) for _ in view.sides])
+
+    board = board_of(history)
+    def permalink(request: gr.Request):
+        run_id = (getattr(request, "query_params", None) or {}).get("run")
+        if not run_id:
+            return {view.status: gr.update()}
+        try:
+            update = open_chosen([check_id(run_id)])
+        except (gr.Error, AssistLabError) as exc:
+            message = exc.message if isinstance(exc, gr.Error) else str(exc)
+            return {tabs: gr.update(selected="history"), view.status: f'<p class="al-note">{html.escape(message)}</p>'}
+        return {**update, tabs: gr.update(selected="history"), view.chosen: gr.update(value=[check_id(run_id)])}
+
+    filters = [view.target, view.assistant, view.device, view.page]
+    view.refresh.click(listing, filters, [view.listing, view.chosen], **LIGHT)
+    for box in filters[:3]:
+        box.submit(listing, filters, [view.listing, view.chosen], **LIGHT)
+    view.open.click(open_chosen, view.chosen, [*side_outputs, view.status], **LIGHT)
+    view.delete.click(delete_chosen, view.chosen, [view.status, view.chosen, *[s.column for s in view.sides]],
+                      **LIGHT).then(listing, filters, [view.listing, view.chosen], **LIGHT)
+    view.board_refresh.click(board, [view.board_target, view.board_device], view.board, **LIGHT)
+    demo.load(permalink, None, [tabs, view.chosen, view.status, *side_outputs], **LIGHT)

@@ -1,0 +1,542 @@
+"""The history of comparisons, the same tests against SQLite and a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+import pgcluster
+from assistlab import history as hist
+from assistlab import history_html, runner
+from assistlab.config import ArmSpec, BenchRequest
+from assistlab.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+NASTY_PROMPT = "<script>alert('x')</script> **bold** [link](http://evil) <img src=x onerror=alert(1)> # heading"
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+# --- databases --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def pg_server():
+    reason = pgcluster.why_unavailable()
+    if reason:
+        pytest.skip(f"PostgreSQL tests skipped: {reason}")
+    with pgcluster.cluster() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """A fresh, empty database of each kind."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'data' / hist.DB_FILENAME}"
+    socket_dir, user = request.getfixturevalue("pg_server")
+    name = "t_" + request.node.name.split("[")[0][-40:].lower().replace("-", "_")
+    return pgcluster.fresh_database(socket_dir, user, name)
+
+
+@pytest.fixture
+def db(db_url):
+    store = hist.History(db_url, max_entries=None)
+    yield store
+    store.close()
+
+
+# --- reports ----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def real_report(models_dir, store):
+    """A real comparison on tiny models, with a prompt full of markup."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    try:
+        request = BenchRequest(
+            target="target", arms=(ArmSpec("assistant", "assistant-same"), ArmSpec("prompt-lookup", prompt_lookup_num_tokens=3)),
+            prompt=NASTY_PROMPT, max_new_tokens=8, repeats=2, warmup=0,
+        )
+        return runner.run_to_report(request, store).to_dict()
+    finally:
+        mp.undo()
+
+
+def minimal_report(target="org/target", arms=(("org/draft", 1.5, 1.2, 1.7),), *, device="cpu", gpu=None,
+                   status="complete", prompt="hello", n=3) -> dict:
+    """A report with just the fields the history reads: arms (assistant, median, low, high) against plain."""
+    report_arms = [{"name": "plain", "strategy": "plain", "spec": None, "new_tokens": [16] * n}]
+    comparison = []
+    for i, (assistant, median, low, high, *kind) in enumerate(arms):
+        name = f"arm {i}"
+        strategy = "assistant" if assistant else "prompt-lookup"
+        spec = {"assistant": assistant, "num_assistant_tokens": 5, "prompt_lookup_num_tokens": 10,
+                "num_assistant_tokens_schedule": "constant", "assistant_confidence_threshold": None,
+                "early_exit_layer": None}
+        report_arms.append({"name": name, "strategy": strategy, "spec": spec, "new_tokens": [16] * n})
+        speed = {"median": median, "ci_low": low, "ci_high": high, "n": n}
+        if kind:  # as stats.median_interval says it: (interval kind, true level)
+            speed.update(interval=kind[0], level=kind[1])
+        comparison.append({"arm": name, "speedup": speed, "acceptance_rate": 0.5, "outputs_identical": True})
+    env = {"device": device, "dtype": "float32", "cpu_model": "Test CPU", "assistlab": "0.1", "transformers": "5.23.0",
+           "models": {}}
+    if gpu:
+        env["gpu_name"] = gpu
+    return {"schema": 1, "status": status, "message": "", "counted_repetitions": n,
+            "request": {"target": target, "prompt": prompt, "max_new_tokens": 16}, "environment": env,
+            "arms": report_arms, "comparison": comparison}
+
+
+# --- saving and reading back ------------------------------------------------------------------------------
+
+def test_real_report_round_trips_with_its_columns(db, real_report):
+    result = db.save(real_report, owner="alice")
+    assert result.saved and result.warning is None
+    entry, report = db.get(result.id)
+    assert report == json.loads(json.dumps(real_report))
+    assert entry.owner == "alice" and entry.status == "complete"
+    assert entry.target == "target" and entry.assistants == "assistant-same"
+    assert entry.strategies == "assistant, prompt-lookup"
+    assert entry.device == "cpu" and entry.device_name.startswith("cpu: ") and entry.dtype == "float32"
+    assert entry.new_tokens == 8 and entry.repetitions == 2
+    assert entry.outputs_identical is True
+    assert entry.assistlab_version == real_report["environment"]["assistlab"]
+    assert entry.transformers_version == real_report["environment"]["transformers"]
+    medians = [c["speedup"]["median"] for c in real_report["comparison"]]
+    assert entry.best_speedup == pytest.approx(max(medians))
+    assert entry.created_at.tzinfo is not None and abs(datetime.now(timezone.utc) - entry.created_at) < timedelta(minutes=5)
+    # each arm's speedup and interval is in the leaderboard exactly as measured
+    (section,) = db.leaderboard()
+    by_strategy = {row.strategy: row for row in section.rows}
+    for comp, arm in zip(real_report["comparison"], real_report["arms"][1:]):
+        row = by_strategy[arm["strategy"]]
+        assert row.speedup == pytest.approx(comp["speedup"]["median"])
+        assert row.latest_low == pytest.approx(comp["speedup"]["ci_low"])
+        assert row.latest_high == pytest.approx(comp["speedup"]["ci_high"])
+        assert row.latest_level == pytest.approx(comp["speedup"]["level"]) and row.latest_n == 2 and row.comparisons == 1
+        assert row.latest_kind == comp["speedup"]["interval"] == "range"  # two runs: a range, not an interval
+        assert row.faster == 0
+    assert by_strategy["assistant"].label == "assistant: assistant-same (k=5)"
+    assert by_strategy["prompt-lookup"].label == "prompt-lookup (k=3)"
+
+
+def test_stored_markup_comes_back_as_data_and_renders_escaped(db, real_report):
+    result = db.save(real_report, owner="<b>mallory</b>")
+    entry, report = db.get(result.id)
+    assert report["request"]["prompt"] == NASTY_PROMPT  # data, unchanged
+    assert entry.prompt_preview == NASTY_PROMPT
+    page = db.list()
+    listing, caption = history_html.entries_html(page), history_html.entry_caption_html(entry)
+    for text in (listing, caption):
+        assert "<script" not in text and "<img" not in text and "<b>mallory" not in text
+        assert "&lt;b&gt;mallory" in text
+    assert "&lt;script&gt;" in listing
+    md = history_html.escape_markdown(NASTY_PROMPT)
+    assert "<" not in md and "\\*\\*bold\\*\\*" in md and "\\[link\\]" in md and "\\#" in md
+
+
+def test_typed_markup_in_a_model_reference_is_stored_as_its_canonical_name(db):
+    typed = "./<img src=//host/beacon><a href=//host/phish>Download</a>/../same"
+    report = minimal_report(target=typed, arms=(("./<script>x</script>/../draft", 1.2, 1.1, 1.3),))
+    report["environment"]["models"] = {"target": {"ref": typed, "kind": "local"}}
+    entry, _ = db.get(db.save(report).id)
+    assert entry.target == "same"
+    assert entry.assistants == "draft"
+    assert entry.best_arm == "assistant: draft (k=5)"
+    (section,) = db.leaderboard()
+    assert section.target == "same" and section.rows[0].assistant == "draft"
+    board = history_html.board_html(db.leaderboard())
+    assert "<img" not in board and "<script" not in board
+
+
+def test_the_stored_report_holds_canonical_names_not_typed_markup(db):
+    typed = "./<img src=//host/beacon>/../same"
+    report = minimal_report(target=typed, arms=(("./<a href=//phish>x</a>/../draft", 1.2, 1.1, 1.3),), prompt=NASTY_PROMPT)
+    report["arms"][1]["name"] = "assistant: <a href=//phish>x</a> (k=5)"
+    report["comparison"][0]["arm"] = report["arms"][1]["name"]
+    report["ranking"] = [{"arm": report["arms"][1]["name"]}]
+    report["environment"]["models"] = {"target": {"ref": typed, "kind": "local"},
+                                       "assistant ./<a href=//phish>x</a>/../draft": {"ref": "./<a href=//phish>x</a>/../draft", "kind": "local"}}
+    _, stored = db.get(db.save(report).id)
+    text = json.dumps({k: v for k, v in stored.items() if k != "request"}) + json.dumps(stored["request"]["arms"] if "arms" in stored["request"] else [])
+    assert "<" not in text and ">" not in text
+    assert stored["request"]["target"] == "same" and stored["environment"]["models"]["target"]["ref"] == "same"
+    assert stored["arms"][1]["spec"]["assistant"] == "draft"
+    assert stored["comparison"][0]["arm"] == stored["arms"][1]["name"] == stored["ranking"][0]["arm"]
+    assert stored["request"]["prompt"] == NASTY_PROMPT  # the prompt is data, kept as typed
+
+
+def test_runs_csv_from_a_saved_report_has_one_row_per_counted_run(real_report):
+    rows = hist.runs_csv(real_report).splitlines()
+    assert rows[0].startswith("arm,strategy,repetition,latency_s")
+    assert len(rows) == 1 + sum(len(a["latencies_s"]) for a in real_report["arms"])
+
+
+def test_stopped_comparisons_are_saved_marked_stopped(db):
+    entry, _ = db.get(db.save(minimal_report(status="stopped", n=1)).id)
+    assert entry.status == "stopped"
+
+
+def test_nothing_measured_is_not_saved(db):
+    result = db.save({"status": "stopped", "arms": []})
+    assert not result.saved and "no measured comparison" in result.warning
+    assert db.count() == 0
+
+
+def test_a_report_over_the_size_limit_keeps_its_numbers_without_traces(db, monkeypatch):
+    monkeypatch.setattr(hist, "MAX_REPORT_BYTES", 20_000)
+    report = minimal_report()
+    report["arms"][0]["trace"] = [{"t_s": [0.001] * 3000, "tokens": [1] * 3000}]
+    result = db.save(report)
+    assert result.saved and "traces were left out" in result.note
+    _, stored = db.get(result.id)
+    assert stored["arms"][0]["trace"] == [] and stored["comparison"] == report["comparison"]
+    report["request"]["prompt"] = "x" * 30_000  # too big even without traces
+    refused = db.save(report)
+    assert not refused.saved and "without its traces" in refused.warning
+    assert db.count() == 1
+
+
+def test_list_filters_pages_newest_first(db):
+    ids = []
+    for i, (target, assistant, gpu) in enumerate([
+        ("org/big", "org/small", None), ("org/big", "org/tiny", "NVIDIA H200"), ("org/bigs", "org/small", None),
+        ("org/big_1", "org/small", None),
+    ]):
+        report = minimal_report(target, ((assistant, 1.1, 1.0, 1.2),), device="cuda" if gpu else "cpu", gpu=gpu)
+        ids.append(db.save(report, now=T0 + timedelta(minutes=i)).id)
+    assert [e.id for e in db.list().entries] == ids[::-1]
+    assert [e.id for e in db.list(target="org/big").entries] == ids[::-1]
+    assert [e.id for e in db.list(target="big_").entries] == [ids[3]]  # '_' is literal, not LIKE's wildcard
+    assert [e.id for e in db.list(target="%").entries] == []
+    assert [e.id for e in db.list(assistant="tiny").entries] == [ids[1]]
+    assert [e.id for e in db.list(device="H200").entries] == [ids[1]]
+    assert [e.id for e in db.list(target="org/big", assistant="small").entries] == [ids[3], ids[2], ids[0]]
+    first, second = db.list(page=1, page_size=3), db.list(page=2, page_size=3)
+    assert first.total == 4 and [e.id for e in first.entries + second.entries] == ids[::-1]
+    assert db.list(page_size=10_000).page_size == hist.MAX_PAGE_SIZE
+
+
+def test_retention_keeps_the_newest(db_url):
+    store = hist.History(db_url, max_entries=3)
+    try:
+        ids = [store.save(minimal_report(), now=T0 + timedelta(minutes=i)).id for i in range(5)]
+        assert [e.id for e in store.list().entries] == ids[:1:-1]
+        engine = store._ready()
+        with engine.connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(hist.arms_table)).scalar_one() == 3
+    finally:
+        store.close()
+
+
+def test_retention_limit_is_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv(hist.HISTORY_MAX_ENV, "7")
+    assert hist.history_max() == 7
+    monkeypatch.setenv(hist.HISTORY_MAX_ENV, "0")
+    assert hist.history_max() is None
+    monkeypatch.setenv(hist.HISTORY_MAX_ENV, "lots")
+    with pytest.raises(InputError, match=hist.HISTORY_MAX_ENV):
+        hist.history_max()
+
+
+def test_delete_only_by_the_owner_when_logins_are_on(db):
+    alice = db.save(minimal_report(), owner="alice").id
+    anonymous = db.save(minimal_report()).id
+    with pytest.raises(hist.HistoryError, match="someone else"):
+        db.delete(alice, user="bob")
+    assert db.count() == 2
+    db.delete(alice, user="alice")
+    with pytest.raises(hist.HistoryError, match="no saved comparison"):
+        db.get(alice)
+    db.delete(anonymous, user="bob")  # saved without a login: any signed-in person may remove it
+    other = db.save(minimal_report(), owner="carol").id
+    db.delete(other, user=None)  # no logins on this server: anyone may
+    assert db.count() == 0
+    with pytest.raises(hist.HistoryError, match="no saved comparison"):
+        db.delete(other)
+    with pytest.raises(InputError, match="16 letters"):
+        db.delete("1; DROP TABLE comparisons")
+
+
+def test_leaderboard_ranks_pairings_per_target_and_device(db):
+    def save(target, arms, minutes, **kw):
+        return db.save(minimal_report(target, arms, **kw), now=T0 + timedelta(minutes=minutes)).id
+
+    save("org/big", (("org/a", 1.5, 1.3, 1.7), ("org/b", 1.1, 0.9, 1.3)), 0)
+    save("org/big", (("org/a", 1.3, 1.2, 1.4),), 1)
+    last_a = save("org/big", (("org/a", 1.4, 1.2, 1.6), ("org/c", 1.6, 0.8, 2.0)), 2)
+    save("org/big", (("org/a", 0.9, 0.8, 1.0),), 3, device="cuda", gpu="NVIDIA H200")
+    save("org/slow", (("org/a", 0.8, 0.7, 0.9), (None, 1.05, 0.95, 1.1)), 4)
+    # a range of two runs wholly above 1x is too few to say it beat plain; a 96.1% interval above 1x is enough
+    save("org/new", (("org/a", 1.5, 1.4, 1.6, "range", 0.5),), 5, n=2)
+    save("org/sure", (("org/a", 1.3, 1.1, 1.4, "order-statistic", 0.961),), 6, n=9)
+    sections = {(s.target, s.device_name): s for s in db.leaderboard()}
+    assert set(sections) == {("org/big", "cpu: Test CPU"), ("org/big", "cuda: NVIDIA H200"), ("org/slow", "cpu: Test CPU"),
+                             ("org/new", "cpu: Test CPU"), ("org/sure", "cpu: Test CPU")}
+    assert not sections[("org/new", "cpu: Test CPU")].beaten
+    assert sections[("org/sure", "cpu: Test CPU")].beaten
+    assert sections[("org/sure", "cpu: Test CPU")].rows[0].latest_level == 0.961
+    words = history_html.board_html(db.leaderboard(target="org/new")) + history_html.board_html(db.leaderboard(target="sure"))
+    assert "range of 2 runs 1.40–1.60×" in words and "96.1% interval 1.10–1.40× (n=9)" in words
+    cpu = sections[("org/big", "cpu: Test CPU")]
+    assert [(r.assistant, r.speedup, r.comparisons) for r in cpu.rows] == [
+        ("org/c", 1.6, 1), ("org/a", 1.4, 3), ("org/b", 1.1, 1)
+    ]
+    a = cpu.rows[1]
+    assert (a.latest_low, a.latest_high, a.latest_id, a.faster) == (1.2, 1.6, last_a, 3)
+    assert a.latest_at == T0 + timedelta(minutes=2)
+    assert cpu.beaten and "org/c" in cpu.note
+    # no interval wholly above 1x anywhere on these two: nobody has beaten plain there yet
+    for key in (("org/big", "cuda: NVIDIA H200"), ("org/slow", "cpu: Test CPU")):
+        assert not sections[key].beaten
+        assert sections[key].note == "No assistant has beaten plain here yet."
+    assert [r.strategy for r in sections[("org/slow", "cpu: Test CPU")].rows] == ["prompt-lookup", "assistant"]
+    html = history_html.board_html(db.leaderboard(target="slow"))
+    assert "No assistant has beaten plain here yet." in html and "org/big" not in html
+
+
+# --- under load and after crashes ------------------------------------------------------------------------
+
+def test_four_concurrent_saves_from_threads_give_four_rows(db, real_report):
+    barrier = threading.Barrier(4)
+    results = []
+
+    def save(i):
+        barrier.wait()
+        results.append(db.save(real_report, owner=f"user{i}"))
+
+    threads = [threading.Thread(target=save, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(r.saved for r in results), [r.warning for r in results]
+    assert len({r.id for r in results}) == 4
+    assert {e.owner for e in db.list().entries} == {"user0", "user1", "user2", "user3"}
+
+
+SAVER = """
+import json, sys, time
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from assistlab import history
+store = history.History({url!r})
+store._ready()
+go = Path({go!r})
+while not go.exists():
+    time.sleep(0.005)
+result = store.save(json.loads(Path({report!r}).read_text()), owner=sys.argv[1])
+print(json.dumps({{"id": result.id, "warning": result.warning}}))
+"""
+
+
+def test_four_servers_saving_at_once_give_four_rows(db_url, tmp_path):
+    """Four processes, each with its own connection, save at the same instant."""
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(minimal_report()))
+    go = tmp_path / "go"
+    script = SAVER.format(root=str(ROOT), url=db_url, go=str(go), report=str(report))
+    procs = [subprocess.Popen([sys.executable, "-c", script, f"p{i}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    time.sleep(3)  # let each connect and migrate before they all write at once
+    go.touch()
+    outputs = [p.communicate(timeout=120) for p in procs]
+    results = [json.loads(out) for out, err in outputs]
+    assert all(r["id"] and r["warning"] is None for r in results), outputs
+    store = hist.History(db_url, max_entries=None)
+    try:
+        assert sorted(e.owner for e in store.list().entries) == ["p0", "p1", "p2", "p3"]
+    finally:
+        store.close()
+
+
+CRASHER = """
+import sys, time
+from datetime import datetime, timezone
+sys.path.insert(0, {root!r})
+import sqlalchemy as sa
+from assistlab import history
+store = history.History({url!r})
+with store._ready().begin() as conn:
+    conn.execute(history.comparisons.insert().values(
+        id="0" * 16, created_at=datetime.now(timezone.utc), status="complete", target="half", assistants="",
+        strategies="", device="cpu", device_name="cpu", dtype="float32", report="{{}}"))
+    print("inside", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_crash_mid_save_leaves_the_database_readable(db_url, db):
+    kept = db.save(minimal_report()).id
+    proc = subprocess.Popen([sys.executable, "-c", CRASHER.format(root=str(ROOT), url=db_url)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "inside", proc.stderr.read()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    fresh = hist.History(db_url, max_entries=None)
+    try:
+        assert [e.id for e in fresh.list().entries] == [kept]
+        assert fresh.save(minimal_report()).saved
+        assert fresh.count() == 2
+    finally:
+        fresh.close()
+
+
+def test_an_error_inside_the_save_rolls_back_and_warns(db, monkeypatch, caplog):
+    def boom(self, conn):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(hist.History, "_prune", boom)
+    result = db.save(minimal_report())
+    assert not result.saved and "not saved" in result.warning and "RuntimeError" in result.warning
+    monkeypatch.undo()
+    assert db.count() == 0
+    with db._ready().connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(hist.arms_table)).scalar_one() == 0
+
+
+# --- schema ----------------------------------------------------------------------------------------------
+
+def test_schema_upgrade_from_version_1_backfills_the_leaderboard(db_url):
+    engine = hist.History(db_url)._make_engine()
+    try:
+        assert hist.upgrade(engine, to_version=1) == 1
+        with engine.begin() as conn:
+            assert hist.current_version(conn) == 1
+            assert not sa.inspect(conn).has_table("comparison_arms")
+            report = minimal_report("org/old", (("org/a", 1.3, 1.1, 1.5),))
+            conn.execute(hist.comparisons.insert().values(
+                id="a" * 16, created_at=T0, report=json.dumps(report), **hist.summary_columns(report)))
+    finally:
+        engine.dispose()
+    store = hist.History(db_url, max_entries=None)
+    try:
+        assert [e.id for e in store.list(assistant="org/a").entries] == ["a" * 16]
+        (section,) = store.leaderboard()
+        assert section.target == "org/old" and section.rows[0].speedup == 1.3
+        with store._ready().connect() as conn:
+            assert hist.current_version(conn) == hist.SCHEMA_VERSION
+            inspector = sa.inspect(conn)
+            for table in (hist.comparisons, hist.arms_table):  # the migrations build what the queries expect
+                assert {c["name"] for c in inspector.get_columns(table.name)} == {c.name for c in table.columns}
+    finally:
+        store.close()
+
+
+def test_a_newer_schema_is_refused_with_a_sentence(db_url):
+    store = hist.History(db_url)
+    with store._ready().begin() as conn:
+        conn.execute(hist.schema_table.update().values(version=hist.SCHEMA_VERSION + 1))
+    store.close()
+    fresh = hist.History(db_url)
+    result = fresh.save(minimal_report())
+    assert not result.saved and "newer than this AssistLab knows" in result.warning
+    fresh.close()
+
+
+# --- where it lives, and when it cannot be used (SQLite) -------------------------------------------------
+
+def test_default_location_is_created_on_first_use(tmp_path, monkeypatch):
+    monkeypatch.delenv(hist.DATA_DIR_ENV, raising=False)
+    monkeypatch.delenv(hist.DATABASE_URL_ENV, raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert hist.database_url() == f"sqlite:///{tmp_path / 'xdg' / 'assistlab' / hist.DB_FILENAME}"
+    monkeypatch.setenv(hist.DATA_DIR_ENV, str(tmp_path / "data"))
+    store = hist.History()
+    assert store.save(minimal_report()).saved
+    store.close()
+    path = tmp_path / "data" / hist.DB_FILENAME
+    assert path.exists()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    monkeypatch.setenv(hist.DATABASE_URL_ENV, "postgresql://u:secret@db.example/lab")
+    assert hist.database_url() == "postgresql+psycopg://u:secret@db.example/lab"
+    assert "secret" not in hist.History().where
+
+
+def test_a_bad_location_gives_one_warning(tmp_path, caplog):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    store = hist.History(f"sqlite:///{blocker / 'sub' / hist.DB_FILENAME}")
+    with caplog.at_level("WARNING", logger="assistlab.history"):
+        result = store.save(minimal_report())
+    assert not result.saved and str(blocker) in result.warning and "writable" in result.warning
+    assert [r.getMessage() for r in caplog.records] == [result.warning]
+    with pytest.raises(hist.HistoryError, match="Cannot use the history file"):
+        store.list()
+
+
+def test_an_unwritable_location_gives_a_warning(tmp_path):
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    undo = None
+    if os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0:
+            undo = ["chattr", "-i", str(folder)]
+    else:
+        folder.chmod(0o500)
+    try:
+        try:
+            (folder / "probe").touch()
+            (folder / "probe").unlink()
+            pytest.skip("cannot make a folder unwritable here (root without chattr)")
+        except OSError:
+            pass
+        result = hist.History(f"sqlite:///{folder / hist.DB_FILENAME}").save(minimal_report())
+        assert not result.saved and "writable" in result.warning
+    finally:
+        if undo:
+            subprocess.run(undo, check=False)
+        folder.chmod(0o700)
+
+
+def test_a_corrupt_database_file_gives_a_warning_and_a_sentence(tmp_path):
+    path = tmp_path / hist.DB_FILENAME
+    path.write_bytes(b"this is not sqlite at all, " * 200)
+    store = hist.History(f"sqlite:///{path}")
+    result = store.save(minimal_report())
+    assert not result.saved and "damaged" in result.warning and "move the file aside" in result.warning
+    with pytest.raises(hist.HistoryError, match="damaged"):
+        store.list()
+
+
+def test_a_locked_database_warns_quickly_instead_of_waiting(tmp_path):
+    url = f"sqlite:///{tmp_path / hist.DB_FILENAME}"
+    store = hist.History(url, busy_timeout_s=0.3)
+    assert store.save(minimal_report()).saved
+    holder = sqlite3.connect(tmp_path / hist.DB_FILENAME, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        start = time.monotonic()
+        result = store.save(minimal_report())
+        assert time.monotonic() - start < 5
+        assert not result.saved and "locked" in result.warning
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert store.save(minimal_report()).saved and store.count() == 2
+
+
+def test_a_full_disk_gives_a_warning(tmp_path):
+    store = hist.History(f"sqlite:///{tmp_path / hist.DB_FILENAME}")
+    assert store.save(minimal_report()).saved
+    engine = store._ready()
+    sa.event.listen(engine, "connect", lambda dbapi, _rec: dbapi.execute("PRAGMA max_page_count = 1"))
+    engine.dispose()  # new connections get the cap: the file cannot grow
+    report = minimal_report(prompt="x")
+    report["arms"][0]["trace"] = [{"t_s": [0.5] * 20_000}]
+    result = store.save(report)
+    assert not result.saved and "full" in result.warning
+    assert store.count() == 1
