@@ -240,8 +240,7 @@ def run_benchmark(
     dtype = models_mod.choose_dtype(request.dtype, device)
     request = request.resolved(device.type)
     messages: list[str] = []
-    for text in [request.target] + [a.assistant for a in request.arms if a.assistant]:
-        catalog.resolve(text)  # refuse a bad reference before loading anything
+    request = catalog.canonical_request(request)  # refuses a bad reference before loading; names as shown
 
     def load(text: str, keep: set) -> tuple[tuple, LoadedModel]:
         return store.get(text, device, dtype, request.device_map_auto, progress=messages.append, keep=keep)
@@ -257,6 +256,7 @@ def run_benchmark(
             keep.add(key)
 
     inputs = encode_prompt(request, target)
+    strategies.check_context(request, inputs["input_ids"][0].tolist(), target, assistants)
     base = strategies.base_kwargs(request, target)
     arms = [_Arm(ArmInfo("plain", "plain"), dict(base), lambda: None)]
     for spec in request.arms:

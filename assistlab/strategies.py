@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .config import ArmSpec, BenchRequest
+from collections.abc import Mapping, Sequence
+
+from .config import MODEL_STRATEGIES, ArmSpec, BenchRequest
 from .errors import InputError
 from .models import LoadedModel
 
@@ -81,3 +83,44 @@ def configure_drafter(arm: ArmSpec, strategy: str, target: LoadedModel, assistan
     config.num_assistant_tokens = arm.num_assistant_tokens
     config.num_assistant_tokens_schedule = arm.num_assistant_tokens_schedule
     config.assistant_confidence_threshold = arm.assistant_confidence_threshold or 0.0
+
+
+def _prompt_in_assistant_tokens(prompt_ids: Sequence[int], target: LoadedModel, assistant: LoadedModel) -> int:
+    """The prompt's length in the assistant's own tokens, as universal assisted generation re-tokenises it."""
+    if same_tokenizer(target.tokenizer, assistant.tokenizer):
+        return len(prompt_ids)
+    text = target.tokenizer.decode(list(prompt_ids), skip_special_tokens=True)
+    return len(assistant.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+
+def check_context(
+    request: BenchRequest, prompt_ids: Sequence[int], target: LoadedModel, assistants: Mapping[str, LoadedModel]
+) -> None:
+    """Refuse a comparison that would run any model past its context window, naming the model and what to lower.
+
+    The target reads the prompt plus the new tokens; an assistant reads the prompt in its own tokens plus the
+    new tokens plus one draft of `num_assistant_tokens`.
+    """
+    new = request.max_new_tokens
+    limit = target.context_length
+    if limit and len(prompt_ids) + new > limit:
+        raise InputError(
+            f"The prompt is {len(prompt_ids)} tokens and {new} new tokens are asked for, but the target "
+            f"{target.name} reads at most {limit} tokens; shorten the prompt or lower max_new_tokens "
+            f"to {max(1, limit - len(prompt_ids))} or less."
+        )
+    for arm in request.arms:
+        helper = assistants.get(arm.assistant) if arm.strategy in MODEL_STRATEGIES and arm.assistant else None
+        if helper is None or not helper.context_length:
+            continue
+        prompt = _prompt_in_assistant_tokens(prompt_ids, target, helper)
+        needed = prompt + new + arm.num_assistant_tokens
+        if needed > helper.context_length:
+            room = helper.context_length - prompt - arm.num_assistant_tokens
+            lower = f"lower max_new_tokens to {room} or less" if room >= 1 else "shorten the prompt"
+            raise InputError(
+                f"The assistant {helper.name} reads at most {helper.context_length} tokens, but this comparison "
+                f"needs up to {needed}: the prompt is {prompt} of its tokens, plus {new} new tokens and a draft of "
+                f"{arm.num_assistant_tokens}. {lower[0].upper()}{lower[1:]}, or choose an assistant with a "
+                f"longer context."
+            )
