@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import gc
 import json
 import os
@@ -9,7 +11,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -265,10 +267,31 @@ def free_bytes(device: torch.device) -> int:
     return int(psutil.virtual_memory().available)
 
 
+# The GPUs the comparison on this thread holds (see `placed_on`); unset means every GPU. A context variable,
+# so each job thread sees only its own.
+_RUN_GPUS: contextvars.ContextVar[tuple[int, ...] | None] = contextvars.ContextVar("assistlab_run_gpus", default=None)
+
+
+@contextlib.contextmanager
+def placed_on(gpus: tuple[int, ...]) -> Iterator[None]:
+    """Run the block on these GPUs (from slots.Placement): models load onto the first, and clock readings wait
+    only for these, never for another person's comparison on another GPU. Empty: the CPU, nothing to do."""
+    if not gpus:
+        yield
+        return
+    token = _RUN_GPUS.set(tuple(gpus))
+    try:
+        with torch.cuda.device(gpus[0]):  # choose_device reads the thread's current device
+            yield
+    finally:
+        _RUN_GPUS.reset(token)
+
+
 def synchronize_all() -> None:
-    """Wait for every GPU before a clock reading: an assistant, or part of a split target, may sit on another."""
+    """Wait for every GPU this run uses before a clock reading: an assistant, or part of a split target, may
+    sit on another."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        for index in range(torch.cuda.device_count()):
+        for index in _RUN_GPUS.get() or range(torch.cuda.device_count()):
             torch.cuda.synchronize(index)
 
 
