@@ -171,7 +171,7 @@ def test_a_sweep_streams_through_the_apps_runner(allowed_models, store):
     request = ui.request_from_form("target", "", "prompt-lookup", "deep learning deep learning", max_new_tokens=4,
                                    repeats=1, warmup=0)
     plan = ui.sweep_plan("prompt_lookup_num_tokens", "1,3")
-    events = list(ui._gpu_runner(store)(request, threading.Event(), plan))
+    events = list(ui._gpu_runner(store)(request, threading.Event().is_set, plan))
     report = events[-1].report.to_dict()
     assert events[-1].kind == "done" and report["status"] == "complete"
     assert [p["value"] for p in report["sweep"]["points"]] == [1, 3]
@@ -339,6 +339,6 @@ def test_on_zero_gpu_the_run_goes_through_spaces_gpu(allowed_models, store, monk
 
     monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=gpu))
     request = ui.request_from_form("target", "", "prompt-lookup", "hi", max_new_tokens=4, repeats=1, warmup=0)
-    events = list(ui._gpu_runner(store)(request, threading.Event()))
+    events = list(ui._gpu_runner(store)(request, threading.Event().is_set))
     assert events[-1].kind == "done" and events[-1].report.status == "complete"
     assert asked == [ui.gpu_seconds(request)]

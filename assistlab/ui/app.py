@@ -2,31 +2,36 @@
 
 # No `from __future__ import annotations`: gr.api reads the type hints of `compare` at runtime.
 
+import asyncio
 import os
-import threading
 from pathlib import Path
 
 import gradio as gr
 
-from .. import catalog, charts
+from .. import catalog, charts, slots
 from ..config import DEFAULT_PROMPT
-from ..errors import InputError
+from ..errors import InputError, ResourceError
 from ..models import ModelStore
-from . import compare_tab, sweep_tab
+from ..slots import Finished, SlotPool, Waiting
+from . import compare_tab, gradio_private, sweep_tab
 from . import form as form_mod
 from .fields import FORM_FIELDS, _blank, request_from_form
 from .form import ASSETS
-from .session import GPU_GROUP, QUEUE_SIZE, Page, ReportFiles, SessionStops, _gpu_runner, user_errors
+from .session import GPU_GROUP, HEARTBEAT_S, QUEUE_SIZE, Page, ReportFiles, SessionStops, _gpu_runner, user_errors
 from .style import CSS, theme
 
 AUTH_ENV = "ASSISTLAB_AUTH"
 
 
 def build_app(
-    store: ModelStore | None = None, reports_dir: Path | None = None, queue_max_size: int = QUEUE_SIZE
+    store: ModelStore | None = None,
+    reports_dir: Path | None = None,
+    queue_max_size: int = QUEUE_SIZE,
+    pool: SlotPool | None = None,
 ) -> gr.Blocks:
-    """The whole page around one ModelStore; app.py launches it, tests drive it."""
+    """The whole page around one ModelStore and one slot per visible GPU; app.py launches it, tests drive it."""
     store = store if store is not None else ModelStore()
+    pool = pool if pool is not None else SlotPool(slots.visible_gpus())
     stops = SessionStops()
     gpu_stream = _gpu_runner(store)
 
@@ -42,7 +47,7 @@ def build_app(
                         sweeps = sweep_tab.build()
 
         # ---- Register listeners
-        page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs())
+        page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs(), pool)
         form_mod.wire(form)
         compare_tab.wire(page, results)
         sweep_tab.wire(page, form, sweeps)
@@ -52,7 +57,7 @@ def build_app(
 
         demo.unload(forget_session)
 
-        def compare(
+        async def compare(
             target: str = catalog.BUNDLED_TARGET,
             assistant: str = catalog.BUNDLED_ASSISTANT,
             strategy: str = "auto",
@@ -73,21 +78,37 @@ def build_app(
             prompt_lookup_num_tokens: int = 10,
             early_exit_layer: int | None = None,
             device_map_auto: bool = False,
+            request: gr.Request = None,
         ) -> tuple[dict, str]:
             """Compare a target with and without assistance; returns the JSON report and its headline.
 
             max_new_tokens, repeats and warmup left empty (None) take the device defaults.
             """
             values = {name: value for name, value in locals().items() if name in FORM_FIELDS}
+            session = request.session_hash if request is not None else None
             with user_errors():
-                bench = request_from_form(**values)
+                job = page.start_job(request_from_form(**values), lambda: False)
                 final = None
-                for final in gpu_stream(bench, threading.Event()):
-                    pass
+                try:  # a cancel raises CancelledError at the sleep; the job is stopped on the way out
+                    while True:
+                        try:
+                            item = job.get(timeout=0)
+                        except Finished:
+                            break
+                        if item is None:
+                            if session and gradio_private.client_gone(demo, session):
+                                job.stop()
+                            await asyncio.sleep(HEARTBEAT_S)
+                        elif not isinstance(item, Waiting):
+                            final = item
+                finally:
+                    job.stop()
+                if final is None or final.report is None:
+                    raise ResourceError("The comparison stopped before it started; try again.")
                 report = final.report.to_dict()
             return report, charts.headline(report)
 
-        gr.api(compare, api_name="compare", concurrency_id=GPU_GROUP, concurrency_limit=1)
+        gr.api(compare, api_name="compare", concurrency_id=GPU_GROUP, concurrency_limit=pool.size)
 
     demo.queue(max_size=queue_max_size, default_concurrency_limit=1)
     return demo
