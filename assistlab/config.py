@@ -24,6 +24,7 @@ LIMITS = {
     "num_assistant_tokens": 64,
     "prompt_lookup_num_tokens": 64,
     "arms": 8,
+    "upload_bytes": 2_000_000,  # the largest file the server accepts from a browser or client (Gradio's max_file_size)
 }
 
 # Longest text accepted in each free-text field, checked before the text is split or parsed, so a megabyte

@@ -301,7 +301,7 @@ def test_launch_options_read_the_environment():
            "ASSISTLAB_AUTH": "ann:pw1, bob:p:w2"}
     options = ui.launch_options(env)
     assert (options["server_name"], options["server_port"], options["root_path"]) == ("0.0.0.0", 8080, "/lab")
-    assert options["auth"] == [("ann", "pw1"), ("bob", "p:w2")]
+    assert options["auth"].throttle.accounts == {"ann": "pw1", "bob": "p:w2"}
     with pytest.raises(InputError, match="ASSISTLAB_AUTH"):
         ui.launch_options({"ASSISTLAB_AUTH": "nobody"})
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import gradio as gr
 
 from .. import catalog, charts, slots
-from ..config import DEFAULT_PROMPT
+from ..access import LoginThrottle
+from ..config import DEFAULT_PROMPT, LIMITS
 from ..errors import InputError, ResourceError
 from ..models import ModelStore
 from ..slots import Finished, SlotPool, Waiting
@@ -21,6 +22,10 @@ from .session import GPU_GROUP, HEARTBEAT_S, QUEUE_SIZE, Page, ReportFiles, Sess
 from .style import CSS, theme
 
 AUTH_ENV = "ASSISTLAB_AUTH"
+FAILED_LOGIN_DELAY_S = 0.5  # what each wrong password costs its sender, without holding up anyone else
+# Gradio's copies of files it serves (report downloads) are swept every 10 minutes once an hour old, and all
+# removed when the server stops.
+CACHE_SWEEP = (600, 3600)
 
 
 def build_app(
@@ -35,7 +40,7 @@ def build_app(
     stops = SessionStops()
     gpu_stream = _gpu_runner(store)
 
-    with gr.Blocks(title="AssistLab", analytics_enabled=False, fill_width=True) as demo:
+    with gr.Blocks(title="AssistLab", analytics_enabled=False, fill_width=True, delete_cache=CACHE_SWEEP) as demo:
         form_mod.header()
         with gr.Row(equal_height=False):
             with gr.Column(scale=4, min_width=340):
@@ -132,6 +137,23 @@ def parse_auth(text: str | None) -> list[tuple[str, str]] | None:
     return pairs
 
 
+def throttled_auth(pairs: list[tuple[str, str]]):
+    """Gradio's `auth=` callable: the accounts, with failed logins slowed and repeated ones locked out.
+
+    `.throttle` is the LoginThrottle behind it.
+    """
+    throttle = LoginThrottle(dict(pairs))
+
+    async def auth(username: str, password: str) -> bool:
+        if throttle.check(username, password):
+            return True
+        await asyncio.sleep(FAILED_LOGIN_DELAY_S)
+        return False
+
+    auth.throttle = throttle
+    return auth
+
+
 def launch_options(environ: dict | None = None) -> dict:
     """Keyword arguments for demo.launch(): look, server address from the GRADIO_* variables, optional login."""
     env = os.environ if environ is None else environ
@@ -150,8 +172,9 @@ def launch_options(environ: dict | None = None) -> dict:
             raise InputError(f"GRADIO_SERVER_PORT must be a port number, got {env['GRADIO_SERVER_PORT']!r}.") from None
     if env.get("GRADIO_ROOT_PATH"):
         options["root_path"] = env["GRADIO_ROOT_PATH"]
+    options["max_file_size"] = LIMITS["upload_bytes"]
     auth = parse_auth(env.get(AUTH_ENV))
     if auth:
-        options["auth"] = auth
+        options["auth"] = throttled_auth(auth)
         options["auth_message"] = "This AssistLab server asks for a login."
     return options

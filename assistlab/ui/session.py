@@ -11,6 +11,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 16  # people waiting beyond this are told the queue is full instead of waiting for ever
 GPU_GROUP = "gpu"  # every event that runs a model shares this group; as many run at once as there are slots
-REPORT_FILES_MAX_AGE_S = 24 * 3600
+REPORT_FILES_MAX_AGE_S = 3600  # report files older than this go at the next write
 # A streaming handler yields at least this often, so gradio can close it promptly when its request is cancelled.
 HEARTBEAT_S = 0.25
 # A comparison nobody has read for this long (a killed client, a closed tab, a cancelled request) stops.
@@ -128,6 +129,12 @@ class ReportFiles:
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="assistlab-reports-"))
         self.root.mkdir(parents=True, exist_ok=True)
+        # A folder the app made for itself goes with the server: at close(), or when the process exits.
+        self._remove = weakref.finalize(self, shutil.rmtree, str(self.root), True) if not root else None
+
+    def close(self) -> None:
+        if self._remove is not None:
+            self._remove()
 
     def write(self, report: Report) -> tuple[str, str]:
         self._prune()
