@@ -226,3 +226,19 @@ def test_a_shard_outside_the_top_level_is_refused(fake_hub):
     index["weight_map"]["c"] = "original/consolidated.safetensors"
     with pytest.raises(ModelLoadError, match="names 'original/consolidated.safetensors'"):
         models._fetch_hub(catalog.ModelRef("org/name", "hub", "org/name"), lambda _m: None)
+
+
+@pytest.mark.parametrize("field, long", [
+    ("extra_assistants", {"extra_assistants": "org/name, " * 100_000}),
+    ("target", {"target": "a" * 100_000}),
+    ("assistant", {"assistant": "a" * 100_000}),
+])
+def test_the_form_caps_each_field_before_splitting_it(field, long):
+    from assistlab import ui
+
+    started = time.perf_counter()
+    with pytest.raises(InputError, match=f"^{field} has [0-9,]+ characters; the limit is"):
+        ui.request_from_form(**{"target": "t", "assistant": "a", "strategy": "auto", "prompt": "p", **long})
+    assert time.perf_counter() - started < 0.5
+    with pytest.raises(InputError, match="^sweep_values has"):
+        ui.sweep_plan("num_assistant_tokens", "1," * 100_000)
