@@ -44,7 +44,8 @@ class Waiting:
     def message(self) -> str:
         if self.place <= 1:
             return "Waiting for a free slot: you are next."
-        return f"Waiting for a free slot: {self.place - 1} ahead of you in the queue ({self.slots} slots)."
+        plural = "s" if self.slots != 1 else ""
+        return f"Waiting for a free slot: {self.place - 1} ahead of you ({self.slots} slot{plural} on this server)."
 
 
 class SlotPool:

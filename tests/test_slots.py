@@ -122,7 +122,7 @@ def test_the_queue_is_first_come_first_served_and_tells_each_waiter_its_place():
         wait_until(lambda n=i + 1: pool.waiting() == n, f"{i + 1} wait")
     places = [w.get(timeout=WAIT) for w in waiters]
     assert places == [Waiting(1, 1), Waiting(2, 1), Waiting(3, 1), Waiting(4, 1)]
-    assert places[2].message() == "Waiting for a free slot: 2 ahead of you in the queue (1 slots)."
+    assert places[2].message() == "Waiting for a free slot: 2 ahead of you (1 slot on this server)."
     gate.set()
     for job in [holder, *waiters]:
         items = drain(job)
