@@ -47,6 +47,12 @@ def wait_idle(pool: SlotPool, within: float) -> float:
                          f"(slot busy: {bool(pool.busy())})")
 
 
+def assert_stays_quiet(seconds: float = 4.0) -> None:
+    """No work started again: cancelled requests must not come back to life (or run side by side)."""
+    used = busy_cpu_seconds(seconds)
+    assert used < 0.1 * seconds, f"the server used {used:.1f} CPU seconds in {seconds:.0f} s after going idle"
+
+
 def plain_median(report: dict) -> float:
     return report["arms"][0]["latency_summary"]["median"]
 
@@ -72,6 +78,7 @@ def test_cancelled_jobs_stop_and_the_next_run_is_not_slowed(app):
     # Within one timed run (between runs here; within a step once the runner checks the flag every step),
     # where the cancelled jobs alone would keep the server busy for minutes.
     quiet_after = wait_idle(pool, within=30.0)
+    assert_stays_quiet()
 
     after = plain_median(Client(url, verbose=False).predict(**QUICK, api_name="/compare")[0])
     assert after < 2.5 * idle + 0.05, f"plain took {after:.3f} s after the cancels against {idle:.3f} s idle"
@@ -97,6 +104,7 @@ def test_a_killed_client_stops_its_run(app):
         process.wait(10)
     # Gradio notices a departed client within its 10 s stream timeout; the run stops at its next check.
     quiet_after = wait_idle(pool, within=40.0)
+    assert_stays_quiet()
     report = Client(url, verbose=False).predict(**QUICK, api_name="/compare")[0]
     assert report["status"] == "complete"
     print(f"idle {quiet_after:.1f} s after the client was killed")
