@@ -223,7 +223,7 @@ class Page:
                 job = self.start_job(request, stop.is_set, plan)
                 for item in job.items(heartbeat_s=HEARTBEAT_S):
                     if item is None:
-                        yield {}  # nothing new; lets gradio see a cancel or a departed client
+                        yield gr.skip()  # nothing new; lets gradio see a cancel or a departed client
                     elif isinstance(item, Waiting):
                         yield {progress: progress_html(item.message(), None)}
                     else:
