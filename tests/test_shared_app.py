@@ -102,8 +102,9 @@ def test_a_killed_client_stops_its_run(app):
     finally:
         process.kill()
         process.wait(10)
-    # Gradio notices a departed client within its 10 s stream timeout; the run stops at its next check.
-    quiet_after = wait_idle(pool, within=40.0)
+    # Gradio notices a departed client on its next stream message (within 10-15 s); the run stops at its next
+    # check (between runs here; within a step once the runner checks the flag every step).
+    quiet_after = wait_idle(pool, within=60.0)
     assert_stays_quiet()
     report = Client(url, verbose=False).predict(**QUICK, api_name="/compare")[0]
     assert report["status"] == "complete"
