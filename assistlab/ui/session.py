@@ -229,6 +229,8 @@ class Page:
                     else:
                         event = item
                         yield render(item)
+                if event is None:  # stopped while it waited for a slot
+                    yield {progress: progress_html("Stopped before it started.", 0.0, "stopped")}
         except gr.Error as exc:
             done, total = (event.done, event.total) if event is not None else (0, 0)
             yield {progress: progress_html(f"Failed: {exc.message}", done / total if total else 0.0, "failed")}
