@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import stats
 from .config import LIMITS
 
 if TYPE_CHECKING:
@@ -427,7 +428,11 @@ def paired_arms(report: dict) -> list[tuple[dict, dict]]:
 def rank_arms(report: dict) -> list[dict]:
     """Assisted arms from a report dict, fastest first (by median speedup), with acceptance and cost beside.
 
-    Arms with no speedup (failed, or no runs yet) come last, in their original order.
+    Arms with no speedup (failed, or no runs yet) come last, in their original order. The order of the
+    medians is not a claim; whether the first is really ahead is: the first row's `clearly_first` is
+    stats.compare_with_best of its runs against every other ranked arm's, paired by repetition (position in
+    `latencies_s`), Bonferroni over the rivals, with the joint level in `family_level`; each other ranked
+    row's `behind_first` is its run-by-run comparison (ratio of its latency to the first's).
     """
     rows = []
     for entry, arm in paired_arms(report):
@@ -439,14 +444,30 @@ def rank_arms(report: dict) -> list[dict]:
                 "speedup": speed.get("median"),
                 "ci_low": speed.get("ci_low"),
                 "ci_high": speed.get("ci_high"),
+                "level": speed.get("level"),
+                "n": speed.get("n", 0),
+                "interval": speed.get("interval"),
                 "acceptance_rate": entry.get("acceptance_rate"),
                 "tokens_per_forward": entry.get("tokens_per_forward"),
                 **{key: entry.get(key) for key in ANALYSIS_KEYS},
                 "outputs_identical": entry.get("outputs_identical"),
                 "error": arm.get("error"),
+                "clearly_first": None,
+                "family_level": None,
+                "behind_first": None,
+                "_latencies": arm.get("latencies_s") or [],
             }
         )
     ordered = sorted(rows, key=lambda r: (r["speedup"] is None, -(r["speedup"] or 0.0)))
     for rank, row in enumerate(ordered, start=1):
         row["rank"] = rank if row["speedup"] is not None else None
+    ranked = [row for row in ordered if row["rank"] is not None]
+    if len(ranked) > 1:
+        first, rest = ranked[0], ranked[1:]
+        versus = stats.compare_with_best(first["_latencies"], [row["_latencies"] for row in rest])
+        first["clearly_first"], first["family_level"] = versus["clear"], versus["family_level"]
+        for row, comparison in zip(rest, versus["comparisons"]):
+            row["behind_first"] = comparison
+    for row in ordered:
+        del row["_latencies"]
     return ordered

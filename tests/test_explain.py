@@ -6,7 +6,7 @@ import math
 import pytest
 from transformers import AutoTokenizer
 
-from assistlab import explain, models, runner, strategies
+from assistlab import explain, models, runner, stats, strategies
 from assistlab.config import ArmSpec, BenchRequest
 from assistlab.report import RunRecord
 
@@ -271,6 +271,39 @@ def test_rank_arms_orders_by_speedup_and_keeps_failures_last():
     assert [r["rank"] for r in ranked] == [1, 2, 3, None]
     assert ranked[1]["c"] == 0.1 and ranked[1]["alpha"] == 0.7 and ranked[0]["c"] is None
     assert ranked[3]["error"] == "ran out of memory"
+    # No runs to pair: the first is not called clearly ahead.
+    assert ranked[0]["clearly_first"] is False and ranked[0]["family_level"] is None
+
+
+def _ranked_report(latencies: dict[str, list[float]]) -> dict:
+    plain = [1.0] * len(next(iter(latencies.values())))
+    arms = [{"name": "plain", "strategy": "plain", "error": None, "latencies_s": plain}]
+    comparison = []
+    for name, lat in latencies.items():
+        arms.append({"name": name, "strategy": "assistant", "error": None, "latencies_s": lat})
+        comparison.append({"arm": name, "speedup": stats.speedup(plain, lat)})
+    return {"arms": arms, "comparison": comparison}
+
+
+def test_rank_arms_says_whether_the_first_is_really_ahead():
+    jitter = [1.0, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0, 1.02, 0.98]
+    ranked = explain.rank_arms(_ranked_report({
+        "slow": [0.9 * j for j in jitter],
+        "fast": [0.6 * j for j in reversed(jitter)],
+        "mid": [0.8 * j for j in jitter],
+    }))
+    assert [r["arm"] for r in ranked] == ["fast", "mid", "slow"]
+    first = ranked[0]
+    assert first["clearly_first"] is True and first["family_level"] == 1 - 44 / 1024  # two rivals at 97.85%
+    assert first["n"] == 10 and first["level"] == 1002 / 1024 and first["interval"] == "order-statistic"
+    # Each rival's paired comparison: its latency over the first's, run by run.
+    assert ranked[1]["behind_first"]["median"] == pytest.approx(0.8 / 0.6, rel=0.05)
+    assert ranked[1]["behind_first"]["ci_low"] > 1.0 and ranked[1]["clearly_first"] is None
+    # Three runs each: the same order, but too few runs to call the first ahead.
+    few = explain.rank_arms(_ranked_report({"slow": [0.9] * 3, "fast": [0.6, 0.61, 0.59], "mid": [0.8] * 3}))
+    assert few[0]["arm"] == "fast" and few[0]["clearly_first"] is False
+    assert few[0]["family_level"] == 0.5  # 1 - 2 * (1 - 0.75)
+    assert few[1]["behind_first"]["interval"] == "range"
 
 
 # ---------------------------------------------------------------- on tiny random models

@@ -143,7 +143,8 @@ def short_context(allowed_models, tmp_path, monkeypatch):
 @pytest.mark.parametrize("strategy, assistant", [("universal", "assistant-short"), ("assistant", "same-short")])
 def test_the_assistants_context_is_checked(short_context, strategy, assistant):
     store = models.ModelStore()
-    request = BenchRequest(target="target", arms=(ArmSpec(strategy, assistant),), prompt="deep learning",
+    arm = ArmSpec(strategy, assistant, num_assistant_tokens=5)
+    request = BenchRequest(target="target", arms=(arm,), prompt="deep learning",
                            max_new_tokens=60, repeats=1, warmup=0, device="cpu")
     events = runner.run_benchmark(request, store)
     with pytest.raises(InputError) as caught:
@@ -153,9 +154,14 @@ def test_the_assistants_context_is_checked(short_context, strategy, assistant):
     assert f"The assistant {assistant} reads at most 40 tokens" in message
     assert "Lower max_new_tokens to" in message
     # Within the assistant's window the same pair runs.
-    fits = BenchRequest(target="target", arms=(ArmSpec(strategy, assistant),), prompt="deep learning",
+    fits = BenchRequest(target="target", arms=(arm,), prompt="deep learning",
                         max_new_tokens=8, repeats=1, warmup=0, device="cpu")
     assert runner.run_to_report(fits, store).status == "complete"
+    # Left unset, the draft is transformers' default (20), which this assistant cannot also fit.
+    default = BenchRequest(target="target", arms=(ArmSpec(strategy, assistant),), prompt="deep learning",
+                           max_new_tokens=8, repeats=1, warmup=0, device="cpu")
+    with pytest.raises(InputError, match="a draft of 20"):
+        runner.run_to_report(default, store)
 
 
 # ---------------------------------------------------------------- 7: field lengths before any parsing
