@@ -22,6 +22,7 @@ from .config import (
     BenchRequest,
     assisted_arms,
 )
+from .drafters import LOSSY_TRADE
 from .errors import AssistLabError, InputError
 
 EXIT_USAGE = 2
@@ -82,8 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--schedule", choices=SCHEDULES, default=None, help=f"draft length schedule (default: transformers' default, {_td('num_assistant_tokens_schedule')}; 'heuristic' adapts within a run)")
     bench.add_argument("--confidence-threshold", default=None, help=f"assistant stops drafting below this probability, 0 to 1; 0 turns it off (default: transformers' default, {_td('assistant_confidence_threshold')})")
     bench.add_argument("--prompt-lookup-num-tokens", default=None, help=f"tokens prompt lookup proposes per step (default: {PROMPT_LOOKUP_DEFAULT}, AssistLab's choice: transformers has none)")
+    bench.add_argument("--ensemble-weight", default=None, help="ensemble verification weight in (0, 1) for the assisted arms: faster, but lossy (default: none, lossless)")
     bench.add_argument("--early-exit-layer", default=None, help="layer to exit at for --strategy early-exit")
-    bench.add_argument("--sweep", choices=("num_assistant_tokens", "prompt_lookup_num_tokens"), default=None, help="instead of one setting, compare several draft lengths of the first matching arm against one plain baseline")
+    bench.add_argument("--sweep", choices=("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight"), default=None, help="instead of one setting, compare several draft lengths (or ensemble weights, next to the same arm verifying losslessly) of the first matching arm against one plain baseline")
     bench.add_argument("--sweep-values", default="1,2,3,5,8", help="draft lengths for --sweep (default: %(default)s)")
     bench.add_argument("--sweep-schedules", default="heuristic", help="adaptive schedules added to --sweep of num_assistant_tokens, comma-separated; '' for none (default: %(default)s)")
     bench.add_argument("--json", type=Path, default=None, help="write the report as JSON here")
@@ -110,6 +112,8 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
         assistant_confidence_threshold=args.confidence_threshold,
         prompt_lookup_num_tokens=args.prompt_lookup_num_tokens,
     )
+    if args.ensemble_weight is not None:
+        knobs["assistant_ensemble_weight"] = args.ensemble_weight
     assistants = args.assistant or ([catalog.BUNDLED_ASSISTANT] if args.strategy in MODEL_STRATEGIES else [])
     arms = assisted_arms(
         args.strategy, assistants, also_prompt_lookup=args.prompt_lookup, early_exit_layer=args.early_exit_layer,
@@ -163,7 +167,7 @@ def settings_phrase(settings: dict) -> str:
 
 def format_table(data: dict) -> str:
     """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
-    from .report import speedup_sentence
+    from .report import is_busy, speedup_sentence
 
     request, env = data["request"], data["environment"]
     title = (
@@ -195,19 +199,27 @@ def format_table(data: dict) -> str:
     out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, with the "
                "order-statistic interval of that median at the level it has.")
     for entry in data["comparison"]:
-        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"]))
+        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"], busy=is_busy(data)))
         if entry.get("predicted_speedup") is not None:
             out.append(
                 f"    why: alpha {entry['alpha']:.2f} (acceptance per drafted token), c {entry['c']:.2f} (drafting "
                 f"cost per token in target steps), k {entry['k']:.3g} -> predicted {entry['predicted_speedup']:.2f}×. "
                 f"{entry['limit']}"
             )
+        for missing in entry.get("figures_unavailable") or []:
+            out.append(f"    {missing['figure']}: {missing['why']}.")
+    if any(entry.get("lossless") is False for entry in data["comparison"]):
+        out.append(LOSSY_TRADE)
+    for arm in data["arms"]:
+        if arm.get("choice"):
+            out.append(f"  {arm['name']}: {arm['choice']}")
     stopping = data.get("stopping")
     if stopping:
         out.append("Repetitions: " + stopping_sentence(stopping))
     for arm in data["arms"]:
         if arm.get("settings"):
             out.append(f"  {arm['name']} drafts with {settings_phrase(arm['settings'])}.")
+    out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
     if data.get("sweep"):
         out.append(f"Sweep of {data['sweep']['param']}: {data['sweep']['best_text']}")
     for arm in data["arms"]:
@@ -269,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "presets":
             for p in catalog.PRESETS:
-                print(f"{p.label}\n  target:    {p.target}\n  assistant: {p.assistant}\n  {p.note}")
+                helper = p.assistant or "(none: the target drafts for itself)"
+                print(f"{p.label}\n  target:    {p.target}\n  assistant: {helper}\n  strategy:  {p.strategy}\n  {p.note}")
             return 0
         if args.command == "prepare":
             for name in bundled.BUNDLED:

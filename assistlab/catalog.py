@@ -20,12 +20,13 @@ _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0
 
 @dataclass(frozen=True)
 class Preset:
-    """A target/assistant pair people commonly try."""
+    """A target/assistant pair people commonly try; `assistant` is empty when the target drafts for itself (MTP)."""
 
     label: str
     target: str
     assistant: str
     note: str
+    strategy: str = "auto"  # the path 'auto' picks for this pair, named so lists can say it
 
 
 BUNDLED_TARGET = "bundled:gemma-3-270m"
@@ -67,6 +68,37 @@ PRESETS: tuple[Preset, ...] = (
         "HuggingFaceTB/SmolLM2-1.7B-Instruct",
         "HuggingFaceTB/SmolLM2-135M-Instruct",
         "Same family; light enough for a CPU with patience.",
+    ),
+    # Drafters transformers ships beside the classic assistant (assistlab/drafters.py). Ids as published by
+    # Google (ai.google.dev/gemma/docs/mtp: the assistant is the target's id + "-assistant") and as named in
+    # transformers' own Glm4Moe docs; listed, not downloadable here.
+    Preset(
+        "Gemma 4 E2B + its assistant (gemma4-assistant)",
+        "google/gemma-4-E2B-it",
+        "google/gemma-4-E2B-it-assistant",
+        "Google's 4-layer drafter that reads the target's own hidden and key/value states; gated, needs HF_TOKEN.",
+        "gemma4-assistant",
+    ),
+    Preset(
+        "Gemma 4 E4B + its assistant (gemma4-assistant)",
+        "google/gemma-4-E4B-it",
+        "google/gemma-4-E4B-it-assistant",
+        "The same kind of drafter for the E4B target; gated, needs HF_TOKEN.",
+        "gemma4-assistant",
+    ),
+    Preset(
+        "Gemma 4 31B + its assistant (gemma4-assistant)",
+        "google/gemma-4-31B-it",
+        "google/gemma-4-31B-it-assistant",
+        "The dense 31B target with its drafter; needs a large GPU (about 62 GB in bfloat16) and HF_TOKEN.",
+        "gemma4-assistant",
+    ),
+    Preset(
+        "GLM-4.5 with its own MTP layer (mtp)",
+        "zai-org/GLM-4.5",
+        "",
+        "Self-speculation: the checkpoint's MTP layer drafts, no second model. A 355B MoE: several large GPUs.",
+        "mtp",
     ),
 )
 

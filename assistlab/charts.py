@@ -6,7 +6,7 @@ import html
 
 import plotly.graph_objects as go
 
-from .report import interval_cell, speedup_sentence
+from .report import interval_cell, is_busy, speedup_sentence
 from .stats import spread_is_wide
 
 # Plain is always the calm slate; assisted arms take the colours after it, in report order.
@@ -329,7 +329,7 @@ def headline_lines(report: dict) -> list[str]:
             continue
         if comp["speedup"].get("median") is None:
             continue
-        sentence = speedup_sentence(comp, sampling)
+        sentence = speedup_sentence(comp, sampling, busy=is_busy(report))
         sentences.append(f"{sentence} It then failed: {error}" if error else sentence)
     if not sentences:
         sentences.append("No assisted arm finished a run, so there is nothing to compare.")
@@ -338,6 +338,7 @@ def headline_lines(report: dict) -> list[str]:
         sentences.append(f"So far: {counted} of {planned} repetitions.")
     elif report.get("status") == "stopped":
         sentences.append(f"Stopped after {counted} of {planned} repetitions.")
+    sentences += [w["message"] for w in report.get("warnings") or []]
     noisy = [a["name"] for a in arms if a.get("latencies_s") and spread_is_wide(a["latency_summary"])]
     if noisy:
         sentences.append(

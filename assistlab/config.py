@@ -11,6 +11,10 @@ from .errors import InputError
 STRATEGIES = ("auto", "assistant", "universal", "prompt-lookup", "early-exit")
 # Strategies that need a second model.
 MODEL_STRATEGIES = ("auto", "assistant", "universal")
+# Drafters transformers ships beside the classic paths; assistlab/drafters.py picks and checks them.
+DRAFTER_STRATEGIES = ("gemma4-assistant", "mtp", "dflash")
+STRATEGIES = (*STRATEGIES, *DRAFTER_STRATEGIES)
+MODEL_STRATEGIES = (*MODEL_STRATEGIES, "gemma4-assistant", "dflash")
 SCHEDULES = ("constant", "heuristic", "heuristic_transient")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -129,6 +133,8 @@ class ArmSpec:
     assistant_confidence_threshold: float | None = None
     prompt_lookup_num_tokens: int | None = None
     early_exit_layer: int | None = None
+    # In (0, 1): ensemble verification, which makes the arm lossy (see drafters.py). None keeps it lossless.
+    assistant_ensemble_weight: float | None = None
 
     def __post_init__(self) -> None:
         _choice("strategy", self.strategy, STRATEGIES)
@@ -137,7 +143,7 @@ class ArmSpec:
         for name in ("num_assistant_tokens", "prompt_lookup_num_tokens"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, _as_int(name, getattr(self, name), 1, LIMITS[name]))
-        if self.strategy in MODEL_STRATEGIES:
+        if self.strategy in MODEL_STRATEGIES and not (self.strategy == "auto" and not self.assistant):
             if not self.assistant or not str(self.assistant).strip():
                 raise InputError(f"The {self.strategy!r} strategy needs an assistant model; choose one or use prompt-lookup.")
             object.__setattr__(self, "assistant", str(self.assistant).strip())
@@ -160,6 +166,9 @@ class ArmSpec:
             if not 0.0 <= threshold < 1.0:
                 raise InputError(f"assistant_confidence_threshold must be in [0, 1), got {threshold}.")
             object.__setattr__(self, "assistant_confidence_threshold", threshold)
+        object.__setattr__(
+            self, "assistant_ensemble_weight", _ensemble_weight(self.strategy, self.assistant_ensemble_weight)
+        )
 
     @property
     def lookup_tokens(self) -> int:
@@ -169,6 +178,12 @@ class ArmSpec:
     @property
     def label(self) -> str:
         """A short, unique-enough name for charts and tables; says when transformers' defaults apply."""
+        if (
+            self.strategy in DRAFTER_STRATEGIES
+            or self.assistant_ensemble_weight is not None
+            or (self.strategy == "auto" and not self.assistant)
+        ):
+            return _drafter_label(self)
         if self.strategy == "prompt-lookup":
             return f"prompt-lookup (k={self.lookup_tokens})"
         if self.strategy == "early-exit":
@@ -199,6 +214,45 @@ class ArmSpec:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def _ensemble_weight(strategy: str, value: object) -> float | None:
+    """None, or a weight strictly between 0 and 1 on a path whose drafts carry probabilities."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        weight = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"assistant_ensemble_weight must be a number between 0 and 1, got {value!r}.") from None
+    if not 0.0 < weight < 1.0:
+        raise InputError(
+            f"assistant_ensemble_weight must be strictly between 0 and 1 (leave it empty for lossless "
+            f"verification), got {weight:g}."
+        )
+    if strategy == "prompt-lookup":
+        raise InputError(
+            "Prompt lookup proposes tokens without probabilities, so ensemble verification has nothing to mix; "
+            "leave assistant_ensemble_weight empty, or use it with an assistant, early-exit, mtp or dflash arm."
+        )
+    return weight
+
+
+def _drafter_label(spec: ArmSpec) -> str:
+    """Labels for the drafters paths, an 'auto' arm with no assistant, and the ensemble mark on any path."""
+    if spec.assistant_ensemble_weight is not None:
+        plain = dataclasses.replace(spec, assistant_ensemble_weight=None).label
+        head, _, tail = plain.rpartition(")")
+        return f"{head}, ensemble w={spec.assistant_ensemble_weight:g}){tail}" if head else (
+            f"{plain} (ensemble w={spec.assistant_ensemble_weight:g})"
+        )
+    if spec.strategy == "mtp":
+        return "mtp (target's own MTP layers)"
+    if spec.strategy == "auto" and not spec.assistant:
+        return "auto (no assistant)"
+    short = str(spec.assistant).rstrip("/").split("/")[-1].split(":")[-1]
+    if spec.strategy == "dflash":
+        return f"dflash: {short} (block from the draft model)"
+    return f"{spec.strategy}: {short} ({spec._draft_label})"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from . import bundled, catalog
+from . import bundled, catalog, drafters
 from .errors import InputError, ModelLoadError, ResourceError
 
 Progress = Callable[[str], None]
@@ -224,6 +224,9 @@ def _read_config(folder: Path, ref: catalog.ModelRef):
             f"{ref.text} is an encoder ({type(config).__name__}), not a causal language model that can generate "
             f"text; choose a decoder model such as Llama, Qwen or Gemma."
         )
+    own_class = drafters.drafter_model_class(config)  # a Gemma 4 assistant or a DFlash drafter: load it whole
+    if own_class is not None:
+        return config, own_class, False
     text_config = config.get_text_config()
     if text_config is not config and type(text_config) in MODEL_FOR_CAUSAL_LM_MAPPING:
         return text_config, MODEL_FOR_CAUSAL_LM_MAPPING[type(text_config)], True
@@ -379,7 +382,13 @@ class ModelStore:
             folder = Path(ref.location)
         config, model_cls, text_only = _read_config(folder, ref)
 
-        needed = int(estimate_bytes(config, model_cls, dtype) * MEMORY_HEADROOM)
+        try:
+            needed = int(estimate_bytes(config, model_cls, dtype) * MEMORY_HEADROOM)
+        except (ValueError, TypeError, RuntimeError) as exc:  # transformers cannot build this config at all
+            raise ModelLoadError(
+                f"{ref.text} could not be built from its config: {str(exc).splitlines()[0][:200]}"
+                f"{drafters.load_hint(config, exc)}"
+            ) from None
         available = free_bytes(device)
         if needed > available and self._evict(keep, lambda m: True):
             available = free_bytes(device)
@@ -402,9 +411,12 @@ class ModelStore:
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         except Exception as exc:  # tokenizers fail in many ways; all mean the same to a user
-            raise ModelLoadError(
-                f"{ref.text} has no usable tokenizer ({str(exc).splitlines()[0][:160]}); it cannot be benchmarked."
-            ) from None
+            if drafters.is_drafter_only(config):  # drafts in the target's tokens; many ship no tokenizer
+                tokenizer = None
+            else:
+                raise ModelLoadError(
+                    f"{ref.text} has no usable tokenizer ({str(exc).splitlines()[0][:160]}); it cannot be benchmarked."
+                ) from None
         kwargs = {"config": config, "dtype": dtype, "use_safetensors": True, "trust_remote_code": False}
         if text_only:
             kwargs["key_mapping"] = TEXT_KEY_MAPPING
@@ -416,7 +428,9 @@ class ModelStore:
             release_memory()
             raise ResourceError(f"{ref.text} did not fit in GPU memory while loading; choose a smaller model or dtype.") from None
         except (OSError, ValueError, RuntimeError) as exc:
-            raise ModelLoadError(f"{ref.text} could not be loaded: {str(exc).splitlines()[0][:200]}") from None
+            raise ModelLoadError(
+                f"{ref.text} could not be loaded: {str(exc).splitlines()[0][:200]}{drafters.load_hint(config, exc)}"
+            ) from None
         missing = [k for k in info.get("missing_keys", []) if "lm_head" not in k]
         if missing:
             raise ModelLoadError(
@@ -432,7 +446,8 @@ class ModelStore:
                 raise ResourceError(f"{ref.text} did not fit on {device}; choose a smaller model or dtype.") from None
         model.eval()
         # Both arms must use the same cache kind; some models (Gemma 3) default to one assisted decoding cannot use.
-        model.generation_config.cache_implementation = None
+        if getattr(model, "generation_config", None) is not None:  # a DFlash drafter has none
+            model.generation_config.cache_implementation = None
         text_cfg = model.config.get_text_config()
         return LoadedModel(
             ref=ref,

@@ -11,6 +11,7 @@ import re
 import unicodedata
 
 from . import __version__, charts
+from .drafters import LOSSY_MARK, LOSSY_TRADE
 from .report import interval_cell, level_words
 from .runner import Event
 from .stats import MIN_LEVEL, spread_is_wide
@@ -90,10 +91,13 @@ def headline_html(report: dict) -> str:
     """The headline sentences, each arm's line marked with its chart colour."""
     lines = charts.headline_lines(report)
     arm_names = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
+    warned = {w["message"] for w in report.get("warnings") or []}
     parts = []
     for line in lines:
         index = next((i for name, i in arm_names.items() if i and line.startswith(name + " ")), None)
-        if index is not None:
+        if line in warned:  # beside the verdict, marked so a reader cannot miss it
+            parts.append(f'<p class="al-warning" role="alert">⚠ {html.escape(line)}</p>')
+        elif index is not None:
             parts.append(f'<p class="al-arm">{_dot(index)}{html.escape(line)}</p>')
         else:
             parts.append(f'<p class="al-note">{html.escape(line)}</p>')
@@ -340,6 +344,8 @@ def ranking_html(report: dict) -> str:
         name = html.escape(row["arm"])
         if row.get("error"):
             name += ' <span class="al-badge al-failed-badge">failed</span>'
+        if row.get("lossless") is False and LOSSY_MARK not in row["arm"]:
+            name += f' <span class="al-badge al-lossy-badge">{html.escape(LOSSY_MARK)}</span>'
         cells = [
             str(row["rank"]) if row.get("rank") is not None else "–",
             f"{_dot(colour.get(row['arm'], 0))}{name}",
@@ -355,8 +361,15 @@ def ranking_html(report: dict) -> str:
     return (
         '<div class="al-wrap"><h4 class="al-h">Ranking</h4><table class="al-table al-ranking" id="al-ranking">'
         f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-        f'<p class="al-sub" id="al-ranking-note">{html.escape(_ranking_note(rows))}</p></div>'
+        f'<p class="al-sub" id="al-ranking-note">{html.escape(_ranking_note(rows))}</p>{_lossy_note(rows)}</div>'
     )
+
+
+def _lossy_note(rows: list[dict]) -> str:
+    """The trade in one sentence, under a table that holds a lossy arm."""
+    if not any(row.get("lossless") is False for row in rows):
+        return ""
+    return f'<p class="al-sub al-lossy-note" id="al-lossy-note">{html.escape(LOSSY_TRADE)}</p>'
 
 
 def sweep_html(report: dict) -> str:

@@ -10,7 +10,7 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
-from . import explain, stats
+from . import contention, drafters, explain, stats
 
 SCHEMA = 1
 
@@ -48,6 +48,7 @@ class ArmInfo:
     spec: dict | None = None
     error: str | None = None
     settings: dict | None = None  # strategies.drafting_settings: effective drafting values and their sources
+    choice: str | None = None  # why the drafters path was picked (drafters.resolve), for those paths
 
     @property
     def assisted(self) -> bool:
@@ -109,11 +110,17 @@ class Report:
             for entry, r in zip(data["trace"], runs):
                 entry.update(drafted=r.drafted, accepted=r.accepted)
             data["probe"] = self.probes.get(index)
+            data["choice"] = info.choice
+            data.update(drafters.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
         return data
 
     def comparison(self) -> list[dict]:
         """Each assisted arm against plain: speedup with interval, acceptance, output identity."""
         plain = self.plain
+        # Verifying n tokens costs the target the same whichever arm drafted them: one line for all arms.
+        verify_fit = explain.pooled_verify_fit(
+            [self.probes.get(i) for i, a in enumerate(self.arms) if a.assisted], [r.step_times for r in plain]
+        )
         out = []
         for index, info in enumerate(self.arms):
             if not info.assisted:
@@ -143,8 +150,10 @@ class Report:
                 [r.step_times for r in plain],
                 entry["speedup"]["median"],
                 info.strategy,
+                verify_fit,
             )
-            entry["analysis"] = analysis
+            entry["analysis"] = drafters.restrict_analysis(analysis, info.strategy)
+            entry.update(drafters.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
             entry.update({key: analysis[key] for key in explain.ANALYSIS_KEYS})
             if runs and plain:
                 first = stats.first_difference(plain[-1].token_ids, runs[-1].token_ids)
@@ -169,6 +178,7 @@ class Report:
             "comparison": self.comparison(),
         }
         data["ranking"] = explain.rank_arms(data)
+        data["warnings"] = contention.warnings(self.environment.get("contention"))
         if self.sweep is not None:
             data["sweep"] = self.sweep
         return data
@@ -278,7 +288,20 @@ def interval_cell(speedup: dict) -> str:
     return f"range of {n} runs {low:.2f}–{high:.2f}×"
 
 
-def speedup_sentence(entry: dict, sampling: bool = False) -> str:
+BUSY_MACHINE = "busy-machine"
+
+
+def is_busy(report: dict) -> bool:
+    """Whether a report dict carries the busy-machine warning."""
+    return any(w.get("code") == BUSY_MACHINE for w in report.get("warnings") or [])
+
+
+def busy_clause(busy: bool) -> str:
+    """What a verdict adds when others used the machine during the timed runs ('' when they did not)."""
+    return " Measured on a busy machine, so this may not hold on an idle one." if busy else ""
+
+
+def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) -> str:
     """One comparison entry in words; the CLI and the page both say a result this way.
 
     e.g. 'assistant: x (k=5) was 1.17× faster (95.8% sure the speedup lies between 1.12× and 1.21×); 83% of
@@ -307,4 +330,6 @@ def speedup_sentence(entry: dict, sampling: bool = False) -> str:
         first = entry.get("first_difference")
         differ = "outputs differ" + (f" from token {first + 1}" if first is not None else "")
         parts.append(differ + (" (expected when sampling)" if sampling else ""))
-    return "; ".join(parts) + "."
+    if entry.get("lossless") is False and not sampling:
+        parts.append(f"lossy: {entry.get('lossy_reason') or 'not lossless by construction'}")
+    return "; ".join(parts) + "." + busy_clause(busy)

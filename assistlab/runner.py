@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import gc
 import logging
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -12,11 +14,11 @@ import torch
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from . import bundled, catalog, explain, stats
+from . import bundled, catalog, contention, explain, hooks, stats
 from . import models as models_mod
 from . import report as report_mod
-from . import strategies
-from .config import MIN_PRECISION_REPEATS, MODEL_STRATEGIES, BenchRequest
+from . import drafters, strategies
+from .config import DRAFTER_STRATEGIES, MIN_PRECISION_REPEATS, MODEL_STRATEGIES, BenchRequest
 from .errors import AssistLabError, InputError, ResourceError
 from .models import LoadedModel, ModelStore
 from .report import ArmInfo, Report, RunRecord
@@ -84,36 +86,6 @@ class StepStreamer(BaseStreamer):
         pass
 
 
-@contextlib.contextmanager
-def observe_drafts(model) -> Iterator[tuple[list[int], list[int]]]:
-    """Count drafted and accepted tokens per verification step without changing what is generated.
-
-    transformers calls `update_candidate_strategy(input_ids, scores, num_matches)` once per step on its
-    candidate generator; `scores` holds one row per candidate plus the bonus token, in target tokens.
-    """
-    drafted: list[int] = []
-    accepted: list[int] = []
-    original = model._get_candidate_generator
-
-    def wrapped(*args, **kwargs):
-        generator = original(*args, **kwargs)
-        update = generator.update_candidate_strategy
-
-        def counting_update(input_ids, scores, num_matches):
-            drafted.append(int(scores.shape[1]) - 1)
-            accepted.append(int(num_matches))
-            return update(input_ids, scores, num_matches)
-
-        generator.update_candidate_strategy = counting_update
-        return generator
-
-    model._get_candidate_generator = wrapped
-    try:
-        yield drafted, accepted
-    finally:
-        del model._get_candidate_generator  # the instance attribute; the class method shows through again
-
-
 def _memory_now(device: torch.device) -> int:
     if device.type == "cuda":
         return sum(int(torch.cuda.max_memory_allocated(i)) for i in range(torch.cuda.device_count()))
@@ -141,25 +113,52 @@ class Timed:
     wall_window: tuple[float, float]  # Unix times around the call, to show that no two runs overlapped
 
 
-def timed_generate(target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock, assisted: bool) -> Timed:
-    """One generate() call between two clock readings, with the GPU drained before each."""
+def timed_generate(
+    target: LoadedModel,
+    inputs: dict,
+    kwargs: dict,
+    clock: Clock,
+    assisted: bool,
+    monitor: contention.Monitor | None = None,
+) -> Timed:
+    """One generate() call between two clock readings, with the GPU drained before each.
+
+    The garbage collector is collected before and paused during the call, so a collection never lands
+    inside one arm's timing. `monitor`, when given, notes what other processes used during the call. An
+    assisted run goes through its own proxy of the model (see hooks), so its draft counts are its own even
+    when another run uses the same cached model.
+    """
     model, device = target.model, target.device
     cuda = device.type == "cuda"
     if cuda:
         models_mod.synchronize_all()
         for i in range(torch.cuda.device_count()):
             torch.cuda.reset_peak_memory_stats(i)
-    observer = observe_drafts(model) if assisted else contextlib.nullcontext(([], []))
-    with observer as (drafted, accepted), torch.inference_mode():
+    counted = hooks.instrumented(model) if assisted else contextlib.nullcontext((model, hooks.DraftTrace()))
+    watched = monitor.window() if monitor is not None else contextlib.nullcontext()
+    with counted as (runnable, trace), torch.inference_mode(), _collector_paused(), watched:
         wall_start = time.time()
         start = clock()
         streamer = StepStreamer(clock, start)
-        output = model.generate(**inputs, **kwargs, streamer=streamer)
+        output = runnable.generate(**inputs, **kwargs, streamer=streamer)
         if cuda:
             models_mod.synchronize_all()
         latency = clock() - start
         wall_end = time.time()
-    return Timed(latency, streamer, drafted, accepted, output, _memory_now(device), (wall_start, wall_end))
+    return Timed(latency, streamer, trace.drafted, trace.accepted, output, _memory_now(device), (wall_start, wall_end))
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """gc.collect(), then no automatic collection until the block ends; the previous state comes back."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def encode_prompt(request: BenchRequest, target: LoadedModel) -> dict:
@@ -223,10 +222,17 @@ def stoppable(kwargs: dict, should_stop: Callable[[], bool]) -> tuple[dict, Stop
     return {**kwargs, "stopping_criteria": StoppingCriteriaList([criterion])}, criterion
 
 
-def _attempt(target: LoadedModel, inputs: dict, arm: _Arm, clock: Clock, kwargs: dict | None = None) -> Timed | _Failure:
+def _attempt(
+    target: LoadedModel,
+    inputs: dict,
+    arm: _Arm,
+    clock: Clock,
+    kwargs: dict | None = None,
+    monitor: contention.Monitor | None = None,
+) -> Timed | _Failure:
     """timed_generate, or a _Failure that says why; one arm failing must not lose the others' results."""
     try:
-        return timed_generate(target, inputs, arm.kwargs if kwargs is None else kwargs, clock, arm.info.assisted)
+        return timed_generate(target, inputs, arm.kwargs if kwargs is None else kwargs, clock, arm.info.assisted, monitor)
     except Exception as exc:
         if isinstance(exc, AssistLabError):
             failure = _Failure(str(exc), False)
@@ -270,17 +276,22 @@ def build_arms(request: BenchRequest, target: LoadedModel, assistants: dict[str,
         helper = assistants.get(spec.assistant) if spec.assistant else None
         strategy = strategies.resolve_strategy(spec, target, helper)
         name = spec.label if spec.strategy != "auto" else spec.label.replace("auto:", f"{strategy}:", 1)
+        drafters.check_settings(spec, strategy, request.do_sample)
+        picked = drafters.resolve(spec, target, helper) if strategy in DRAFTER_STRATEGIES else None
+        if picked is not None:
+            name = dataclasses.replace(spec, strategy=strategy).label
+        name = drafters.marked_name(name, spec.to_dict(), request.do_sample)  # lossy arms say so in every view
         names = {a.info.name for a in arms}
         base_name, copy = name, 1
         while name in names:  # two arms with the same settings still need distinct names
             copy += 1
             name = f"{base_name} #{copy}"
-        drafter = helper if strategy in ("assistant", "universal") else target
+        drafter = helper if helper is not None and strategy not in ("early-exit", "prompt-lookup", "mtp") else target
         settings = strategies.drafting_settings(spec, strategy, values_of(drafter), defaults)
         kwargs = {**base, **strategies.arm_kwargs(spec, strategy, target, helper)}
         arms.append(
             _Arm(
-                ArmInfo(name, strategy, spec.to_dict(), settings=settings),
+                ArmInfo(name, strategy, spec.to_dict(), settings=settings, choice=picked[1] if picked else None),
                 kwargs,
                 lambda s=spec, st=strategy, h=helper, se=settings: strategies.configure_drafter(s, st, target, h, se),
             )
@@ -309,7 +320,9 @@ def precision_reached(speedups: list[dict], precision: float) -> bool:
         return False
     for s in speedups:
         median, low, high = s.get("median"), s.get("ci_low"), s.get("ci_high")
-        if not s.get("level") or median is None or low is None or high is None or median <= 0:
+        if not s.get("level") or s.get("interval") in ("range", "none"):
+            return False  # a range of a few runs states no confidence a precision could rest on
+        if median is None or low is None or high is None or median <= 0:
             return False
         if low < median * (1.0 - precision) or high > median * (1.0 + precision):
             return False
@@ -397,6 +410,7 @@ def run_round(
     clock: Clock,
     should_stop: Callable[[], bool],
     progress: Progress,
+    monitor: contention.Monitor | None = None,
 ) -> Generator[Event, None, bool]:
     """One warm-up round or counted repetition: every arm once, in `rotation` order, each run stoppable.
 
@@ -417,7 +431,7 @@ def run_round(
             torch.manual_seed(request.seed + round_index)
         arm.configure()
         kwargs, criterion = stoppable(arm.kwargs, should_stop)
-        outcome = _attempt(target, inputs, arm, clock, kwargs)
+        outcome = _attempt(target, inputs, arm, clock, kwargs, None if warmup else monitor)
         if criterion.fired:
             return True  # cut short: not a measurement of the work asked for
         progress.done += 1
@@ -493,7 +507,7 @@ def run_benchmark(
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
     for spec in request.arms:
-        if spec.strategy in MODEL_STRATEGIES and spec.assistant not in assistants:
+        if spec.strategy in MODEL_STRATEGIES and spec.assistant and spec.assistant not in assistants:
             yield Event("status", _loading_message("assistant", spec.assistant), 0, 0)
             key, assistants[spec.assistant] = load(spec.assistant, keep)
             keep.add(key)
@@ -501,6 +515,9 @@ def run_benchmark(
     inputs = encode_prompt(request, target)
     strategies.check_context(request, inputs["input_ids"][0].tolist(), target, assistants)
     arms = build_arms(request, target, assistants)
+    for arm in arms:
+        if arm.info.choice:
+            yield Event("status", arm.info.choice, 0, 0)
 
     described = {"target": target.describe()}
     for text, helper in assistants.items():
@@ -522,6 +539,8 @@ def run_benchmark(
     report.environment["changes_from_transformers"] = changes
     report.stopping = stopping = _stopping_record(request)
     progress = Progress(total=(request.warmup + request.repeats) * len(arms))
+    monitor = contention.Monitor(device)  # one window per counted timed run; its record is live in the report
+    report.environment["contention"] = monitor.record
 
     def stopped_event() -> Event:
         stopping["elapsed_s"] = 0.0 if progress.started is None else clock() - progress.started
@@ -533,12 +552,15 @@ def run_benchmark(
 
     for w in range(request.warmup):
         if (yield from run_round(request, target, inputs, arms, report, w, True, clock, should_stop, progress)):
+            monitor.close()
             yield stopped_event()
             return
 
     progress.started = clock()  # the time budget counts timed repetitions only
     for r in range(request.repeats):
-        if (yield from run_round(request, target, inputs, arms, report, r, False, clock, should_stop, progress)):
+        if (yield from run_round(request, target, inputs, arms, report, r, False, clock, should_stop, progress,
+                                 monitor)):
+            monitor.close()
             yield stopped_event()
             return
         count = r + 1
@@ -560,6 +582,7 @@ def run_benchmark(
         if request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
             stopping["ended_by"] = "time budget"
             break
+    monitor.close()
 
     # The cost model: one untimed, instrumented run per assisted arm, after every timed run.
     for index, arm in enumerate(arms):

@@ -6,10 +6,12 @@ run time (never copied here), so a default arm runs what `generate(assistant_mod
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
 
-from .config import MODEL_STRATEGIES, PROMPT_LOOKUP_DEFAULT, ArmSpec, BenchRequest
+from . import drafters
+from .config import DRAFTER_STRATEGIES, MODEL_STRATEGIES, PROMPT_LOOKUP_DEFAULT, ArmSpec, BenchRequest
 from .errors import InputError
 from .models import LoadedModel
 
@@ -22,7 +24,13 @@ def same_tokenizer(a, b) -> bool:
 
 
 def resolve_strategy(arm: ArmSpec, target: LoadedModel, assistant: LoadedModel | None) -> str:
-    """The concrete strategy for an arm: 'auto' becomes 'assistant' or 'universal' by comparing tokenizers."""
+    """The concrete strategy for an arm: 'auto' becomes 'assistant' or 'universal' by comparing tokenizers.
+
+    Gemma 4 assistants, MTP targets and DFlash drafters are recognised first, from their configs (drafters.py).
+    """
+    picked = drafters.resolve(arm, target, assistant)
+    if picked is not None:
+        return picked[0]
     if arm.strategy == "early-exit":
         if arm.early_exit_layer >= target.num_layers:
             raise InputError(
@@ -65,6 +73,11 @@ def base_kwargs(request: BenchRequest, target: LoadedModel) -> dict:
 
 def arm_kwargs(arm: ArmSpec, strategy: str, target: LoadedModel, assistant: LoadedModel | None) -> dict:
     """Arguments particular to one assisted arm."""
+    if strategy in DRAFTER_STRATEGIES:
+        return {**drafters.arm_kwargs(strategy, assistant), **drafters.ensemble_kwargs(arm)}
+    if arm.assistant_ensemble_weight is not None:
+        return {**arm_kwargs(dataclasses.replace(arm, assistant_ensemble_weight=None), strategy, target, assistant),
+                **drafters.ensemble_kwargs(arm)}
     if strategy == "prompt-lookup":
         return {"prompt_lookup_num_tokens": arm.lookup_tokens}
     if strategy == "early-exit":
@@ -185,6 +198,9 @@ def configure_drafter(
     the 'heuristic' schedule writes its final draft length back into this config after generate(), and
     another arm may share the model. Unset knobs are written as transformers' defaults, not left alone.
     """
+    if strategy in DRAFTER_STRATEGIES:
+        drafters.configure(arm, strategy, assistant)
+        return
     if strategy == "prompt-lookup":
         return
     drafter = target if strategy == "early-exit" else assistant

@@ -10,30 +10,40 @@ import time
 from collections.abc import Callable, Generator, Sequence
 
 from . import explain, stats, strategies
+from .drafters import FIXED_DRAFT_STRATEGIES, LOSSY_MARK, NON_ADAPTIVE_STRATEGIES
 from .config import LIMITS, MODEL_STRATEGIES, SCHEDULES, ArmSpec, BenchRequest
 from .errors import InputError
 from .models import ModelStore
 from .report import Report, interval_phrase, level_words
 from .runner import Clock, Event, run_benchmark
 
-PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens")
+PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight")
+ENSEMBLE = "assistant_ensemble_weight"  # swept against the same arm verifying losslessly (see drafters.py)
 DEFAULT_VALUES = (1, 2, 3, 5, 8)
 # AssistLab resets the drafter's config before every run, so 'heuristic' and 'heuristic_transient' measure the
 # same thing here; one adaptive point is enough by default.
 DEFAULT_SCHEDULES = ("heuristic",)
 # Strategies whose draft length num_assistant_tokens sets.
-DRAFTING_STRATEGIES = (*MODEL_STRATEGIES, "early-exit")
+DRAFTING_STRATEGIES = tuple(s for s in (*MODEL_STRATEGIES, "early-exit") if s not in FIXED_DRAFT_STRATEGIES)
 
 
 def _base_arm(request: BenchRequest, param: str) -> ArmSpec:
     """The arm the sweep varies: the first that `param` applies to (a default prompt-lookup arm if none)."""
     if param == "prompt_lookup_num_tokens":
         return next((a for a in request.arms if a.strategy == "prompt-lookup"), ArmSpec(strategy="prompt-lookup"))
+    if param == ENSEMBLE:
+        base = next((a for a in request.arms if a.strategy != "prompt-lookup"), None)
+        if base is None:
+            raise InputError(
+                "An assistant_ensemble_weight sweep needs an arm whose drafts carry probabilities (an assistant "
+                "model, early exit, mtp or dflash); prompt lookup has none."
+            )
+        return base
     base = next((a for a in request.arms if a.strategy in DRAFTING_STRATEGIES), None)
     if base is None:
         raise InputError(
-            "A num_assistant_tokens sweep needs an arm with an assistant model or early exit; add one, "
-            "or sweep prompt_lookup_num_tokens instead."
+            "A num_assistant_tokens sweep needs an arm with an assistant model or early exit (MTP and DFlash "
+            "arms draft a length fixed by their checkpoint); add one, or sweep prompt_lookup_num_tokens instead."
         )
     return base
 
@@ -54,7 +64,11 @@ def sweep_arms(
     if param not in PARAMS:
         raise InputError(f"The swept setting must be one of {', '.join(PARAMS)}; got {param!r}.")
     base = _base_arm(request, param)
+    if param == ENSEMBLE:
+        return _ensemble_arms(base, values)
     adaptive = list(dict.fromkeys(schedules)) if param == "num_assistant_tokens" else []
+    if base.strategy in NON_ADAPTIVE_STRATEGIES:
+        adaptive = []  # this path drafts a fixed number of tokens every step; a schedule would change nothing
     for schedule in adaptive:
         if schedule not in SCHEDULES or schedule == "constant":
             raise InputError(f"Sweep schedules must be among heuristic, heuristic_transient; got {schedule!r}.")
@@ -77,6 +91,19 @@ def sweep_arms(
     return tuple(arms)
 
 
+def _ensemble_arms(base: ArmSpec, weights: Sequence[float]) -> tuple[ArmSpec, ...]:
+    """The arm verifying losslessly, then one lossy variant per weight, ascending: the trade in one chart."""
+    lossy = [dataclasses.replace(base, assistant_ensemble_weight=w) for w in weights]
+    lossy = sorted({a.assistant_ensemble_weight: a for a in lossy}.values(), key=lambda a: a.assistant_ensemble_weight)
+    arms = (dataclasses.replace(base, assistant_ensemble_weight=None), *lossy)
+    if len(arms) > LIMITS["arms"]:
+        raise InputError(
+            f"A sweep compares at most {LIMITS['arms']} settings at once; {len(lossy)} weights and the lossless "
+            f"arm make {len(arms)}. Drop some."
+        )
+    return arms
+
+
 def sweep_request(
     request: BenchRequest,
     param: str = "num_assistant_tokens",
@@ -92,6 +119,10 @@ def _point(entry: dict, arm: dict, param: str) -> dict:
     schedule = spec.get("num_assistant_tokens_schedule", "constant") if param == "num_assistant_tokens" else "constant"
     value = spec.get(param)
     label = f"k={value}" if schedule == "constant" else f"{schedule} (from k={value})"  # k as in ArmSpec.label
+    if param == ENSEMBLE:
+        label = "lossless" if value is None else f"w={value:g}"
+    if arm.get("lossless") is False:
+        label += f" {LOSSY_MARK}"
     return {
         "arm": entry["arm"],
         "label": label,
@@ -104,6 +135,7 @@ def _point(entry: dict, arm: dict, param: str) -> dict:
         "c": entry.get("c"),
         "predicted_speedup": entry.get("predicted_speedup"),
         "error": arm.get("error"),
+        "lossless": arm.get("lossless"),
     }
 
 

@@ -11,7 +11,7 @@ import html
 from assistlab import panels, ui
 from assistlab.config import CPU_DEFAULTS
 from assistlab.errors import InputError
-from assistlab.report import speedup_sentence
+from assistlab.report import is_busy, speedup_sentence
 
 # gradio's own queue bookkeeping trips pandas deprecation warnings; they are not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
@@ -51,7 +51,7 @@ def test_compare_returns_the_complete_report(client):
     assert [line.split(" ran at ")[0] for line in lines] == names[1:]
     assert all("×" in line and "range of 2 runs" in line and " was " not in line for line in lines)
     # The API's headline and the command line speak with one voice.
-    assert lines == [speedup_sentence(entry) for entry in report["comparison"]]
+    assert lines == [speedup_sentence(entry, busy=is_busy(report)) for entry in report["comparison"]]
     assert all(arm["text_segments"] for arm in report["arms"][1:])
 
 

@@ -155,6 +155,52 @@ def test_cost_model_limits():
         explain.cost_model(1.2, 0.1, 3)
 
 
+def test_cost_model_with_a_verification_line_by_hand():
+    # alpha 0.5, k 3, c 0.1, verifying n tokens costs 0.8 + 0.1 n: step 0.3 + 1.2 = 1.5; 1.875 / 1.5 = 1.25.
+    model = explain.cost_model(0.5, 0.1, 3, verify=(0.8, 0.1))
+    assert model["step_cost"] == pytest.approx(1.5)
+    assert model["predicted_speedup"] == pytest.approx(1.25)
+    # k=1: 1.5/1.1 = 1.364; k=2: 1.75/1.3 = 1.346: dearer verification favours shorter drafts.
+    assert model["best_k"] == 1 and model["best_k_speedup"] == pytest.approx(1.5 / 1.1)
+
+
+def test_fit_verify_cost_by_hand():
+    # Points (1, 1.0), (1, 1.2), (5, 2.0), (5, 2.2): means 1.1 at 1 and 2.1 at 5, so b = 0.25, a = 0.85.
+    fit = explain.fit_verify_cost([(1, 1.0), (1, 1.2), (5, 2.0), (5, 2.2)])
+    assert fit["a"] == pytest.approx(0.85) and fit["b"] == pytest.approx(0.25)
+    assert (fit["points"], fit["tokens_min"], fit["tokens_max"]) == (4, 1, 5)
+    flat = explain.fit_verify_cost([(3, 1.5), (3, 2.5)])  # one token count: no slope to find
+    assert flat["a"] == pytest.approx(2.0) and flat["b"] == 0.0
+    assert explain.fit_verify_cost([]) is None
+
+
+def test_verify_points_take_step_length_minus_drafting_and_skip_the_prefill_step():
+    probe = {"step_s": [0.9, 0.05, 0.04], "draft_s": [0.5, 0.02, 0.01], "verify_tokens": [30, 4, 2],
+             "drafted": [3, 3, 1]}
+    # Step 2: (0.05 - 0.02) / 0.01 = 3 steps for 4 tokens; step 3: 0.03 / 0.01 = 3 for 2.
+    assert explain.verify_points(probe, 0.01) == [(4, pytest.approx(3.0)), (2, pytest.approx(3.0))]
+    assert explain.plain_points([[0.0, 0.01, 0.03]], 0.01) == [(1, pytest.approx(1.0)), (1, pytest.approx(2.0))]
+
+
+def test_prediction_costs_each_step_at_its_own_draft_length():
+    # Prompt lookup: one step drafted 4 (alpha 0.5: 1.9375 tokens), one drafted nothing (1 token).
+    # c 0.05, verify 0.9 + 0.1 n: costs 0.2 + 1.4 = 1.6 and 0 + 1.0 = 1.0; speedup 2.9375 / 2.6.
+    assert explain.predict_speedup(0.5, 0.05, [4, 0], (0.9, 0.1)) == pytest.approx(2.9375 / 2.6)
+    # The ideal model: costs 1.2 and 1.0.
+    assert explain.predict_speedup(0.5, 0.05, [4, 0]) == pytest.approx(2.9375 / 2.2)
+    # With one k for every step it is cost_model's speedup.
+    assert explain.predict_speedup(0.5, 0.1, [3, 3], (0.8, 0.1)) == pytest.approx(1.25)
+
+
+def test_break_even_alpha_by_hand():
+    # k 1, c 0.5, ideal verify: a step costs 1.5 and yields 1 + alpha, so alpha = 0.5 breaks even.
+    assert explain.break_even_alpha(0.5, [1]) == pytest.approx(0.5, abs=1e-5)
+    # k 2, c 0.5, verify 0.5 + 0.5 n: 1 + 2 = 3 per step, but at most 3 tokens: even only at alpha 1.
+    assert explain.break_even_alpha(0.5, [2], (0.5, 0.5)) == pytest.approx(1.0, abs=1e-5)
+    assert explain.break_even_alpha(0.6, [2], (0.5, 0.5)) is None  # 3.2 per step: never pays
+    assert explain.break_even_alpha(0.0, [2], (0.2, 0.1)) == 0.0  # 0.5 per step: pays even at alpha 0
+
+
 def test_the_three_shares_multiply_to_the_measured_speedup():
     # alpha 0.3, k 4: 0.99757 / 0.7 = 1.42510 tokens per step; predicted 1.42510 / 1.2 = 1.18758.
     predicted = explain.cost_model(0.3, 0.05, 4)["predicted_speedup"]
@@ -223,7 +269,16 @@ def test_explain_arm_by_hand():
     assert result["tokens_per_step_measured"] == pytest.approx(3.0)
     tokens = (1 - (8 / 11) ** 5) / (3 / 11)
     assert result["tokens_per_step_predicted"] == pytest.approx(tokens)
-    assert result["predicted_speedup"] == pytest.approx(tokens / (4 * result["c"] + 1))
+    # Verification: the plain steps are (1 token, 1.0 step) twice, the probe's later steps (5 tokens, 1.2
+    # steps) three times; the line through them is 0.95 + 0.05 * tokens.
+    assert result["verify_fit"]["a"] == pytest.approx(0.95) and result["verify_fit"]["b"] == pytest.approx(0.05)
+    assert result["predicted_speedup"] == pytest.approx(tokens / (4 / 12 + 1.2))
+    assert result["predicted_speedup_ideal"] == pytest.approx(tokens / (4 / 12 + 1))
+    assert result["prediction_error"] == pytest.approx(tokens / (4 / 12 + 1.2) / 1.0 - 1)
+    # Break even where 1 + a + a^2 + a^3 + a^4 = 4/12 + 1.2 = 1.5333: a = 0.3513 (0.35 gives 1.5304).
+    even = result["break_even_alpha"]
+    assert sum(even**i for i in range(5)) == pytest.approx(4 / 12 + 1.2, abs=1e-5)
+    assert 0.35 < even < 0.36
     assert result["limit_kind"] == "overhead"
     assert "costs 1.20 plain decode steps" in result["limit"]
 
@@ -382,7 +437,8 @@ def test_probe_with_a_fake_clock_times_each_phase_exactly(bench):
         steps = len(probe["drafted"])
         assert probe["draft_s"] == [1.0] * steps, strategy
         assert probe["verify_s"] == [1.0] * steps, strategy
-        assert probe["latency_s"] == 4.0 * steps + 1.0
+        assert probe["setup_s"] == 1.0, strategy  # building the candidate generator, read around it once
+        assert probe["latency_s"] == 4.0 * steps + 1.0 + 2.0
 
 
 def test_a_failing_probe_reports_instead_of_raising(bench):
@@ -405,4 +461,14 @@ def test_the_report_carries_the_cost_model_of_every_assisted_arm(bench):
         assert result["analysis"]["limit_kind"] in explain.LIMIT_KINDS
         assert result["limit"].endswith(".")
         assert data["arms"][index]["probe"]["generator"]
+        assert math.isfinite(result["predicted_speedup_ideal"]) and math.isfinite(result["prediction_error"])
+        assert result["prediction_error"] == pytest.approx(
+            result["predicted_speedup"] / result["analysis"]["measured_speedup"] - 1
+        )
+        # One verification line for the target, from the plain steps and every probe's later steps.
+        fit = result["analysis"]["verify_fit"]
+        probes = [data["arms"][i]["probe"] for i in range(1, len(data["arms"]))]
+        plain_steps = sum(len(t["t_s"]) - 1 for t in data["arms"][0]["trace"])
+        assert fit["points"] == plain_steps + sum(len(p["drafted"]) - 1 for p in probes)
+        assert fit["tokens_min"] == 1 and fit["tokens_max"] > 1
     assert explain.estimate_alpha(zip(report.runs_of(1)[0].drafted, report.runs_of(1)[0].accepted)) == 1.0

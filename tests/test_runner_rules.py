@@ -10,7 +10,7 @@ import torch
 from transformers import GenerationConfig
 
 from assistlab import __main__ as cli_mod
-from assistlab import explain, runner, stats, strategies, sweep
+from assistlab import explain, hooks, runner, stats, strategies, sweep
 from assistlab.config import LIMITS, MIN_PRECISION_REPEATS, PROMPT_LOOKUP_DEFAULT, ArmSpec, BenchRequest
 from assistlab.errors import InputError
 
@@ -150,6 +150,8 @@ def test_precision_reached_only_with_a_stated_level_inside_the_target():
     assert not runner.precision_reached([inside], 0.03)
     assert not runner.precision_reached([{**inside, "ci_high": 2.2}], 0.05)
     assert not runner.precision_reached([{**inside, "level": None}], 0.05)  # a bare range of runs
+    assert not runner.precision_reached([{**inside, "level": 0.875, "interval": "range"}], 0.05)
+    assert runner.precision_reached([{**inside, "interval": "order-statistic"}], 0.05)
     assert not runner.precision_reached([{k: v for k, v in inside.items() if k != "level"}], 0.05)
     assert not runner.precision_reached([inside, {"median": None, "ci_low": None, "ci_high": None}], 0.05)
     assert not runner.precision_reached([], 0.05)
@@ -424,9 +426,10 @@ def test_the_default_arm_drafts_exactly_as_bare_generate(allowed_models, store, 
         extra = dict(tokenizer=AutoTokenizer.from_pretrained(allowed_models / "target"),
                      assistant_tokenizer=AutoTokenizer.from_pretrained(allowed_models / assistant))
     steps = _Steps()
-    with runner.observe_drafts(target) as (drafted, accepted), torch.inference_mode():
-        out = target.generate(**inputs, assistant_model=helper, max_new_tokens=tokens, eos_token_id=-1,
-                              do_sample=False, streamer=steps, **extra)
+    with hooks.instrumented(target) as (proxy, trace), torch.inference_mode():
+        out = proxy.generate(**inputs, assistant_model=helper, max_new_tokens=tokens, eos_token_id=-1,
+                             do_sample=False, streamer=steps, **extra)
+    drafted, accepted = trace.drafted, trace.accepted
     assert arm["token_ids"] == out[0, inputs["input_ids"].shape[1]:].tolist()
     trace = arm["trace"][0]
     assert (trace["tokens"], trace["drafted"], trace["accepted"]) == (steps.tokens, drafted, accepted)
