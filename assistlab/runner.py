@@ -497,8 +497,7 @@ def run_benchmark(
     dtype = models_mod.choose_dtype(request.dtype, device)
     request = request.resolved(device.type)
     messages: list[str] = []
-    for text in [request.target] + [a.assistant for a in request.arms if a.assistant]:
-        catalog.resolve(text)  # refuse a bad reference before loading anything
+    request = catalog.canonical_request(request)  # refuses a bad reference before loading; names as shown
 
     def load(text: str, keep: set) -> tuple[tuple, LoadedModel]:
         return store.get(text, device, dtype, request.device_map_auto, progress=messages.append, keep=keep)
@@ -514,6 +513,7 @@ def run_benchmark(
             keep.add(key)
 
     inputs = encode_prompt(request, target)
+    strategies.check_context(request, inputs["input_ids"][0].tolist(), target, assistants)
     arms = build_arms(request, target, assistants)
     for arm in arms:
         if arm.info.choice:
