@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import bundled
-from .config import CONTINUATION_PROMPT, DEFAULT_PROMPT
+from .config import CONTINUATION_PROMPT, DEFAULT_PROMPT, FIELD_CHARS, check_encodable
 from .errors import InputError, ModelLoadError
 
 MODELS_DIR_ENV = "ASSISTLAB_MODELS_DIR"
@@ -114,7 +115,12 @@ def default_prompt(target: str) -> str:
 
 @dataclass(frozen=True)
 class ModelRef:
-    """A resolved reference: `kind` is 'hub', 'bundled' or 'local'; `location` a repo id or a folder."""
+    """A resolved reference: `kind` is 'hub', 'bundled' or 'local'; `location` a repo id or a folder.
+
+    `text` is canonical, never what someone typed: the hub id (with its @revision), the bundled name, or the
+    folder's path relative to the models folder. It is what pages and reports show and what caches keep, so
+    one person's spelling (markup included) never reaches another person's report.
+    """
 
     text: str
     kind: str
@@ -156,7 +162,7 @@ def _local(text: str, root: Path | None) -> ModelRef:
         )
     if not real.is_dir():
         raise ModelLoadError(f"There is no model folder {text!r} inside the allowed models folder.")
-    return ModelRef(text, "local", str(real))
+    return ModelRef(real.relative_to(root).as_posix(), "local", str(real))
 
 
 def resolve(text: str) -> ModelRef:
@@ -164,8 +170,9 @@ def resolve(text: str) -> ModelRef:
     if not isinstance(text, str) or not text.strip():
         raise InputError("A model reference is empty; choose a preset, type a hub id (org/name) or a folder name.")
     text = text.strip()
-    if "\x00" in text or len(text) > 512:
+    if "\x00" in text or len(text) > FIELD_CHARS["target"]:
         raise InputError("That model reference is not valid; use a hub id like org/name or a folder name.")
+    check_encodable("model reference", text)
     if bundled.is_bundled(text):
         bundled.lookup(text)  # raises with the list of bundled names
         return ModelRef(text, "bundled", text)
@@ -177,8 +184,20 @@ def resolve(text: str) -> ModelRef:
         return _local(text, root)
     if _HUB_ID.match(text) and ".." not in text and "--" not in text:
         repo, _, revision = text.partition("@")
-        return ModelRef(text, "hub", repo, revision or None)
+        return ModelRef(f"{repo}@{revision}" if revision else repo, "hub", repo, revision or None)
     raise InputError(
         f"{text!r} is not a hub id (org/name, optionally @revision), a bundled model ({bundled.PREFIX}NAME) or a "
         f"folder inside the allowed models folder."
     )
+
+
+def canonical_request(request):
+    """`request` (a BenchRequest) with every model reference resolved to its canonical text.
+
+    Raises on the first reference a user may not use, before anything is loaded.
+    """
+    arms = tuple(
+        dataclasses.replace(arm, assistant=resolve(arm.assistant).text) if arm.assistant else arm
+        for arm in request.arms
+    )
+    return dataclasses.replace(request, target=resolve(request.target).text, arms=arms)

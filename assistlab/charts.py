@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import plotly.graph_objects as go
 
 from .report import interval_cell, is_busy, speedup_sentence, verdict
@@ -40,9 +42,16 @@ def _assisted(report: dict) -> list[tuple[int, dict, dict]]:
     ]
 
 
+def _plain(text: str) -> str:
+    """Text Plotly shows as it is: Plotly renders tags such as <a href> and <img>-like markup in names and
+    labels, and an arm's name carries a model's name, so every such string is entity-escaped."""
+    return html.escape(str(text), quote=False)
+
+
 def _axis_label(name: str) -> str:
     """Long arm names broken after the strategy so horizontal charts keep room for the data."""
-    head, sep, tail = name.partition(": ")
+    head, sep, tail = _plain(name).partition(": ")
+    name = _plain(name)
     return f"{head}:<br>{tail}" if sep and len(name) > 20 else name
 
 
@@ -80,7 +89,7 @@ def latency_figure(report: dict) -> go.Figure:
             go.Box(
                 x=arm["latencies_s"],
                 y=[_axis_label(arm["name"])] * len(arm["latencies_s"]),
-                name=arm["name"],
+                name=_plain(arm["name"]),
                 orientation="h",
                 boxpoints="all",
                 jitter=0.4,
@@ -117,7 +126,7 @@ def timeline_figure(report: dict) -> go.Figure:
             go.Scatter(
                 x=times,
                 y=cumulative,
-                name=arm["name"],
+                name=_plain(arm["name"]),
                 mode="lines+markers",
                 line={"color": arm_color(i), "shape": "hv", "width": 2},
                 marker={"size": 4},
@@ -178,7 +187,7 @@ def speedup_figure(report: dict) -> go.Figure:
             go.Scatter(
                 x=[s["median"]],
                 y=[y],
-                name=arm["name"],
+                name=_plain(arm["name"]),
                 mode="markers",
                 marker={"color": arm_color(i), "size": 13, "symbol": "diamond"},
                 error_x={"type": "data", "symmetric": False, "array": [high - s["median"]],
@@ -198,7 +207,7 @@ def speedup_figure(report: dict) -> go.Figure:
                 go.Scatter(
                     x=[predicted],
                     y=[y],
-                    name=f"{arm['name']} (predicted)",
+                    name=f"{_plain(arm['name'])} (predicted)",
                     mode="markers",
                     marker={"color": "rgba(0,0,0,0)", "size": 12, "symbol": "circle",
                             "line": {"color": arm_color(i), "width": 2}},
@@ -235,7 +244,7 @@ def acceptance_figure(report: dict) -> go.Figure:
             go.Scatter(
                 x=list(range(1, len(rates) + 1)),
                 y=rates,
-                name=arm["name"],
+                name=_plain(arm["name"]),
                 mode="lines+markers",
                 line={"color": arm_color(i), "width": 2},
                 marker={"size": 6},
@@ -277,7 +286,7 @@ def sweep_figure(report: dict) -> go.Figure:
            "plain time ÷ assisted time")
     if not points:
         return _waiting(fig, "Waiting for the first repetition")
-    labels = [p["label"] for p in points]
+    labels = [_plain(p["label"]) for p in points]
     medians = [p["speedup"]["median"] for p in points]
     bars = [_error_bars(p["speedup"]) for p in points]
     fig.add_trace(
@@ -302,7 +311,9 @@ def sweep_figure(report: dict) -> go.Figure:
             ),
         )
     )
-    predicted = [(p["label"], p["predicted_speedup"]) for p in points if p.get("predicted_speedup") is not None]
+    predicted = [
+        (_plain(p["label"]), p["predicted_speedup"]) for p in points if p.get("predicted_speedup") is not None
+    ]
     if predicted:
         fig.add_trace(
             go.Scatter(

@@ -29,6 +29,16 @@ LIMITS = {
     "prompt_lookup_num_tokens": 64,
     "arms": 8,
     "max_time_s": 3600,
+    "upload_bytes": 2_000_000,  # the largest file the server accepts from a browser or client (Gradio's max_file_size)
+}
+
+# Longest text accepted in each free-text field, checked before the text is split or parsed, so a megabyte
+# pasted into a small box is refused at once rather than turned into thousands of arms first.
+FIELD_CHARS = {
+    "target": 512,
+    "assistant": 512,
+    "extra_assistants": 4096,
+    "sweep_values": 256,
 }
 
 # prompt_lookup_num_tokens has no transformers default (generate() only looks up when it is given), so
@@ -67,6 +77,28 @@ def _as_int(name: str, value: object, low: int, high: int) -> int:
     if value < low or value > high:
         raise InputError(f"{name} must be between {low} and {high}, got {value}.")
     return value
+
+
+def capped_text(field: str, value: object) -> object:
+    """`value` unchanged when it is not text or is short enough for `field` (see FIELD_CHARS); else an error."""
+    limit = FIELD_CHARS[field]
+    if isinstance(value, str) and len(value) > limit:
+        raise InputError(
+            f"{field} has {len(value):,} characters; the limit is {limit:,}. Shorten it (one model reference is "
+            f"at most {FIELD_CHARS['target']} characters)."
+        )
+    return value
+
+
+def check_encodable(field: str, text: str) -> None:
+    """Refuse text a tokenizer cannot encode: lone surrogates (half of an emoji's UTF-16 pair) have no UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"The {field} contains a character that is not valid text (a lone surrogate, {text[exc.start]!r}, at "
+            f"character {exc.start + 1}); remove it or paste the text again from its source."
+        ) from None
 
 
 def _as_float(name: str, value: object) -> float:
@@ -265,6 +297,7 @@ class BenchRequest:
             raise InputError(
                 f"The prompt has {len(self.prompt):,} characters; the limit is {LIMITS['prompt_chars']:,}. Shorten it."
             )
+        check_encodable("prompt", self.prompt)
         arms = tuple(self.arms)
         if not all(isinstance(a, ArmSpec) for a in arms):
             raise InputError("Each assisted arm must be an ArmSpec.")
@@ -333,6 +366,8 @@ def assisted_arms(
     model, each assistant still gets an arm of its own with 'auto'. Prompt lookup comes last when asked for.
     """
     assistants = [a for a in assistants if a and str(a).strip()]
+    if len(assistants) > LIMITS["arms"]:  # before any arm is built from them
+        raise InputError(f"At most {LIMITS['arms']} assisted arms can be compared at once; got {len(assistants)} assistants.")
     if strategy in MODEL_STRATEGIES:
         arms = [ArmSpec(strategy, a, **knobs) for a in assistants] or [ArmSpec(strategy, None, **knobs)]
     else:

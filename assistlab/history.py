@@ -218,17 +218,22 @@ def _model_kinds(report: dict) -> dict[str, str]:
     return kinds
 
 
-def _setting(strategy: str, spec: dict) -> str:
+def _setting(strategy: str, spec: dict, settings: dict | None = None) -> str:
+    """The drafting settings someone chose, as ArmSpec.label says them; none chosen reads 'transformers defaults'."""
+    settings = settings or {}
     if strategy == "prompt-lookup":
-        return f"k={spec.get('prompt_lookup_num_tokens')}"
-    parts = [f"k={spec.get('num_assistant_tokens')}"]
+        lookup = spec.get("prompt_lookup_num_tokens") or settings.get("prompt_lookup_num_tokens")
+        return f"k={lookup}"
+    parts = []
+    if spec.get("num_assistant_tokens") is not None:
+        parts.append(f"k={spec['num_assistant_tokens']}")
     if spec.get("num_assistant_tokens_schedule") not in (None, "constant"):
         parts.append(str(spec["num_assistant_tokens_schedule"]))
-    if spec.get("assistant_confidence_threshold"):
+    if spec.get("assistant_confidence_threshold") is not None:
         parts.append(f"threshold {spec['assistant_confidence_threshold']:g}")
     if strategy == "early-exit":
         parts.insert(0, f"layer {spec.get('early_exit_layer')}")
-    return clean_text(", ".join(parts), MAX_NAME_CHARS)
+    return clean_text(", ".join(parts) or "transformers defaults", MAX_NAME_CHARS)
 
 
 def arm_rows(report: dict) -> list[dict]:
@@ -243,7 +248,7 @@ def arm_rows(report: dict) -> list[dict]:
         spec = arm.get("spec") if isinstance(arm.get("spec"), dict) else {}
         assistant = spec.get("assistant")
         assistant = canonical_model(assistant, kinds.get(assistant) or None) if assistant else None
-        setting = _setting(strategy, spec)
+        setting = _setting(strategy, spec, arm.get("settings") if isinstance(arm.get("settings"), dict) else None)
         label = f"{strategy}: {assistant} ({setting})" if assistant else f"{strategy} ({setting})"
         entry = by_name.get(arm.get("name")) or {}
         speed = entry.get("speedup") if isinstance(entry.get("speedup"), dict) else {}

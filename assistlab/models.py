@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import gc
 import json
 import os
@@ -9,7 +11,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -21,8 +23,15 @@ from .errors import InputError, ModelLoadError, ResourceError
 
 Progress = Callable[[str], None]
 
-# Files a checkpoint needs besides its weights; weights come only as safetensors.
-HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "*.jinja"]
+# The top-level files a checkpoint needs besides its weights, by exact name: a pattern such as "*.safetensors"
+# would also match files in sub-folders (originals, other formats, adapters) that a load never reads.
+HUB_FILES = (
+    "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "added_tokens.json", "tokenizer.model", "spiece.model", "vocab.json", "merges.txt", "vocab.txt",
+    "tokenizer.tiktoken", "chat_template.jinja", "chat_template.json",
+)
+WEIGHTS_INDEX = "model.safetensors.index.json"
+SINGLE_WEIGHTS = "model.safetensors"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 # Prefixes under which multimodal checkpoints keep their language model.
 TEXT_KEY_MAPPING = {
@@ -136,13 +145,39 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
+def _shard_names(index_file: Path, ref: catalog.ModelRef) -> list[str]:
+    """The weight files a safetensors index names; each must be a top-level *.safetensors file."""
+    try:
+        weight_map = json.loads(index_file.read_text())["weight_map"]
+        names = sorted(set(weight_map.values()))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ModelLoadError(f"{ref.text}: {WEIGHTS_INDEX} is not a valid safetensors index.") from None
+    for name in names:
+        if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith(".") or not name.endswith(
+            ".safetensors"
+        ):
+            raise ModelLoadError(
+                f"{ref.text}: {WEIGHTS_INDEX} names {name!r}, which is not a safetensors file next to it."
+            )
+    return names
+
+
 def _fetch_hub(ref: catalog.ModelRef, progress: Progress, config_only: bool = False) -> Path:
-    """Download (or find in the cache) a hub checkpoint's config, tokenizer and safetensors weights."""
+    """Download (or find in the cache) the files a load reads: config, tokenizer and the safetensors weights
+    (the shards its index names, or the one file), all from the repository's top level."""
     from huggingface_hub import hf_hub_download, snapshot_download
 
     token = os.environ.get("HF_TOKEN") or None
     # Without a network huggingface_hub retries for half a minute; look once, then use only the local cache.
     local_only = not _hub_reachable()
+
+    def fetch(names: list[str]) -> Path:
+        return Path(
+            snapshot_download(
+                ref.location, revision=ref.revision, token=token, allow_patterns=names, local_files_only=local_only
+            )
+        )
+
     try:
         if config_only:
             return Path(
@@ -151,12 +186,12 @@ def _fetch_hub(ref: catalog.ModelRef, progress: Progress, config_only: bool = Fa
                 )
             ).parent
         progress(f"Fetching {ref.location} (safetensors only)...")
-        return Path(
-            snapshot_download(
-                ref.location, revision=ref.revision, token=token, allow_patterns=HUB_PATTERNS,
-                local_files_only=local_only,
-            )
-        )
+        folder = fetch([*HUB_FILES, WEIGHTS_INDEX])
+        index = folder / WEIGHTS_INDEX
+        weights = _shard_names(index, ref) if index.is_file() else [SINGLE_WEIGHTS]
+        return fetch(weights)
+    except ModelLoadError:
+        raise
     except Exception as exc:  # huggingface_hub raises many types; all become one message
         raise _hub_error(exc, ref) from None
 
@@ -235,10 +270,31 @@ def free_bytes(device: torch.device) -> int:
     return int(psutil.virtual_memory().available)
 
 
+# The GPUs the comparison on this thread holds (see `placed_on`); unset means every GPU. A context variable,
+# so each job thread sees only its own.
+_RUN_GPUS: contextvars.ContextVar[tuple[int, ...] | None] = contextvars.ContextVar("assistlab_run_gpus", default=None)
+
+
+@contextlib.contextmanager
+def placed_on(gpus: tuple[int, ...]) -> Iterator[None]:
+    """Run the block on these GPUs (from slots.Placement): models load onto the first, and clock readings wait
+    only for these, never for another person's comparison on another GPU. Empty: the CPU, nothing to do."""
+    if not gpus:
+        yield
+        return
+    token = _RUN_GPUS.set(tuple(gpus))
+    try:
+        with torch.cuda.device(gpus[0]):  # choose_device reads the thread's current device
+            yield
+    finally:
+        _RUN_GPUS.reset(token)
+
+
 def synchronize_all() -> None:
-    """Wait for every GPU before a clock reading: an assistant, or part of a split target, may sit on another."""
+    """Wait for every GPU this run uses before a clock reading: an assistant, or part of a split target, may
+    sit on another."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        for index in range(torch.cuda.device_count()):
+        for index in _RUN_GPUS.get() or range(torch.cuda.device_count()):
             torch.cuda.synchronize(index)
 
 

@@ -91,6 +91,17 @@ def _printable(text: str) -> str:
     )
 
 
+# Every ASCII punctuation mark can be backslash-escaped in Markdown (CommonMark); '<', '>', '&' and quotes
+# become HTML entities instead, which Markdown shows as the characters themselves.
+_MD_PUNCTUATION = re.compile(r"([!#$%()*+,\-./:;=?@\[\\\]^_`{|}~])")
+
+
+def md_text(text: object) -> str:
+    """`text` shown literally inside Markdown: no emphasis, links, images, code spans, autolinks or tags."""
+    escaped = _MD_PUNCTUATION.sub(r"\\\1", _printable(str(text)).replace("\n", " "))
+    return html.escape(escaped, quote=True)
+
+
 def _dot(index: int) -> str:
     return f'<span class="al-dot" style="background:{charts.arm_color(index)}"></span>'
 
@@ -509,10 +520,9 @@ def environment_markdown(report: dict) -> str:
     hardware = f"GPU {env['gpu_name']}" if env.get("gpu_name") else f"CPU {env.get('cpu_model', '?')}"
     if env.get("cpu_threads") and not env.get("gpu_name"):
         hardware += f", {env['cpu_threads']} threads"
-    parts = [
-        f"**Ran on** {hardware} · {env.get('dtype', '?')} · torch {env.get('torch', '?')} · "
-        f"transformers {env.get('transformers', '?')} · AssistLab {env.get('assistlab', __version__)}"
-    ]
+    facts = (hardware, env.get("dtype", "?"), f"torch {env.get('torch', '?')}",
+             f"transformers {env.get('transformers', '?')}", f"AssistLab {env.get('assistlab', __version__)}")
+    parts = ["**Ran on** " + " · ".join(md_text(fact) for fact in facts)]
     for role, info in env.get("models", {}).items():
         params = info.get("parameters")
         size = f"{_count(params)} parameters" if params else ""
@@ -523,5 +533,5 @@ def environment_markdown(report: dict) -> str:
             if prov.get("license"):
                 source += f"; license: {prov['license']}"
         details = ", ".join(x for x in (info.get("class"), size, source) if x)
-        parts.append(f"**{role}**: `{info.get('ref', '?')}` ({details})")
+        parts.append(f"**{md_text(role)}**: <code>{md_text(info.get('ref', '?'))}</code> ({md_text(details)})")
     return "  \n".join(parts)

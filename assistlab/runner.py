@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
 import gc
 import logging
@@ -110,9 +111,14 @@ class Pace:
 
 
 def _while_loading(call: Callable[[], object], heartbeat: Callable[[], Event]) -> Generator[Event, None, object]:
-    """Run `call` in a worker thread, yielding `heartbeat()` every few seconds until it returns; its result."""
+    """Run `call` in a worker thread, yielding `heartbeat()` every few seconds until it returns; its result.
+
+    The worker runs in a copy of this thread's context, so it sees the GPUs this comparison holds
+    (models.placed_on).
+    """
+    context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="assistlab-load") as pool:
-        future = pool.submit(call)
+        future = pool.submit(context.run, call)
         while True:
             try:
                 return future.result(timeout=HEARTBEAT_S)
@@ -611,11 +617,15 @@ def run_benchmark(
     request = request.resolved(device.type)
     pace = Pace()  # the time so far and left, for the person watching; not the benchmark's clock
     messages: list[str] = []
-    for text in [request.target] + [a.assistant for a in request.arms if a.assistant]:
-        catalog.resolve(text)  # refuse a bad reference before loading anything
+    request = catalog.canonical_request(request)  # refuses a bad reference before loading; names as shown
+
+    def get(text: str, keep: set) -> tuple[tuple, LoadedModel]:
+        # On the GPU this comparison was given: the CUDA current device belongs to a thread, not its context.
+        with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+            return store.get(text, device, dtype, request.device_map_auto, progress=messages.append, keep=keep)
 
     def load(role: str, text: str, keep: set) -> Generator[Event, None, tuple[tuple, LoadedModel]]:
-        """Load one model, reporting the step and its time every few seconds while it loads."""
+        """Load one model in a worker thread, reporting the step and its time every few seconds while it loads."""
         step, message, estimate = _loading_step(role, text)
         began = pace.elapsed()
 
@@ -625,10 +635,7 @@ def run_benchmark(
             return Event("status", message, 0, 0, step=step, elapsed_s=pace.elapsed(), eta_s=left)
 
         yield status()
-        return (yield from _while_loading(
-            lambda: store.get(text, device, dtype, request.device_map_auto, progress=messages.append, keep=keep),
-            status,
-        ))
+        return (yield from _while_loading(lambda: get(text, keep), status))
 
     target_key, target = yield from load("target", request.target, set())
     keep = {target_key}
@@ -639,6 +646,7 @@ def run_benchmark(
             keep.add(key)
 
     inputs = encode_prompt(request, target)
+    strategies.check_context(request, inputs["input_ids"][0].tolist(), target, assistants)
     arms = build_arms(request, target, assistants)
     for arm in arms:
         if arm.info.choice:

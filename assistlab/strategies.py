@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Mapping, Sequence
 
 from . import drafters
-from .config import DRAFTER_STRATEGIES, PROMPT_LOOKUP_DEFAULT, ArmSpec, BenchRequest
+from .config import DRAFTER_STRATEGIES, MODEL_STRATEGIES, PROMPT_LOOKUP_DEFAULT, ArmSpec, BenchRequest
 from .errors import InputError
 from .models import LoadedModel
 
@@ -251,3 +252,53 @@ def changes_from_transformers(request: BenchRequest, target: LoadedModel, strate
             "why": "transformers has no default: generate() uses prompt lookup only when given a value",
         })
     return changes
+
+
+def _prompt_in_assistant_tokens(prompt_ids: Sequence[int], target: LoadedModel, assistant: LoadedModel) -> int:
+    """The prompt's length in the assistant's own tokens, as universal assisted generation re-tokenises it."""
+    if same_tokenizer(target.tokenizer, assistant.tokenizer):
+        return len(prompt_ids)
+    text = target.tokenizer.decode(list(prompt_ids), skip_special_tokens=True)
+    return len(assistant.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+
+def _draft_length(arm: ArmSpec, assistant: LoadedModel) -> int:
+    """The draft length an arm starts with: yours, else the checkpoint's, else transformers' default."""
+    if arm.num_assistant_tokens is not None:
+        return int(arm.num_assistant_tokens)
+    value = checkpoint_values(assistant).get("num_assistant_tokens")
+    return int(value if value is not None else transformers_defaults()["num_assistant_tokens"])
+
+
+def check_context(
+    request: BenchRequest, prompt_ids: Sequence[int], target: LoadedModel, assistants: Mapping[str, LoadedModel]
+) -> None:
+    """Refuse a comparison that would run any model past its context window, naming the model and what to lower.
+
+    The target reads the prompt plus the new tokens; an assistant reads the prompt in its own tokens plus the
+    new tokens plus one draft of `num_assistant_tokens`.
+    """
+    new = request.max_new_tokens
+    limit = target.context_length
+    if limit and len(prompt_ids) + new > limit:
+        raise InputError(
+            f"The prompt is {len(prompt_ids)} tokens and {new} new tokens are asked for, but the target "
+            f"{target.name} reads at most {limit} tokens; shorten the prompt or lower max_new_tokens "
+            f"to {max(1, limit - len(prompt_ids))} or less."
+        )
+    for arm in request.arms:
+        helper = assistants.get(arm.assistant) if arm.strategy in MODEL_STRATEGIES and arm.assistant else None
+        if helper is None or not helper.context_length:
+            continue
+        prompt = _prompt_in_assistant_tokens(prompt_ids, target, helper)
+        draft = _draft_length(arm, helper)
+        needed = prompt + new + draft
+        if needed > helper.context_length:
+            room = helper.context_length - prompt - draft
+            lower = f"lower max_new_tokens to {room} or less" if room >= 1 else "shorten the prompt"
+            raise InputError(
+                f"The assistant {helper.name} reads at most {helper.context_length} tokens, but this comparison "
+                f"needs up to {needed}: the prompt is {prompt} of its tokens, plus {new} new tokens and a draft of "
+                f"{draft}. {lower[0].upper()}{lower[1:]}, or choose an assistant with a "
+                f"longer context."
+            )

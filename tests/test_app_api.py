@@ -172,7 +172,7 @@ def test_a_sweep_streams_through_the_apps_runner(allowed_models, store):
     request = ui.request_from_form("target", "", "prompt-lookup", "deep learning deep learning", max_new_tokens=4,
                                    repeats=1, warmup=0)
     plan = ui.sweep_plan("prompt_lookup_num_tokens", "1,3")
-    events = list(ui._gpu_runner(store)(request, threading.Event(), plan))
+    events = list(ui._gpu_runner(store)(request, threading.Event().is_set, plan))
     report = events[-1].report.to_dict()
     assert events[-1].kind == "done" and report["status"] == "complete"
     assert [p["value"] for p in report["sweep"]["points"]] == [1, 3]
@@ -328,7 +328,7 @@ def test_launch_options_read_the_environment():
            "ASSISTLAB_AUTH": "ann:pw1, bob:p:w2"}
     options = ui.launch_options(env)
     assert (options["server_name"], options["server_port"], options["root_path"]) == ("0.0.0.0", 8080, "/lab")
-    assert options["auth"] == [("ann", "pw1"), ("bob", "p:w2")]
+    assert options["auth"].throttle.accounts == {"ann": "pw1", "bob": "p:w2"}
     with pytest.raises(InputError, match="ASSISTLAB_AUTH"):
         ui.launch_options({"ASSISTLAB_AUTH": "nobody"})
 
@@ -366,6 +366,6 @@ def test_on_zero_gpu_the_run_goes_through_spaces_gpu(allowed_models, store, monk
 
     monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=gpu))
     request = ui.request_from_form("target", "", "prompt-lookup", "hi", max_new_tokens=4, repeats=1, warmup=0)
-    events = list(ui._gpu_runner(store)(request, threading.Event()))
+    events = list(ui._gpu_runner(store)(request, threading.Event().is_set))
     assert events[-1].kind == "done" and events[-1].report.status == "complete"
     assert asked == [ui.gpu_seconds(request)]

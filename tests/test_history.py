@@ -126,7 +126,7 @@ def test_real_report_round_trips_with_its_columns(db, real_report):
         assert row.latest_level == pytest.approx(comp["speedup"]["level"]) and row.latest_n == 2 and row.comparisons == 1
         assert row.latest_kind == comp["speedup"]["interval"] == "range"  # two runs: a range, not an interval
         assert row.faster == 0
-    assert by_strategy["assistant"].label == "assistant: assistant-same (k=5)"
+    assert by_strategy["assistant"].label == "assistant: assistant-same (transformers defaults)"
     assert by_strategy["prompt-lookup"].label == "prompt-lookup (k=3)"
 
 

@@ -2,37 +2,48 @@
 
 # No `from __future__ import annotations`: gr.api reads the type hints of `compare` at runtime.
 
+import asyncio
 import os
-import threading
 from pathlib import Path
 
 import gradio as gr
 
-from .. import catalog, charts
-from ..errors import InputError
+from .. import catalog, charts, slots
+from ..access import LoginThrottle
+from ..config import LIMITS
+from ..errors import InputError, ResourceError
 from ..history import History
 from ..models import ModelStore
-from . import compare_tab, history_tab, sweep_tab
+from ..slots import Finished, SlotPool, Waiting
+from . import compare_tab, gradio_private, history_tab, sweep_tab
 from . import form as form_mod
 from .fields import FORM_FIELDS, _blank, request_from_form
 from .form import ASSETS
-from .session import GPU_GROUP, QUEUE_SIZE, Page, ReportFiles, SessionStops, _gpu_runner, user_errors
+from .session import GPU_GROUP, HEARTBEAT_S, QUEUE_SIZE, Page, ReportFiles, SessionStops, _gpu_runner, user_errors
 from .style import CSS, theme
 
 AUTH_ENV = "ASSISTLAB_AUTH"
+FAILED_LOGIN_DELAY_S = 0.5  # what each wrong password costs its sender, without holding up anyone else
+# Gradio's copies of files it serves (report downloads) are swept every 10 minutes once an hour old, and all
+# removed when the server stops.
+CACHE_SWEEP = (600, 3600)
 
 
 def build_app(
-    store: ModelStore | None = None, reports_dir: Path | None = None, queue_max_size: int = QUEUE_SIZE,
+    store: ModelStore | None = None,
+    reports_dir: Path | None = None,
+    queue_max_size: int = QUEUE_SIZE,
+    pool: SlotPool | None = None,
     history: History | None = None,
 ) -> gr.Blocks:
-    """The whole page around one ModelStore and one history; app.py launches it, tests drive it."""
+    """The whole page around one ModelStore, one slot per visible GPU and one history; app.py launches it."""
     store = store if store is not None else ModelStore()
+    pool = pool if pool is not None else SlotPool(slots.visible_gpus())
     history = history if history is not None else History()
     stops = SessionStops()
     gpu_stream = _gpu_runner(store)
 
-    with gr.Blocks(title="AssistLab", analytics_enabled=False, fill_width=True) as demo:
+    with gr.Blocks(title="AssistLab", analytics_enabled=False, fill_width=True, delete_cache=CACHE_SWEEP) as demo:
         form_mod.header()
         with gr.Row(equal_height=False, elem_id="al-main"):
             with gr.Column(scale=4, min_width=340):
@@ -48,7 +59,7 @@ def build_app(
                         board = history_tab.build_board()
 
         # ---- Register listeners
-        page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs(), history)
+        page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs(), pool, history)
         form_mod.wire(form)
         compare_tab.wire(page, results)
         sweep_tab.wire(page, form, sweeps)
@@ -64,7 +75,7 @@ def build_app(
 
         demo.unload(forget_session)
 
-        def compare(
+        async def compare(
             target: str = catalog.BUNDLED_TARGET,
             assistant: str = catalog.BUNDLED_ASSISTANT,
             strategy: str = "auto",
@@ -97,17 +108,32 @@ def build_app(
             values = {name: value for name, value in locals().items() if name in FORM_FIELDS}
             if values["prompt"] is None:
                 values["prompt"] = catalog.default_prompt(target)
+            session = request.session_hash if request is not None else None
             with user_errors():
-                bench = request_from_form(**values)
+                job = page.start_job(request_from_form(**values), lambda: False)
                 final = None
-                for final in gpu_stream(bench, threading.Event()):
-                    pass
+                try:  # a cancel raises CancelledError at the sleep; the job is stopped on the way out
+                    while True:
+                        try:
+                            item = job.get(timeout=0)
+                        except Finished:
+                            break
+                        if item is None:
+                            if session and gradio_private.client_gone(demo, session):
+                                job.stop()
+                            await asyncio.sleep(HEARTBEAT_S)
+                        elif not isinstance(item, Waiting):
+                            final = item
+                finally:
+                    job.stop()
+                if final is None or final.report is None:
+                    raise ResourceError("The comparison stopped before it started; try again.")
                 report = final.report.to_dict()
             result = history.save(report, owner=getattr(request, "username", None) or None)
             report["saved"] = {"id": result.id, "warning": result.warning}
             return report, charts.headline(report)
 
-        gr.api(compare, api_name="compare", concurrency_id=GPU_GROUP, concurrency_limit=1)
+        gr.api(compare, api_name="compare", concurrency_id=GPU_GROUP, concurrency_limit=pool.size)
 
         def history_list(target: str = "", assistant: str = "", device: str = "", page: int = 1,
                          page_size: int = 20) -> dict:
@@ -153,6 +179,23 @@ def parse_auth(text: str | None) -> list[tuple[str, str]] | None:
     return pairs
 
 
+def throttled_auth(pairs: list[tuple[str, str]]):
+    """Gradio's `auth=` callable: the accounts, with failed logins slowed and repeated ones locked out.
+
+    `.throttle` is the LoginThrottle behind it.
+    """
+    throttle = LoginThrottle(dict(pairs))
+
+    async def auth(username: str, password: str) -> bool:
+        if throttle.check(username, password):
+            return True
+        await asyncio.sleep(FAILED_LOGIN_DELAY_S)
+        return False
+
+    auth.throttle = throttle
+    return auth
+
+
 def launch_options(environ: dict | None = None) -> dict:
     """Keyword arguments for demo.launch(): look, server address from the GRADIO_* variables, optional login."""
     env = os.environ if environ is None else environ
@@ -171,8 +214,9 @@ def launch_options(environ: dict | None = None) -> dict:
             raise InputError(f"GRADIO_SERVER_PORT must be a port number, got {env['GRADIO_SERVER_PORT']!r}.") from None
     if env.get("GRADIO_ROOT_PATH"):
         options["root_path"] = env["GRADIO_ROOT_PATH"]
+    options["max_file_size"] = LIMITS["upload_bytes"]
     auth = parse_auth(env.get(AUTH_ENV))
     if auth:
-        options["auth"] = auth
+        options["auth"] = throttled_auth(auth)
         options["auth_message"] = "This AssistLab server asks for a login."
     return options

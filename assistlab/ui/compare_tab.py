@@ -20,7 +20,7 @@ from ..panels import (
 from ..runner import Event
 from .fields import INTRO
 from .history_tab import save_report
-from .session import HEAVY, LIGHT, Page
+from .session import LIGHT, Page
 
 
 @dataclass
@@ -127,7 +127,7 @@ def wire(page: Page, results: Results) -> None:
             return update
 
         yield from page.streamed(request.session_hash, results.progress,
-                                 lambda stop: page.stream(page.form_request(data), stop), render)
+                                 lambda: (page.form_request(data), None), render)
 
     started = results.run.click(
         arm_run, None, [results.progress, results.download_json, results.download_csv, results.panel], **LIGHT
@@ -138,8 +138,8 @@ def wire(page: Page, results: Results) -> None:
         results.outputs(),
         show_progress="full",
         show_progress_on=[results.progress],
-        **HEAVY,
+        **page.heavy,
     )
-    # No `cancels=` on Stop: cancelling would free the GPU group while generate() is still running in its
-    # thread and lose the partial report; the flag ends the run cleanly instead.
+    # No `cancels=` on Stop: the flag ends the run cleanly and keeps the partial report. A cancel from
+    # elsewhere stops the run as well (Page.streamed), and its slot stays taken until the work has stopped.
     results.stop.click(page.request_stop, None, results.progress, **LIGHT)

@@ -18,6 +18,7 @@ from ..config import (
     MODEL_STRATEGIES,
     BenchRequest,
     assisted_arms,
+    capped_text,
 )
 from ..errors import InputError
 
@@ -160,6 +161,8 @@ def request_from_form(
     device_map_auto=False,
 ) -> BenchRequest:
     """The request the form (or the API) describes; the dataclasses check every value."""
+    for name, text in (("target", target), ("assistant", assistant), ("extra_assistants", extra_assistants)):
+        capped_text(name, text)  # before anything splits or parses them
     knobs = {
         "num_assistant_tokens": num_assistant_tokens,
         "num_assistant_tokens_schedule": schedule or "constant",
@@ -206,6 +209,7 @@ def sweep_plan(param: str, values_text) -> SweepPlan:
     """The sweep a button asks for, from the values box ('1,2,3,5,8')."""
     if param not in sweep.PARAMS:
         raise InputError(f"The swept setting must be one of {', '.join(sweep.PARAMS)}; got {param!r}.")
+    capped_text("sweep_values", values_text)
     values = tuple(part for part in re.split(r"[,;\s]+", "" if values_text is None else str(values_text)) if part)
     return SweepPlan(param, values, SWEEP_SCHEDULES if param == "num_assistant_tokens" else ())
 

@@ -11,12 +11,14 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
 
+from .. import models as models_mod
 from .. import sweep
 from ..config import BenchRequest
 from ..errors import AssistLabError
@@ -25,15 +27,18 @@ from ..models import ModelStore
 from ..panels import progress_html
 from ..report import Report
 from ..runner import Event, run_benchmark
+from ..slots import Job, Placement, SlotPool, Waiting
 from .fields import FORM_FIELDS, SweepPlan, in_page_words, request_from_form
 
 log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 16  # people waiting beyond this are told the queue is full instead of waiting for ever
-GPU_GROUP = "gpu"  # every event that runs a model shares this group, so one benchmark owns the device
-REPORT_FILES_MAX_AGE_S = 24 * 3600
-# Listener options for every event that runs a model.
-HEAVY = {"concurrency_id": GPU_GROUP, "concurrency_limit": 1, "api_visibility": "private"}
+GPU_GROUP = "gpu"  # every event that runs a model shares this group; as many run at once as there are slots
+REPORT_FILES_MAX_AGE_S = 3600  # report files older than this go at the next write
+# A streaming handler yields at least this often, so gradio can close it promptly when its request is cancelled.
+HEARTBEAT_S = 0.25
+# A comparison nobody has read for this long (a killed client, a closed tab, a cancelled request) stops.
+ABANDON_S = 3.0
 # Listener options for instant, page-only events.
 LIGHT = {"queue": False, "api_visibility": "private"}
 
@@ -52,14 +57,15 @@ def _events(request: BenchRequest, store: ModelStore, plan: SweepPlan | None, sh
     return sweep.sweep(request, store, plan.param, plan.values, plan.schedules, should_stop=should_stop)
 
 
-Stream = Callable[[BenchRequest, threading.Event, SweepPlan | None], Iterator[Event]]
+Stream = Callable[[BenchRequest, Callable[[], bool], SweepPlan | None], Iterator[Event]]
 
 
 def _gpu_runner(store: ModelStore) -> Stream:
     """The runner (or a sweep) bound to the app's store; on a ZeroGPU Space, inside spaces.GPU."""
 
-    def stream(request: BenchRequest, stop: threading.Event, plan: SweepPlan | None = None) -> Iterator[Event]:
-        yield from _events(request, store, plan, stop.is_set)
+    def stream(request: BenchRequest, should_stop: Callable[[], bool], plan: SweepPlan | None = None
+               ) -> Iterator[Event]:
+        yield from _events(request, store, plan, should_stop)
 
     try:
         import spaces  # only present on Hugging Face Spaces
@@ -124,6 +130,12 @@ class ReportFiles:
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="assistlab-reports-"))
         self.root.mkdir(parents=True, exist_ok=True)
+        # A folder the app made for itself goes with the server: at close(), or when the process exits.
+        self._remove = weakref.finalize(self, shutil.rmtree, str(self.root), True) if not root else None
+
+    def close(self) -> None:
+        if self._remove is not None:
+            self._remove()
 
     def write(self, report: Report) -> tuple[str, str]:
         self._prune()
@@ -167,40 +179,78 @@ def user_errors(words: Callable[[str], str] = str) -> Iterator[None]:
 
 @dataclass
 class Page:
-    """What every part of the page shares: the runner, stop flags, report files and the form's inputs."""
+    """What every part of the page shares: the runner, the slots, stop flags, report files and the form's inputs."""
 
     stream: Stream
     stops: SessionStops
     files: ReportFiles
     inputs: list  # the form's components, in FORM_FIELDS order
+    pool: SlotPool
     history: History | None = None  # where finished comparisons are saved; None saves nothing
+
+    @property
+    def heavy(self) -> dict:
+        """Listener options for every event that runs a model: gradio admits one per slot; the pool places it."""
+        return {"concurrency_id": GPU_GROUP, "concurrency_limit": self.pool.size, "api_visibility": "private"}
+
+    def start_job(self, request: BenchRequest, should_stop: Callable[[], bool], plan: SweepPlan | None = None
+                  ) -> Job:
+        """Run one comparison on its own thread, on a free GPU (every GPU for a spread target or the CPU).
+
+        Its slot is held until the runner has returned, whatever happens to the request that started it.
+        """
+        whole = not self.pool.cuda or request.device == "cpu" or request.device_map_auto
+
+        def work(placement: Placement, job_should_stop: Callable[[], bool]) -> Iterator[Event]:
+            with models_mod.placed_on(placement.slots if placement.cuda else ()):
+                yield from self.stream(request, lambda: job_should_stop() or should_stop(), plan)
+
+        return Job(self.pool, work, whole=whole, abandon_after_s=ABANDON_S).start()
 
     def form_request(self, data: dict) -> BenchRequest:
         """The request a {component: value} dict from the form describes."""
         names = {component: name for name, component in zip(FORM_FIELDS, self.inputs)}
         return request_from_form(**{names[c]: value for c, value in data.items() if c in names})
 
-    def streamed(self, session: str, progress: gr.HTML, events: Callable, render: Callable):
-        """Run `events(stop)` for one session, yielding `render(event)`; a failure ends in the progress bar."""
-        event = None
+    def streamed(self, session: str, progress: gr.HTML, prepare: Callable, render: Callable):
+        """Run the comparison `prepare()` describes ((request, plan or None)) for one session, yielding
+        `render(event)`; a failure ends in the progress bar.
+
+        The work runs in a Job. This handler yields at least every HEARTBEAT_S, so a cancel closes it promptly;
+        closing it (or gradio ceasing to read it) stops the work, which frees its slot when it has stopped.
+        """
+        event, job = None, None
         try:
             with user_errors(in_page_words), self.stops.running(session) as stop:
                 if stop.is_set():  # Stop was pressed while this run waited in the queue
                     yield {progress: progress_html("Stopped before it started.", 0.0, "stopped")}
                     return
-                for event in events(stop):
-                    yield render(event)
+                request, plan = prepare()
+                job = self.start_job(request, stop.is_set, plan)
+                for item in job.items(heartbeat_s=HEARTBEAT_S):
+                    if item is None:
+                        yield gr.skip()  # nothing new; lets gradio see a cancel or a departed client
+                    elif isinstance(item, Waiting):
+                        yield {progress: progress_html(item.message(), None)}
+                    else:
+                        event = item
+                        yield render(item)
+                if event is None:  # stopped while it waited for a slot
+                    yield {progress: progress_html("Stopped before it started.", 0.0, "stopped")}
         except gr.Error as exc:
             # The message goes under Run and Stop, in red, rather than into a toast: a toast covers the buttons
             # (at the top right on a wide screen, across the whole width on a phone).
             done, total = (event.done, event.total) if event is not None else (0, 0)
             yield {progress: progress_html(f"Failed: {exc.message}", done / total if total else 0.0, "failed")}
+        finally:
+            if job is not None:
+                job.stop()  # a no-op when it has finished; else it stops at its next check
 
     def waiting_for_slot(self, session: str, progress: gr.HTML, hidden: tuple) -> dict:
         """Clear the session's stop flag and say it is queued, hiding what the previous run offered."""
         self.stops.arm(session)
         return {
-            progress: progress_html("Waiting for a free slot: one comparison runs at a time...", None),
+            progress: progress_html("Waiting for a free slot...", None),
             **{component: gr.update(visible=False) for component in hidden},
         }
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import gradio as gr
@@ -14,7 +12,7 @@ from ..runner import Event
 from .fields import HINTS, SWEEP_INTRO, SWEEP_VALUES, sweep_plan
 from .form import Form
 from .history_tab import save_report
-from .session import HEAVY, LIGHT, Page
+from .session import LIGHT, Page
 
 
 @dataclass
@@ -88,10 +86,10 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
         return page.waiting_for_slot(request.session_hash, view.progress, (view.download_json, view.apply, view.panel))
 
     def sweep_stream(param: str, data: dict, request: gr.Request):
-        def events(stop: threading.Event) -> Iterator[Event]:
+        def prepare() -> tuple:
             bench, plan = page.form_request(data), sweep_plan(param, data[view.values])
             plan.apply(bench)  # refuse a bad value before waiting for models
-            return page.stream(bench, stop, plan)
+            return bench, plan
 
         def render(event: Event) -> dict:
             update = {view.progress: event_progress(event)}
@@ -109,7 +107,7 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
                     update[view.progress] += save_report(page.history, report, request)
             return update
 
-        yield from page.streamed(request.session_hash, view.progress, events, render)
+        yield from page.streamed(request.session_hash, view.progress, prepare, render)
 
     def sweep_draft_length(data: dict, request: gr.Request):
         yield from sweep_stream("num_assistant_tokens", data, request)
@@ -124,7 +122,7 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
             view.outputs(),
             show_progress="full",
             show_progress_on=[view.progress],
-            **HEAVY,
+            **page.heavy,
         )
     view.stop.click(page.request_stop, None, view.progress, **LIGHT)
     view.apply.click(
