@@ -8,9 +8,10 @@ import pytest
 
 import html
 
-from assistlab import panels, ui
+from assistlab import panels, strategies, ui
 from assistlab.config import CPU_DEFAULTS
 from assistlab.errors import InputError
+from assistlab.ui.fields import HINTS
 from assistlab.report import is_busy, speedup_sentence
 
 # gradio's own queue bookkeeping trips pandas deprecation warnings; they are not ours to fix.
@@ -41,7 +42,7 @@ def test_compare_returns_the_complete_report(client):
     assert report["schema"] == 1
     assert report["status"] == "complete"
     names = [a["name"] for a in report["arms"]]
-    assert names == ["plain", "universal: assistant-other (k=5)", "prompt-lookup (k=10)"]
+    assert names == ["plain", "universal: assistant-other (transformers defaults)", "prompt-lookup (k=10)"]
     assert all(len(a["latencies_s"]) == 2 and a["new_tokens"] == [8, 8] for a in report["arms"])
     assert [c["arm"] for c in report["comparison"]] == names[1:]
     assert report["environment"]["device"] == "cpu"
@@ -59,7 +60,7 @@ def test_extra_assistants_are_ranked_with_the_rest(client):
     report, _ = compare(client, target="target", assistant="assistant-other", extra_assistants="assistant-same",
                         max_new_tokens=6)
     assisted = [a["name"] for a in report["arms"][1:]]
-    assert assisted == ["universal: assistant-other (k=5)", "assistant: assistant-same (k=5)", "prompt-lookup (k=10)"]
+    assert assisted == ["universal: assistant-other (transformers defaults)", "assistant: assistant-same (transformers defaults)", "prompt-lookup (k=10)"]
     assert sorted(row["arm"] for row in report["ranking"]) == sorted(assisted)
     speeds = [row["speedup"] for row in report["ranking"]]
     assert speeds == sorted(speeds, reverse=True)
@@ -113,12 +114,34 @@ def test_empty_counts_mean_the_device_default_and_zero_is_refused():
                                    confidence_threshold=0, early_exit_layer=0)
     assert (request.max_new_tokens, request.repeats, request.warmup) == (None, None, None)
     assert request.resolved("cpu").max_new_tokens == CPU_DEFAULTS["max_new_tokens"]
-    assert request.arms[0].assistant_confidence_threshold is None
+    assert request.arms[0].assistant_confidence_threshold == 0.0  # 0 switches the confidence stop off
     zero_warmup = ui.request_from_form("target", "x", "auto", "hi", warmup=0)
     assert zero_warmup.warmup == 0
     for field in ("max_new_tokens", "repeats"):  # as on the command line: 0 runs nothing, so it is a mistake
         with pytest.raises(InputError, match=f"{field} must be between 1"):
             ui.request_from_form("target", "x", "auto", "hi", **{field: 0})
+
+
+def test_empty_drafting_boxes_leave_the_settings_to_transformers():
+    request = ui.request_from_form("target", "x", "assistant", "hi", num_assistant_tokens="", schedule="",
+                                   confidence_threshold=" ", prompt_lookup_num_tokens=None)
+    for arm in request.arms:
+        assert (arm.num_assistant_tokens, arm.num_assistant_tokens_schedule, arm.assistant_confidence_threshold,
+                arm.prompt_lookup_num_tokens) == (None, None, None, None)
+    assert request.arms[0].label == "assistant: x (transformers defaults)"
+    typed = ui.request_from_form("target", "x", "assistant", "hi", num_assistant_tokens=" 7 ", schedule="heuristic",
+                                 confidence_threshold="0", prompt_lookup_num_tokens="3")
+    arm = typed.arms[0]
+    assert (arm.num_assistant_tokens, arm.num_assistant_tokens_schedule, arm.assistant_confidence_threshold) == (
+        7, "heuristic", 0.0)  # a typed 0 is kept: it switches the confidence stop off
+    assert typed.arms[-1].prompt_lookup_num_tokens == 3
+    # The hints say what empty means, with transformers' own numbers.
+    defaults = strategies.transformers_defaults()
+    assert f"transformers' default ({defaults['num_assistant_tokens']})" in HINTS["num_assistant_tokens"]
+    assert f"transformers' default ({defaults['assistant_confidence_threshold']:g})" in HINTS["confidence"]
+    assert "0 switches it off" in HINTS["confidence"]
+    with pytest.raises(InputError, match="num_assistant_tokens must be a whole number"):
+        ui.request_from_form("target", "x", "assistant", "hi", num_assistant_tokens="five")
 
 
 def test_the_form_refuses_what_the_engine_refuses():
@@ -159,12 +182,12 @@ def test_apply_best_writes_the_setting_that_won():
     k, schedule, lookup, note = ui.best_setting_updates(
         {"param": "num_assistant_tokens", "value": 3, "schedule": "heuristic", "label": "heuristic (from k=3)"}
     )
-    assert (k, schedule) == (3, "heuristic") and lookup == {"__type__": "update"}
+    assert (k, schedule) == ("3", "heuristic") and lookup == {"__type__": "update"}  # text, for the text boxes
     assert "draft length 3 with the heuristic schedule" in note
     k, schedule, lookup, note = ui.best_setting_updates(
         {"param": "prompt_lookup_num_tokens", "value": 2, "schedule": "constant", "label": "k=2"}
     )
-    assert lookup == 2 and k == {"__type__": "update"} and schedule == {"__type__": "update"}
+    assert lookup == "2" and k == {"__type__": "update"} and schedule == {"__type__": "update"}
     assert all(u == {"__type__": "update"} for u in ui.best_setting_updates(None))
 
 

@@ -97,7 +97,8 @@ def test_a_comparison_runs_and_shows_charts_texts_and_downloads(page, artifacts)
     assert page.locator("#al-results .js-plotly-plot").count() == 4
     headline = page.inner_text("#al-headline")
     # Two repetitions: the page gives each arm's range of 2 runs and draws no verdict from it.
-    assert "universal: assistant-other (k=5) ran at" in headline and "prompt-lookup (k=10) ran at" in headline
+    assert "universal: assistant-other (transformers defaults) ran at" in headline
+    assert "prompt-lookup (k=10) ran at" in headline
     assert headline.count("range of 2 runs") == 2 and "faster" not in headline and "95%" not in headline
     cards = page.locator("#al-texts .al-text-card")
     assert cards.count() == 3
@@ -145,10 +146,12 @@ def test_a_sweep_finds_the_best_length_and_applies_it(page):
     assert best.startswith("Best: k=")
     assert page.locator("#al-sweep-table tbody tr").count() == 2
     value = re.match(r"Best: k=(\d+)", best).group(1)
-    assert page.locator("#al-lookup-tokens input[type=number]").input_value() == "10"
+    lookup = page.locator("#al-lookup-tokens textarea, #al-lookup-tokens input")
+    # Empty until set: the runner then uses AssistLab's default, as the box's placeholder says.
+    assert lookup.input_value() == "" and "default (10)" in lookup.get_attribute("placeholder")
     page.click("#al-sweep-apply")
     page.get_by_text(f"Applied prompt-lookup length {value}").wait_for()
-    assert page.locator("#al-lookup-tokens input[type=number]").input_value() == value
+    assert lookup.input_value() == value
     with page.expect_download() as download:
         page.click("#al-sweep-download")
     report = json.loads(Path(download.value.path()).read_text())

@@ -90,10 +90,10 @@ def build_app(
             seed: int = 0,
             device: str = "auto",
             dtype: str = "auto",
-            num_assistant_tokens: int = 5,
-            schedule: str = "constant",
+            num_assistant_tokens: int | None = None,
+            schedule: str | None = None,
             confidence_threshold: float | None = None,
-            prompt_lookup_num_tokens: int = 10,
+            prompt_lookup_num_tokens: int | None = None,
             early_exit_layer: int | None = None,
             device_map_auto: bool = False,
             request: gr.Request = None,
@@ -102,8 +102,9 @@ def build_app(
 
             max_new_tokens, repeats and warmup left empty (None) take the device defaults; a prompt left empty
             (None) is the target's preset prompt (a continuation for the bundled base model), else the reference
-            prompt. The comparison is saved to the history; report["saved"] holds its id (for /report and
-            ?run=<id>) or why it was not.
+            prompt. num_assistant_tokens, schedule and confidence_threshold left empty (None) take transformers'
+            defaults (a confidence of 0 switches it off), prompt_lookup_num_tokens AssistLab's. The comparison is
+            saved to the history; report["saved"] holds its id (for /report and ?run=<id>) or why it was not.
             """
             values = {name: value for name, value in locals().items() if name in FORM_FIELDS}
             if values["prompt"] is None:

@@ -16,11 +16,25 @@ from ..config import (
     DEFAULT_PROMPT,
     LIMITS,
     MODEL_STRATEGIES,
+    PROMPT_LOOKUP_DEFAULT,
+    SCHEDULES,
     BenchRequest,
     assisted_arms,
     capped_text,
 )
 from ..errors import InputError
+from ..strategies import transformers_defaults
+
+# What an empty drafting box means, read from the installed transformers (as the runner reads it).
+TRANSFORMERS_DEFAULTS = transformers_defaults()
+DRAFT_DEFAULT_TEXT = {
+    "num_assistant_tokens": f"transformers' default ({TRANSFORMERS_DEFAULTS['num_assistant_tokens']})",
+    "schedule": f"transformers' default ({TRANSFORMERS_DEFAULTS['num_assistant_tokens_schedule']})",
+    "confidence_threshold": f"transformers' default ({TRANSFORMERS_DEFAULTS['assistant_confidence_threshold']:g})",
+    "prompt_lookup_num_tokens": f"AssistLab's default ({PROMPT_LOOKUP_DEFAULT})",
+}
+# The schedule box: its first choice (value "") leaves the schedule to transformers.
+SCHEDULE_CHOICES = [(DRAFT_DEFAULT_TEXT["schedule"], ""), *((name, name) for name in SCHEDULES)]
 
 STRATEGY_CHOICES = [
     ("Auto: pick from the tokenizers", "auto"),
@@ -79,11 +93,15 @@ HINTS = {
     "device": "auto = the GPU when there is one, else the CPU.",
     "dtype": "auto = bfloat16 on a GPU that supports it, else float32.",
     "device_map_auto": "For a target larger than one GPU: accelerate places its layers over every GPU (device_map=auto).",
-    "num_assistant_tokens": "How many tokens the assistant drafts before the target checks them (k).",
-    "schedule": "constant keeps k; heuristic grows k after a fully accepted draft and shrinks it after a miss.",
-    "confidence": "Stop a draft early when the assistant is less sure than this (0 to 1). 0 = transformers' "
-    "default.",
-    "prompt_lookup_num_tokens": "How many tokens prompt lookup copies from the prompt per guess.",
+    "num_assistant_tokens": "How many tokens the assistant drafts before the target checks them (k). Empty = "
+    f"{DRAFT_DEFAULT_TEXT['num_assistant_tokens']}, at most {LIMITS['num_assistant_tokens']}.",
+    "schedule": "constant keeps k; heuristic grows k after a fully accepted draft and shrinks it after a miss. "
+    f"The first choice leaves it to transformers ({TRANSFORMERS_DEFAULTS['num_assistant_tokens_schedule']}).",
+    "confidence": "Stop a draft early when the assistant is less sure than this (0 to 1). Empty = "
+    f"{DRAFT_DEFAULT_TEXT['confidence_threshold']}; 0 switches it off.",
+    "prompt_lookup_num_tokens": "How many tokens prompt lookup copies from the prompt per guess. Empty = "
+    f"AssistLab's default ({PROMPT_LOOKUP_DEFAULT}; transformers has none), at most "
+    f"{LIMITS['prompt_lookup_num_tokens']}.",
     "sweep_values": "Whole numbers, comma-separated; each becomes one arm of the sweep.",
     "early_exit_layer": "For early exit: draft with the target's first N layers (e.g. 4). 0 = not set.",
     "target": "The model whose speed you care about: a preset, a hub id (org/name) or a folder in the "
@@ -122,13 +140,18 @@ def _unset(value) -> bool:
 
 
 def _optional_count(value):
-    """Token and repetition counts: empty means the device default; 0 is refused by the request, as in the CLI.
+    """Counts (tokens, repetitions, draft lengths): empty means the default (the device's, or transformers'
+    for drafting); 0 is refused by the request, as in the CLI.
 
     The page's boxes for these are text boxes (a number box turns empty into 0 when it is shown), so a typed
     value arrives as text; the request parses it and names the field if it is not a whole number.
     """
     if _blank(value):
         return None
+    return value.strip() if isinstance(value, str) else value
+
+
+def _stripped(value):
     return value.strip() if isinstance(value, str) else value
 
 
@@ -153,21 +176,26 @@ def request_from_form(
     seed=0,
     device="auto",
     dtype="auto",
-    num_assistant_tokens=5,
-    schedule="constant",
+    num_assistant_tokens=None,
+    schedule=None,
     confidence_threshold=None,
-    prompt_lookup_num_tokens=10,
+    prompt_lookup_num_tokens=None,
     early_exit_layer=None,
     device_map_auto=False,
 ) -> BenchRequest:
-    """The request the form (or the API) describes; the dataclasses check every value."""
+    """The request the form (or the API) describes; the dataclasses check every value.
+
+    A drafting setting left empty (None or blank) is left to transformers, as the command line leaves it:
+    num_assistant_tokens, schedule and confidence_threshold take transformers' defaults (a confidence of 0
+    switches early stopping of drafts off), prompt_lookup_num_tokens AssistLab's default.
+    """
     for name, text in (("target", target), ("assistant", assistant), ("extra_assistants", extra_assistants)):
         capped_text(name, text)  # before anything splits or parses them
     knobs = {
-        "num_assistant_tokens": num_assistant_tokens,
-        "num_assistant_tokens_schedule": schedule or "constant",
-        "assistant_confidence_threshold": None if _unset(confidence_threshold) else confidence_threshold,
-        "prompt_lookup_num_tokens": prompt_lookup_num_tokens,
+        "num_assistant_tokens": _optional_count(num_assistant_tokens),
+        "num_assistant_tokens_schedule": None if _blank(schedule) else schedule,
+        "assistant_confidence_threshold": None if _blank(confidence_threshold) else _stripped(confidence_threshold),
+        "prompt_lookup_num_tokens": _optional_count(prompt_lookup_num_tokens),
     }
     strategy = strategy or "auto"
     # The assistant box always holds the preset's model; only a strategy that drafts with a model uses it.

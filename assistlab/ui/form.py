@@ -8,8 +8,8 @@ from pathlib import Path
 import gradio as gr
 
 from .. import catalog
-from ..config import CPU_DEFAULTS, DEVICES, DTYPES, LIMITS, SCHEDULES
-from .fields import EXAMPLES, FORM_FIELDS, HINTS, STRATEGY_CHOICES
+from ..config import CPU_DEFAULTS, DEVICES, DTYPES, LIMITS
+from .fields import DRAFT_DEFAULT_TEXT, EXAMPLES, FORM_FIELDS, HINTS, SCHEDULE_CHOICES, STRATEGY_CHOICES
 from .session import LIGHT
 
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
@@ -33,10 +33,10 @@ class Form:
     seed: gr.Number
     device: gr.Dropdown
     dtype: gr.Dropdown
-    num_assistant_tokens: gr.Slider
+    num_assistant_tokens: gr.Textbox
     schedule: gr.Dropdown
-    confidence_threshold: gr.Number
-    prompt_lookup_num_tokens: gr.Slider
+    confidence_threshold: gr.Textbox
+    prompt_lookup_num_tokens: gr.Textbox
     early_exit_layer: gr.Number
     device_map_auto: gr.Checkbox
     preset: gr.Dropdown
@@ -117,17 +117,20 @@ def build() -> Form:
                                 min_width=150)
         device_map_auto = gr.Checkbox(False, label="Spread the target over all GPUs", info=HINTS["device_map_auto"])
         gr.Markdown("**How drafts are made**")
-        num_assistant_tokens = gr.Slider(1, LIMITS["num_assistant_tokens"], value=5, step=1,
-                                         label="Draft length (num_assistant_tokens)",
-                                         info=HINTS["num_assistant_tokens"], elem_id="al-draft-tokens")
+        # Text boxes, empty by default: empty leaves the setting to transformers, as the runner does (a number
+        # box or slider would always send a number).
+        num_assistant_tokens = gr.Textbox("", label="Draft length (num_assistant_tokens)", max_lines=1,
+                                          placeholder=DRAFT_DEFAULT_TEXT["num_assistant_tokens"],
+                                          info=HINTS["num_assistant_tokens"], elem_id="al-draft-tokens")
         with gr.Row():
-            schedule = gr.Dropdown(list(SCHEDULES), value="constant", label="Draft length schedule",
-                                   info=HINTS["schedule"], min_width=150)
-            confidence_threshold = gr.Number(0, label="Confidence threshold", step=0.05, info=HINTS["confidence"],
-                                             min_width=150)
-        prompt_lookup_num_tokens = gr.Slider(1, LIMITS["prompt_lookup_num_tokens"], value=10, step=1,
-                                             label="Prompt lookup tokens", info=HINTS["prompt_lookup_num_tokens"],
-                                             elem_id="al-lookup-tokens")
+            schedule = gr.Dropdown(SCHEDULE_CHOICES, value="", label="Draft length schedule",
+                                   info=HINTS["schedule"], min_width=150, elem_id="al-schedule")
+            confidence_threshold = gr.Textbox("", label="Confidence threshold", max_lines=1,
+                                              placeholder=DRAFT_DEFAULT_TEXT["confidence_threshold"],
+                                              info=HINTS["confidence"], min_width=150, elem_id="al-confidence")
+        prompt_lookup_num_tokens = gr.Textbox("", label="Prompt lookup tokens", max_lines=1,
+                                              placeholder=DRAFT_DEFAULT_TEXT["prompt_lookup_num_tokens"],
+                                              info=HINTS["prompt_lookup_num_tokens"], elem_id="al-lookup-tokens")
         early_exit_layer = gr.Number(0, label="Early-exit layer", precision=0, info=HINTS["early_exit_layer"])
     return Form(
         target, assistant, strategy, prompt, max_new_tokens, repeats, warmup, also_prompt_lookup,

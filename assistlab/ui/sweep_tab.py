@@ -67,14 +67,15 @@ def _sweep_updates(view: Sweeps, report: dict) -> dict:
 
 
 def best_setting_updates(best: dict | None) -> tuple:
-    """What Apply best writes into the settings: (num_assistant_tokens, schedule, prompt_lookup_num_tokens, note)."""
+    """What Apply best writes into the settings: (num_assistant_tokens, schedule, prompt_lookup_num_tokens, note);
+    the counts as text, for the settings' text boxes."""
     if not best or best.get("value") is None:
         return gr.update(), gr.update(), gr.update(), gr.update()
     if best["param"] == "prompt_lookup_num_tokens":
         note = f"Applied prompt-lookup length {best['value']} to the settings."
-        return gr.update(), gr.update(), best["value"], progress_html(note, 1.0, "done")
+        return gr.update(), gr.update(), str(best["value"]), progress_html(note, 1.0, "done")
     note = f"Applied draft length {best['value']} with the {best['schedule']} schedule to the settings."
-    return best["value"], best["schedule"], gr.update(), progress_html(note, 1.0, "done")
+    return str(best["value"]), best["schedule"], gr.update(), progress_html(note, 1.0, "done")
 
 
 
