@@ -167,7 +167,9 @@ def test_the_sweep_box_becomes_a_plan():
     request = ui.request_from_form("t", "a", "assistant", "hi", also_prompt_lookup=True)
     swept = plan.apply(request)
     assert [(a.num_assistant_tokens, a.num_assistant_tokens_schedule) for a in swept.arms] == [
-        (1, "constant"), (2, "constant"), (3, "constant"), (5, "constant"), (8, "constant"), (5, "heuristic"),
+        (1, "constant"), (2, "constant"), (3, "constant"), (5, "constant"), (8, "constant"),
+        # The adaptive point starts from the form's draft length: empty there, so transformers' default.
+        (strategies.transformers_defaults()["num_assistant_tokens"], "heuristic"),
     ]
     lookup = ui.sweep_plan("prompt_lookup_num_tokens", "4,2")
     assert lookup.schedules == ()
