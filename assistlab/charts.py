@@ -49,10 +49,18 @@ def _plain(text: str) -> str:
 
 
 def _axis_label(name: str) -> str:
-    """Long arm names broken after the strategy so horizontal charts keep room for the data."""
-    head, sep, tail = _plain(name).partition(": ")
+    """Long arm names broken after the strategy and before their settings ("(transformers defaults)"), so
+    horizontal charts keep room for the data and their axis title on a narrow screen."""
     name = _plain(name)
-    return f"{head}:<br>{tail}" if sep and len(name) > 20 else name
+    if len(name) <= 20:
+        return name
+    head, sep, tail = name.partition(": ")
+    lines = [f"{head}:"] if sep else []
+    core, paren, settings = (tail if sep else head).partition(" (")
+    lines.append(core)
+    if paren:
+        lines.append(f"({settings}")
+    return "<br>".join(lines)
 
 
 def _style(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
@@ -338,8 +346,8 @@ NONE_CLEARLY_FASTER = (
     "No assistant was clearly faster than plain generation here: the differences are within the run-to-run noise."
 )
 TOO_FEW_TO_TELL = (
-    "Too few repetitions to tell yet whether an assistant is faster than plain generation: each speedup is the "
-    "range of a few runs, too few to be sure; more repetitions give an interval."
+    "Too few repetitions to tell yet whether an assistant saves time over plain generation: each speedup below "
+    "is the range of a few runs, too few to be sure; more repetitions give an interval."
 )
 
 

@@ -66,7 +66,7 @@ def test_a_range_of_too_few_runs_names_no_arm_faster_or_slower():
     for arms in ((fast,), (slow,), (fast, slow)):
         lead = charts.lead_sentence(_report(*arms))
         assert lead == charts.TOO_FEW_TO_TELL, arms
-        assert "fastest" not in lead and "slower" not in lead
+        assert not any(word in lead for word in ("fastest", "faster", "slower"))
     # An arm clearly faster on a real interval still leads, whatever another arm's few runs show.
     assert charts.lead_sentence(_report(FAST, slow)).startswith("assistant: small (k=5) was fastest")
     assert charts.lead_sentence(_report(fast, status="running")) == "So far: " + charts.TOO_FEW_TO_TELL
