@@ -77,7 +77,7 @@ class SuiteRequest:
     """Which workload to measure: the suite, its categories, how many prompts each, and how they are chosen.
 
     `categories` empty means the default: Spec-Bench's five single-turn categories, or every category of a
-    file. `selection` is 'first' (the first N of each category, in file order) or 'sample' (a seeded sample
+    file. `per_category` None means 1 for Spec-Bench and every prompt of a file. `selection` is 'first' (the first N of each category, in file order) or 'sample' (a seeded sample
     of N). `turns` is 'first' (only the first user turn of multi-turn entries) or 'both' (every turn, each
     asked after the target's own answer to the turns before it).
     """
@@ -85,7 +85,7 @@ class SuiteRequest:
     suite: str = SPEC_BENCH
     file: str | None = None
     categories: tuple[str, ...] = ()
-    per_category: int = 1
+    per_category: int | None = None
     selection: str = "first"
     seed: int = 0
     turns: str = "first"
@@ -114,9 +114,12 @@ class SuiteRequest:
         elif not self.file or not str(self.file).strip():
             raise InputError("file: choose a prompts file (JSON lines, CSV or plain text) for a suite of your own.")
         object.__setattr__(self, "categories", tuple(cleaned))
-        object.__setattr__(
-            self, "per_category", _as_int("per_category", self.per_category, 1, SUITE_LIMITS["per_category"])
-        )
+        if self.per_category is not None and not (isinstance(self.per_category, str) and not self.per_category.strip()):
+            object.__setattr__(
+                self, "per_category", _as_int("per_category", self.per_category, 1, SUITE_LIMITS["per_category"])
+            )
+        else:
+            object.__setattr__(self, "per_category", None)
         _choice("selection", self.selection, SELECTIONS)
         object.__setattr__(self, "seed", _as_int("seed", self.seed, 0, 2**31 - 1))
         _choice("turns", self.turns, TURNS)
@@ -337,7 +340,7 @@ class Selection:
         return {
             "rule": self.rule,
             "selection": self.request.selection,
-            "per_category": self.request.per_category,
+            "per_category": self.request.per_category or (1 if self.request.suite == SPEC_BENCH else None),
             "seed": self.request.seed if self.request.selection == "sample" else None,
             "turns": self.request.turns,
             "categories": list(self.categories),
@@ -369,10 +372,11 @@ def select(request: SuiteRequest, prompts: list[SuitePrompt] | None = None) -> S
         categories = list(DEFAULT_CATEGORIES)
     else:
         categories = available
+    per_category = request.per_category or (1 if request.suite == SPEC_BENCH else SUITE_LIMITS["prompts"])
     chosen: list[SuitePrompt] = []
     for category in categories:
         members = [p for p in prompts if p.category == category]
-        count = min(request.per_category, len(members))
+        count = min(per_category, len(members))
         if request.selection == "first":
             picked = members[:count]
         else:
@@ -392,11 +396,13 @@ def select(request: SuiteRequest, prompts: list[SuitePrompt] | None = None) -> S
             f"The selection has {len(items)} prompts to measure; the limit is {SUITE_LIMITS['prompts']}. "
             f"Choose fewer categories or fewer per category."
         )
-    how = (
-        f"the first {request.per_category}" if request.selection == "first"
-        else f"a sample of {request.per_category} (seed {request.seed})"
-    )
-    rule = f"{how} per category of {len(categories)} ({', '.join(categories)}); " + (
+    if request.per_category is None and request.suite != SPEC_BENCH:
+        how = "every prompt"
+    elif request.selection == "first":
+        how = f"the first {per_category}"
+    else:
+        how = f"a sample of {per_category} (seed {request.seed})"
+    rule = f"{how} per category, {len(categories)} categor{'y' if len(categories) == 1 else 'ies'} ({', '.join(categories)}); " + (
         "every turn" if request.turns == "both" else "first turn only"
     )
     return Selection(request.name, source, rule, tuple(categories), tuple(chosen), tuple(items), request)
