@@ -1,0 +1,140 @@
+"""The comparison tab: Run and Stop, progress, and every panel of a finished (or growing) result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from .. import charts
+from ..panels import (
+    environment_markdown,
+    headline_html,
+    numbers_html,
+    progress_html,
+    ranking_html,
+    texts_html,
+    why_html,
+    event_progress,
+)
+from ..runner import Event
+from .fields import INTRO
+from .session import HEAVY, LIGHT, Page
+
+
+@dataclass
+class Results:
+    """The output components a run updates, and the buttons that start and stop it."""
+
+    run: gr.Button
+    stop: gr.Button
+    intro: gr.Markdown
+    progress: gr.HTML
+    panel: gr.Column
+    headline: gr.HTML
+    latency: gr.Plot
+    speedup: gr.Plot
+    timeline: gr.Plot
+    acceptance: gr.Plot
+    why: gr.HTML
+    ranking: gr.HTML
+    numbers: gr.HTML
+    texts: gr.HTML
+    environment: gr.Markdown
+    environment_json: gr.JSON
+    download_json: gr.DownloadButton
+    download_csv: gr.DownloadButton
+
+    def outputs(self) -> list:
+        return [getattr(self, name) for name in self.__dataclass_fields__ if name not in ("run", "stop")]
+
+
+def build() -> Results:
+    gr.Markdown("### 2 · Run, watch and understand")
+    with gr.Row():
+        run = gr.Button("Run", variant="primary", elem_id="al-run", scale=3)
+        stop = gr.Button("Stop", variant="stop", elem_id="al-stop", scale=1)
+    progress = gr.HTML(progress_html("Ready. Press Run to start.", 0.0, "idle"), elem_id="al-progress")
+    intro = gr.Markdown(INTRO)
+    with gr.Column(visible=False, elem_id="al-results") as panel:
+        headline = gr.HTML()
+        with gr.Row(equal_height=True):
+            speedup = gr.Plot(show_label=False, min_width=360, elem_id="al-plot-speedup")
+            latency = gr.Plot(show_label=False, min_width=360, elem_id="al-plot-latency")
+        with gr.Row(equal_height=True):
+            timeline = gr.Plot(show_label=False, min_width=360, elem_id="al-plot-timeline")
+            acceptance = gr.Plot(show_label=False, min_width=360, elem_id="al-plot-acceptance")
+        gr.Markdown("#### Why this speed")
+        why = gr.HTML()
+        ranking = gr.HTML()
+        gr.Markdown("#### All the numbers")
+        numbers = gr.HTML()
+        gr.Markdown("#### Generated texts")
+        texts = gr.HTML()
+        environment = gr.Markdown(elem_classes="al-env")
+        with gr.Accordion("Environment details", open=False):
+            environment_json = gr.JSON(show_label=False)
+        with gr.Row():
+            download_json = gr.DownloadButton("Download report (JSON)", visible=False, elem_id="al-download-json")
+            download_csv = gr.DownloadButton("Download runs (CSV)", visible=False, elem_id="al-download-csv")
+    return Results(run, stop, intro, progress, panel, headline, latency, speedup, timeline, acceptance, why, ranking,
+                   numbers, texts, environment, environment_json, download_json, download_csv)
+
+
+def _report_updates(results: Results, report: dict) -> dict:
+    """Every results component, redrawn from one report dict."""
+    return {
+        results.intro: gr.update(visible=False),
+        results.panel: gr.update(visible=True),
+        results.headline: headline_html(report),
+        results.latency: charts.latency_figure(report),
+        results.speedup: charts.speedup_figure(report),
+        results.timeline: charts.timeline_figure(report),
+        results.acceptance: charts.acceptance_figure(report),
+        results.why: why_html(report),
+        results.ranking: ranking_html(report),
+        results.numbers: numbers_html(report),
+        results.texts: texts_html(report),
+        results.environment: environment_markdown(report),
+        results.environment_json: report.get("environment", {}),
+    }
+
+
+
+def wire(page: Page, results: Results) -> None:
+    """Run streams one comparison into the panels, redrawing after every counted run; Stop ends it."""
+
+    def arm_run(request: gr.Request):
+        return page.waiting_for_slot(
+            request.session_hash, results.progress, (results.download_json, results.download_csv)
+        )
+
+    def run_stream(data: dict, request: gr.Request):
+        def render(event: Event) -> dict:
+            update = {results.progress: event_progress(event)}
+            if event.report is not None and (event.kind == "done" or not event.warmup):
+                report = event.report.to_dict()
+                if report["counted_repetitions"] or event.kind == "done":
+                    update.update(_report_updates(results, report))
+            if event.kind == "done" and event.report is not None and event.report.runs:
+                json_path, csv_path = page.files.write(event.report)
+                update[results.download_json] = gr.update(value=json_path, visible=True)
+                update[results.download_csv] = gr.update(value=csv_path, visible=True)
+            return update
+
+        yield from page.streamed(request.session_hash, results.progress,
+                                 lambda stop: page.stream(page.form_request(data), stop), render)
+
+    started = results.run.click(arm_run, None, [results.progress, results.download_json, results.download_csv],
+                                **LIGHT)
+    started.then(
+        run_stream,
+        set(page.inputs),  # a set: gradio passes one {component: value} dict
+        results.outputs(),
+        show_progress="full",
+        show_progress_on=[results.progress],
+        **HEAVY,
+    )
+    # No `cancels=` on Stop: cancelling would free the GPU group while generate() is still running in its
+    # thread and lose the partial report; the flag ends the run cleanly instead.
+    results.stop.click(page.request_stop, None, results.progress, **LIGHT)

@@ -1,0 +1,231 @@
+"""The form's fields in one place: choices, hints, labels, and how the form's values become a request.
+
+No gradio here: the form, the API and the tests all build requests through `request_from_form`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .. import sweep
+from ..config import (
+    CPU_DEFAULTS,
+    CUDA_DEFAULTS,
+    DEFAULT_PROMPT,
+    LIMITS,
+    MODEL_STRATEGIES,
+    BenchRequest,
+    assisted_arms,
+)
+from ..errors import InputError
+
+STRATEGY_CHOICES = [
+    ("Auto: pick from the tokenizers", "auto"),
+    ("Assistant model (same tokenizer)", "assistant"),
+    ("Universal (different tokenizers)", "universal"),
+    ("Prompt lookup (no second model)", "prompt-lookup"),
+    ("Early exit (the target's own first layers)", "early-exit"),
+]
+
+EXAMPLES = [
+    ("Essay (the reference prompt)", DEFAULT_PROMPT),
+    (
+        "Summarise a pasted text",
+        "Summarise the following text in three sentences.\n\n"
+        "Speculative decoding speeds up text generation by letting a small, fast assistant model guess the next "
+        "few tokens. The large target model then checks all of the guesses in a single forward pass and keeps "
+        "the longest prefix it agrees with. Because checking several tokens costs about the same as generating "
+        "one, every accepted guess saves time, and the output is exactly what the target would have written on "
+        "its own. The method works best when the assistant often agrees with the target, for example on "
+        "predictable text, code, or when the answer repeats parts of the prompt.",
+    ),
+    (
+        "Edit some code",
+        "Rename the variable `x` to `total`, add type hints and a docstring, and return the code.\n\n"
+        "```python\n"
+        "def add_all(items):\n"
+        "    x = 0\n"
+        "    for item in items:\n"
+        "        x += item\n"
+        "    return x\n"
+        "\n"
+        "def mean(items):\n"
+        "    x = add_all(items)\n"
+        "    return x / len(items)\n"
+        "```",
+    ),
+]
+
+HINTS = {
+    "max_new_tokens": (
+        f"Empty = the device default ({CPU_DEFAULTS['max_new_tokens']} on a CPU, {CUDA_DEFAULTS['max_new_tokens']} "
+        f"on a GPU), at most {LIMITS['max_new_tokens']}. Every run writes exactly this many, so arms do equal work."
+    ),
+    "repeats": (
+        f"Timed runs per arm. Empty = the device default ({CPU_DEFAULTS['repeats']} on a CPU, "
+        f"{CUDA_DEFAULTS['repeats']} on a GPU), at most {LIMITS['repeats']}. More runs narrow the interval."
+    ),
+    "warmup": (
+        f"Untimed runs first, so start-up costs are not counted; {CPU_DEFAULTS['warmup']} is usually enough, "
+        f"0 = none, at most {LIMITS['warmup']}."
+    ),
+    "do_sample": "Greedy writes the same text every time, so plain and assisted outputs can be checked for "
+    "equality. Sampling draws at random from the seed.",
+    "seed": "Makes sampling repeatable.",
+    "device": "auto = the GPU when there is one, else the CPU.",
+    "dtype": "auto = bfloat16 on a GPU that supports it, else float32.",
+    "device_map_auto": "For a target larger than one GPU: accelerate places its layers over every GPU (device_map=auto).",
+    "num_assistant_tokens": "How many tokens the assistant drafts before the target checks them (k).",
+    "schedule": "constant keeps k; heuristic grows k after a fully accepted draft and shrinks it after a miss.",
+    "confidence": "Stop a draft early when the assistant is less sure than this (0 to 1). 0 = transformers' "
+    "default.",
+    "prompt_lookup_num_tokens": "How many tokens prompt lookup copies from the prompt per guess.",
+    "sweep_values": "Whole numbers, comma-separated; each becomes one arm of the sweep.",
+    "early_exit_layer": "For early exit: draft with the target's first N layers (e.g. 4). 0 = not set.",
+    "target": "The model whose speed you care about: a preset, a hub id (org/name) or a folder in the "
+    "operator's models directory.",
+    "assistant": "The small model that drafts tokens; used by the auto, assistant and universal strategies.",
+    "extra_assistants": "More assistants to compare in the same run, one per line or comma-separated.",
+    "chat_template": "Wrap the prompt as a chat message when the target has a chat template.",
+}
+
+SWEEP_VALUES = "1,2,3,5,8"
+SWEEP_SCHEDULES = ("heuristic",)  # the adaptive point added to a draft-length sweep
+SWEEP_INTRO = (
+    "Try several draft lengths in one comparison, against one shared plain baseline, with the settings above. "
+    "**Sweep draft length** varies num_assistant_tokens of the first arm with an assistant (plus the adaptive "
+    "'heuristic' schedule); **Sweep prompt-lookup length** varies prompt_lookup_num_tokens."
+)
+
+INTRO = (
+    "Pick a target and an assistant, then press **Run**. AssistLab times the target on its own (plain) and "
+    "with each kind of assistance, alternating runs so both see the same machine, and shows how much faster "
+    "(or slower) assistance was, with every run as a point."
+)
+
+# ---------------------------------------------------------------- from the form to a request
+
+
+def _blank(value) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _unset(value) -> bool:
+    """Empty or 0: number boxes cannot be empty, so 0 stands for 'not set' where 0 is no useful value."""
+    return _blank(value) or (isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0)
+
+
+def _optional_count(value):
+    """Token and repetition counts: empty means the device default; 0 is refused by the request, as in the CLI."""
+    return None if _blank(value) else value
+
+
+def _split_refs(text) -> list[str]:
+    if _blank(text):
+        return []
+    return [part.strip() for line in str(text).splitlines() for part in line.split(",") if part.strip()]
+
+
+def request_from_form(
+    target,
+    assistant,
+    strategy,
+    prompt,
+    max_new_tokens=None,
+    repeats=None,
+    warmup=None,
+    also_prompt_lookup=True,
+    extra_assistants="",
+    chat_template=True,
+    do_sample=False,
+    seed=0,
+    device="auto",
+    dtype="auto",
+    num_assistant_tokens=5,
+    schedule="constant",
+    confidence_threshold=None,
+    prompt_lookup_num_tokens=10,
+    early_exit_layer=None,
+    device_map_auto=False,
+) -> BenchRequest:
+    """The request the form (or the API) describes; the dataclasses check every value."""
+    knobs = {
+        "num_assistant_tokens": num_assistant_tokens,
+        "num_assistant_tokens_schedule": schedule or "constant",
+        "assistant_confidence_threshold": None if _unset(confidence_threshold) else confidence_threshold,
+        "prompt_lookup_num_tokens": prompt_lookup_num_tokens,
+    }
+    strategy = strategy or "auto"
+    # The assistant box always holds the preset's model; only a strategy that drafts with a model uses it.
+    main = [assistant if isinstance(assistant, str) else ""] if strategy in MODEL_STRATEGIES else []
+    arms = assisted_arms(
+        strategy, main + _split_refs(extra_assistants), also_prompt_lookup=bool(also_prompt_lookup),
+        early_exit_layer=None if _unset(early_exit_layer) else early_exit_layer, **knobs,
+    )
+    return BenchRequest(
+        target=target if isinstance(target, str) else "",
+        arms=arms,
+        prompt=prompt if prompt is not None else "",
+        max_new_tokens=_optional_count(max_new_tokens),
+        repeats=_optional_count(repeats),
+        warmup=None if _blank(warmup) else warmup,
+        do_sample=bool(do_sample),
+        seed=0 if _blank(seed) else seed,
+        chat_template=bool(chat_template),
+        device=device or "auto",
+        dtype=dtype or "auto",
+        device_map_auto=bool(device_map_auto),
+    )
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What a sweep varies: the setting, the values to try, and the adaptive schedules added beside them."""
+
+    param: str
+    values: tuple[str, ...]
+    schedules: tuple[str, ...] = ()
+
+    def apply(self, request: BenchRequest) -> BenchRequest:
+        """The request the sweep really runs: one arm per setting (raises InputError on a bad value)."""
+        return sweep.sweep_request(request, self.param, self.values, self.schedules)
+
+
+def sweep_plan(param: str, values_text) -> SweepPlan:
+    """The sweep a button asks for, from the values box ('1,2,3,5,8')."""
+    if param not in sweep.PARAMS:
+        raise InputError(f"The swept setting must be one of {', '.join(sweep.PARAMS)}; got {param!r}.")
+    values = tuple(part for part in re.split(r"[,;\s]+", "" if values_text is None else str(values_text)) if part)
+    return SweepPlan(param, values, SWEEP_SCHEDULES if param == "num_assistant_tokens" else ())
+
+
+FORM_FIELDS = (
+    "target", "assistant", "strategy", "prompt", "max_new_tokens", "repeats", "warmup", "also_prompt_lookup",
+    "extra_assistants", "chat_template", "do_sample", "seed", "device", "dtype", "num_assistant_tokens",
+    "schedule", "confidence_threshold", "prompt_lookup_num_tokens", "early_exit_layer", "device_map_auto",
+)
+
+# What the page calls each field, so a message can name the box a person sees rather than a code identifier.
+LABELS = {
+    "target": "Target model",
+    "assistant": "Assistant model",
+    "strategy": "How the assistant helps",
+    "prompt": "Prompt",
+    "max_new_tokens": "New tokens per run",
+    "repeats": "Repetitions",
+    "warmup": "Warm-up runs",
+    "also_prompt_lookup": "Also compare prompt lookup",
+    "extra_assistants": "Also compare these assistants",
+    "chat_template": "Use the chat template",
+    "do_sample": "Sample instead of greedy",
+    "seed": "Seed",
+    "device": "Device",
+    "dtype": "Number format (dtype)",
+    "num_assistant_tokens": "Draft length (num_assistant_tokens)",
+    "schedule": "Draft length schedule",
+    "confidence_threshold": "Confidence threshold",
+    "prompt_lookup_num_tokens": "Prompt lookup tokens",
+    "early_exit_layer": "Early-exit layer",
+    "device_map_auto": "Spread the target over all GPUs",
+}

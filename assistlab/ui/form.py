@@ -1,0 +1,148 @@
+"""The form: which models, which arms, which prompt, and the settings of a comparison."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from .. import catalog
+from ..config import CPU_DEFAULTS, DEFAULT_PROMPT, DEVICES, DTYPES, LIMITS, SCHEDULES
+from .fields import EXAMPLES, FORM_FIELDS, HINTS, STRATEGY_CHOICES
+from .session import LIGHT
+
+ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
+
+
+@dataclass
+class Form:
+    """The input components, in the order `request_from_form` takes them."""
+
+    target: gr.Dropdown
+    assistant: gr.Dropdown
+    strategy: gr.Radio
+    prompt: gr.Textbox
+    max_new_tokens: gr.Number
+    repeats: gr.Number
+    warmup: gr.Number
+    also_prompt_lookup: gr.Checkbox
+    extra_assistants: gr.Textbox
+    chat_template: gr.Checkbox
+    do_sample: gr.Checkbox
+    seed: gr.Number
+    device: gr.Dropdown
+    dtype: gr.Dropdown
+    num_assistant_tokens: gr.Slider
+    schedule: gr.Dropdown
+    confidence_threshold: gr.Number
+    prompt_lookup_num_tokens: gr.Slider
+    early_exit_layer: gr.Number
+    device_map_auto: gr.Checkbox
+    preset: gr.Dropdown
+    preset_note: gr.Markdown
+
+    def inputs(self) -> list:
+        return [getattr(self, name) for name in FORM_FIELDS]
+
+
+def _local_folders() -> list[str]:
+    """Model folders in the operator's models directory, offered next to the presets."""
+    root = catalog.models_dir()
+    if root is None or not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "config.json").is_file())
+
+
+def _unique(items) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def header() -> None:
+    logo = (ASSETS / "logo.svg").read_text(encoding="utf-8") if (ASSETS / "logo.svg").is_file() else ""
+    gr.HTML(
+        f'<div id="al-header">{logo}<div><h1>AssistLab</h1>'
+        f"<p>Does an assistant model make this target model faster? By how much, and why?</p></div></div>"
+    )
+
+
+def build() -> Form:
+    default = catalog.PRESETS[0]
+    local = _local_folders()
+    gr.Markdown("### 1 · Choose")
+    preset = gr.Dropdown(
+        [p.label for p in catalog.PRESETS], value=default.label, label="Preset pair",
+        info="Fills in the target and assistant; you can still type any other model below.",
+    )
+    preset_note = gr.Markdown(default.note, elem_classes="al-env")
+    target = gr.Dropdown(
+        _unique([p.target for p in catalog.PRESETS] + local), value=default.target, label="Target model",
+        allow_custom_value=True, info=HINTS["target"], elem_id="al-target",
+    )
+    assistant = gr.Dropdown(
+        _unique([p.assistant for p in catalog.PRESETS] + local), value=default.assistant, label="Assistant model",
+        allow_custom_value=True, info=HINTS["assistant"], elem_id="al-assistant",
+    )
+    strategy = gr.Radio(STRATEGY_CHOICES, value="auto", label="How the assistant helps")
+    with gr.Row():
+        also_prompt_lookup = gr.Checkbox(True, label="Also compare prompt lookup", min_width=200)
+        chat_template = gr.Checkbox(True, label="Use the chat template", info=None, min_width=200)
+    extra_assistants = gr.Textbox(
+        label="Also compare these assistants (optional)", lines=1, max_lines=4, info=HINTS["extra_assistants"],
+        placeholder="e.g. Qwen/Qwen2.5-0.5B-Instruct",
+    )
+    prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=4, max_lines=14, elem_id="al-prompt",
+                        max_length=LIMITS["prompt_chars"])
+    gr.Examples([[text] for _, text in EXAMPLES], inputs=[prompt], example_labels=[name for name, _ in EXAMPLES],
+                label="Example prompts")
+    with gr.Accordion("Settings", open=False, elem_id="al-settings"):
+        gr.Markdown("**How much to measure**")
+        with gr.Row():
+            # No minimum/maximum here: gradio's own range message would not name the field; the request's does.
+            max_new_tokens = gr.Number(None, label="New tokens per run", precision=0, placeholder="device default",
+                                       info=HINTS["max_new_tokens"], min_width=150)
+            repeats = gr.Number(None, label="Repetitions", precision=0, placeholder="device default",
+                                info=HINTS["repeats"], min_width=150)
+            warmup = gr.Number(CPU_DEFAULTS["warmup"], label="Warm-up runs", precision=0, info=HINTS["warmup"],
+                               min_width=150)
+        gr.Markdown("**How the text is generated**")
+        with gr.Row():
+            do_sample = gr.Checkbox(False, label="Sample instead of greedy", info=HINTS["do_sample"], min_width=200)
+            seed = gr.Number(0, label="Seed", precision=0, info=HINTS["seed"], min_width=150)
+        with gr.Row():
+            device = gr.Dropdown(list(DEVICES), value="auto", label="Device", info=HINTS["device"], min_width=150)
+            dtype = gr.Dropdown(list(DTYPES), value="auto", label="Number format (dtype)", info=HINTS["dtype"],
+                                min_width=150)
+        device_map_auto = gr.Checkbox(False, label="Spread the target over all GPUs", info=HINTS["device_map_auto"])
+        gr.Markdown("**How drafts are made**")
+        num_assistant_tokens = gr.Slider(1, LIMITS["num_assistant_tokens"], value=5, step=1,
+                                         label="Draft length (num_assistant_tokens)",
+                                         info=HINTS["num_assistant_tokens"], elem_id="al-draft-tokens")
+        with gr.Row():
+            schedule = gr.Dropdown(list(SCHEDULES), value="constant", label="Draft length schedule",
+                                   info=HINTS["schedule"], min_width=150)
+            confidence_threshold = gr.Number(0, label="Confidence threshold", step=0.05, info=HINTS["confidence"],
+                                             min_width=150)
+        prompt_lookup_num_tokens = gr.Slider(1, LIMITS["prompt_lookup_num_tokens"], value=10, step=1,
+                                             label="Prompt lookup tokens", info=HINTS["prompt_lookup_num_tokens"],
+                                             elem_id="al-lookup-tokens")
+        early_exit_layer = gr.Number(0, label="Early-exit layer", precision=0, info=HINTS["early_exit_layer"])
+    return Form(
+        target, assistant, strategy, prompt, max_new_tokens, repeats, warmup, also_prompt_lookup,
+        extra_assistants, chat_template, do_sample, seed, device, dtype, num_assistant_tokens, schedule,
+        confidence_threshold, prompt_lookup_num_tokens, early_exit_layer, device_map_auto, preset, preset_note,
+    )
+
+
+
+def wire(form: Form) -> None:
+    """The form's own listeners: a preset fills in its pair."""
+    presets = {p.label: p for p in catalog.PRESETS}
+
+    def choose_preset(label: str):
+        preset = presets.get(label)
+        if preset is None:
+            return gr.update(), gr.update(), gr.update()
+        return preset.target, preset.assistant, preset.note
+
+    form.preset.change(choose_preset, form.preset, [form.target, form.assistant, form.preset_note], **LIGHT)

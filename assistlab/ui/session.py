@@ -1,0 +1,205 @@
+"""Session plumbing: the runner bound to the app's store, per-session stop flags, report files, and the one
+place package errors become messages on the page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from .. import sweep
+from ..config import BenchRequest
+from ..errors import AssistLabError
+from ..models import ModelStore
+from ..panels import progress_html
+from ..report import Report
+from ..runner import Event, run_benchmark
+from .fields import FORM_FIELDS, SweepPlan, request_from_form
+
+log = logging.getLogger(__name__)
+
+QUEUE_SIZE = 16  # people waiting beyond this are told the queue is full instead of waiting for ever
+GPU_GROUP = "gpu"  # every event that runs a model shares this group, so one benchmark owns the device
+REPORT_FILES_MAX_AGE_S = 24 * 3600
+# Listener options for every event that runs a model.
+HEAVY = {"concurrency_id": GPU_GROUP, "concurrency_limit": 1, "api_visibility": "private"}
+# Listener options for instant, page-only events.
+LIGHT = {"queue": False, "api_visibility": "private"}
+
+
+def gpu_seconds(request: BenchRequest, plan: SweepPlan | None = None) -> int:
+    """A generous guess at how long a request holds the GPU, for ZeroGPU's per-call duration."""
+    resolved = (plan.apply(request) if plan is not None else request).resolved("cuda")
+    runs = (resolved.warmup + resolved.repeats) * (1 + len(resolved.arms))
+    # ~0.1 s per token covers a 27B target in bfloat16; loading is the fixed part.
+    return int(min(1800, 60 + runs * resolved.max_new_tokens * 0.1))
+
+
+def _events(request: BenchRequest, store: ModelStore, plan: SweepPlan | None, should_stop) -> Iterator[Event]:
+    if plan is None:
+        return run_benchmark(request, store, should_stop=should_stop)
+    return sweep.sweep(request, store, plan.param, plan.values, plan.schedules, should_stop=should_stop)
+
+
+Stream = Callable[[BenchRequest, threading.Event, SweepPlan | None], Iterator[Event]]
+
+
+def _gpu_runner(store: ModelStore) -> Stream:
+    """The runner (or a sweep) bound to the app's store; on a ZeroGPU Space, inside spaces.GPU."""
+
+    def stream(request: BenchRequest, stop: threading.Event, plan: SweepPlan | None = None) -> Iterator[Event]:
+        yield from _events(request, store, plan, stop.is_set)
+
+    try:
+        import spaces  # only present on Hugging Face Spaces
+    except ImportError:
+        return stream
+
+    # ZeroGPU runs the call in another process and pickles its arguments, so the stop flag cannot go along:
+    # there a run ends when it is done, when gradio stops reading it, or when its GPU time is up.
+    def zero_stream(request: BenchRequest, plan: SweepPlan | None = None) -> Iterator[Event]:
+        yield from _events(request, store, plan, lambda: False)
+
+    on_gpu = spaces.GPU(duration=gpu_seconds)(zero_stream)
+    return lambda request, stop, plan=None: on_gpu(request, plan)
+
+
+# ---------------------------------------------------------------- per-session stop flags and report files
+
+
+class SessionStops:
+    """One stop flag per browser session: Stop sets it, a closed tab sets it, Run clears it."""
+
+    def __init__(self) -> None:
+        self._flags: dict[str, threading.Event] = {}
+        self._running: set[str] = set()
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def running(self, session: str) -> Iterator[threading.Event]:
+        """Mark the session's run as in progress while the block runs; yields its stop flag."""
+        with self._lock:
+            self._running.add(session)
+        try:
+            yield self.flag(session)
+        finally:
+            with self._lock:
+                self._running.discard(session)
+
+    def is_running(self, session: str) -> bool:
+        with self._lock:
+            return session in self._running
+
+    def flag(self, session: str) -> threading.Event:
+        with self._lock:
+            return self._flags.setdefault(session, threading.Event())
+
+    def arm(self, session: str) -> None:
+        self.flag(session).clear()
+
+    def stop(self, session: str) -> None:
+        self.flag(session).set()
+
+    def forget(self, session: str) -> None:
+        with self._lock:
+            flag = self._flags.pop(session, None)
+        if flag is not None:
+            flag.set()
+
+
+class ReportFiles:
+    """The app's own folder of downloadable reports, one subfolder per finished run."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="assistlab-reports-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def write(self, report: Report) -> tuple[str, str]:
+        self._prune()
+        folder = self.root / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        folder.mkdir()
+        json_path, csv_path = folder / "assistlab-report.json", folder / "assistlab-runs.csv"
+        json_path.write_text(report.to_json(), encoding="utf-8")
+        csv_path.write_text(report.to_csv(), encoding="utf-8")
+        return str(json_path), str(csv_path)
+
+    def _prune(self) -> None:
+        cutoff = time.time() - REPORT_FILES_MAX_AGE_S
+        for old in self.root.iterdir():
+            if old.is_dir() and old.stat().st_mtime < cutoff:
+                shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """The one place package errors become messages on the page; nothing else shows a traceback."""
+    try:
+        yield
+    except gr.Error:
+        raise
+    except AssistLabError as exc:
+        raise gr.Error(str(exc), title="Could not run the comparison", print_exception=False) from None
+    except Exception as exc:  # a bug, not the user's doing: log it, keep serving, say so plainly
+        log.exception("unexpected error in a comparison")
+        raise gr.Error(
+            f"Something unexpected went wrong ({type(exc).__name__}). The server log has the details; "
+            f"the app is still running, so you can try again.",
+            title="Unexpected error",
+            print_exception=False,
+        ) from None
+
+
+
+@dataclass
+class Page:
+    """What every part of the page shares: the runner, stop flags, report files and the form's inputs."""
+
+    stream: Stream
+    stops: SessionStops
+    files: ReportFiles
+    inputs: list  # the form's components, in FORM_FIELDS order
+
+    def form_request(self, data: dict) -> BenchRequest:
+        """The request a {component: value} dict from the form describes."""
+        names = {component: name for name, component in zip(FORM_FIELDS, self.inputs)}
+        return request_from_form(**{names[c]: value for c, value in data.items() if c in names})
+
+    def streamed(self, session: str, progress: gr.HTML, events: Callable, render: Callable):
+        """Run `events(stop)` for one session, yielding `render(event)`; a failure ends in the progress bar."""
+        event = None
+        try:
+            with user_errors(), self.stops.running(session) as stop:
+                if stop.is_set():  # Stop was pressed while this run waited in the queue
+                    yield {progress: progress_html("Stopped before it started.", 0.0, "stopped")}
+                    return
+                for event in events(stop):
+                    yield render(event)
+        except gr.Error as exc:
+            done, total = (event.done, event.total) if event is not None else (0, 0)
+            yield {progress: progress_html(f"Failed: {exc.message}", done / total if total else 0.0, "failed")}
+            raise
+
+    def waiting_for_slot(self, session: str, progress: gr.HTML, hidden: tuple) -> dict:
+        """Clear the session's stop flag and say it is queued, hiding what the previous run offered."""
+        self.stops.arm(session)
+        return {
+            progress: progress_html("Waiting for a free slot: one comparison runs at a time...", None),
+            **{component: gr.update(visible=False) for component in hidden},
+        }
+
+    def request_stop(self, request: gr.Request):
+        running = self.stops.is_running(request.session_hash)
+        self.stops.stop(request.session_hash)  # also when queued: the run then ends before it starts
+        if running:
+            return progress_html("Stopping after the current run...", None)
+        return gr.update()

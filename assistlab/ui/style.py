@@ -1,0 +1,89 @@
+"""How the page looks: its theme and style sheet."""
+
+import gradio as gr
+
+CSS = """
+.gradio-container { max-width: 1760px !important; margin: 0 auto !important; }
+#al-header { display: flex; align-items: center; gap: 14px; padding: 6px 2px 2px; }
+#al-header svg { width: 46px; height: 46px; flex: none; }
+#al-header h1 { margin: 0; font-size: 1.55rem; font-weight: 650; letter-spacing: -0.01em; }
+#al-header p { margin: 2px 0 0; color: var(--body-text-color-subdued); }
+.al-progress { padding: 2px 2px 6px; }
+.al-track { height: 8px; border-radius: 999px; background: var(--neutral-200); overflow: hidden; }
+.al-fill { height: 100%; border-radius: 999px; background: var(--primary-500); transition: width .4s ease; }
+.al-progress.al-idle .al-fill { background: transparent; }
+.al-progress.al-done .al-fill { background: #0d9488; }
+.al-progress.al-stopped .al-fill, .al-progress.al-failed .al-fill { background: #d97706; }
+.al-progress.al-failed .al-fill { background: #dc2626; }
+.al-progress.al-busy .al-fill { width: 35% !important; animation: al-slide 1.3s ease-in-out infinite; }
+@keyframes al-slide { from { margin-left: -35%; } to { margin-left: 100%; } }
+.al-label { font-size: .9rem; margin-top: 6px; color: var(--body-text-color-subdued); }
+.al-headline { border-radius: 12px; padding: 14px 18px; background: var(--primary-50);
+  border: 1px solid var(--primary-200); }
+.al-headline p { margin: 4px 0; line-height: 1.45; }
+.al-headline p.al-arm { font-size: 1.08rem; font-weight: 560; }
+.al-headline p.al-note { color: var(--body-text-color-subdued); font-size: .92rem; }
+.al-dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 7px; }
+.al-table { width: 100%; border-collapse: collapse; font-size: .88rem; border: none !important; margin: 0 !important; }
+.al-table tr { border: none !important; }
+.al-table th, .al-table td { padding: 6px 7px !important; border: none !important;
+  border-bottom: 1px solid var(--border-color-primary) !important; text-align: right; white-space: nowrap;
+  background: transparent !important; }
+.al-table th:first-child, .al-table td:first-child { text-align: left; white-space: normal; min-width: 140px; }
+.al-table th { font-weight: 600; color: var(--body-text-color-subdued); white-space: normal; vertical-align: bottom; }
+.al-sub { color: var(--body-text-color-subdued); font-size: .8rem; }
+.al-wrap { overflow-x: auto; }
+.al-texts { display: grid; grid-template-columns: repeat(auto-fit, minmax(260px, 1fr)); gap: 12px; }
+.al-text-card { border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 10px 12px;
+  background: var(--background-fill-primary); min-width: 0; }
+.al-text-card h4 { margin: 0 0 6px; font-size: .95rem; display: flex; align-items: center; flex-wrap: wrap; gap: 6px; }
+.al-badge { font-size: .75rem; font-weight: 500; border-radius: 999px; padding: 1px 8px; }
+.al-same { background: #ccfbf1; color: #115e59; }
+.al-differs { background: #fef3c7; color: #92400e; }
+.al-failed-badge { background: #fee2e2; color: #991b1b; }
+.al-text { white-space: pre-wrap; word-break: break-word; font-family: var(--font-mono); font-size: .85rem;
+  max-height: 320px; overflow-y: auto; margin: 0; line-height: 1.5; }
+.al-text mark { background: transparent; color: inherit; text-decoration: underline 2px #dc2626;
+  text-underline-offset: 3px; text-decoration-skip-ink: none; }
+.al-text del { color: #b91c1c; background: #fee2e2; text-decoration: line-through; }
+.al-o-draft { background: #ccfbf1 !important; }
+.al-o-target { background: #e0e7ff !important; }
+.al-text .al-o-draft, .al-text .al-o-target { border-radius: 2px; }
+.al-legend { display: flex; flex-wrap: wrap; gap: 6px 18px; font-size: .84rem; margin: 2px 0 10px;
+  color: var(--body-text-color-subdued); }
+.al-legend > span { display: inline-flex; align-items: center; gap: 6px; }
+.al-legend mark { background: transparent; color: inherit; text-decoration: underline 2px #dc2626;
+  text-underline-offset: 3px; }
+.al-legend del { color: #b91c1c; background: #fee2e2; }
+.al-swatch { display: inline-block; width: 14px; height: 14px; border-radius: 3px; flex: none;
+  border: 1px solid rgba(15, 23, 42, .12); }
+.al-text-card > .al-sub { display: block; margin: -2px 0 6px; }
+.al-why { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); gap: 12px; }
+.al-why-card { border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 10px 14px;
+  background: var(--background-fill-primary); }
+.al-why-card h4 { margin: 0 0 8px; font-size: .95rem; }
+.al-why-nums { display: flex; gap: 28px; margin-bottom: 6px; }
+.al-big { font-size: 1.25rem; font-weight: 620; }
+.al-kv { border-collapse: collapse; font-size: .86rem; margin: 4px 0 !important; border: none !important; }
+.al-kv tr { border: none !important; }
+.al-kv th, .al-kv td { padding: 2px 10px 2px 0 !important; border: none !important; background: transparent !important;
+  text-align: left; vertical-align: top; }
+.al-kv th { font-style: italic; font-weight: 600; }
+.al-kv td:nth-child(2) { font-variant-numeric: tabular-nums; text-align: right; }
+.al-kv td:last-child { color: var(--body-text-color-subdued); }
+.al-limit { margin: 6px 0 2px; font-size: .9rem; line-height: 1.45; }
+.al-formula { margin-top: 8px !important; }
+.al-h { margin: 14px 0 6px; font-size: .95rem; }
+.al-ranking th:first-child, .al-ranking td:first-child { min-width: 0; width: 1%; text-align: center; }
+.al-ranking th:nth-child(2), .al-ranking td:nth-child(2) { text-align: left; white-space: normal !important;
+  min-width: 150px; }
+.al-ranking th:last-child, .al-ranking td:last-child { white-space: normal !important; text-align: left;
+  min-width: 260px; width: 42%; font-size: .84rem; }
+.al-sweep-best { font-weight: 560; margin: 6px 0 !important; }
+.al-env, .al-env p { font-size: .88rem !important; color: var(--body-text-color-subdued) !important; }
+"""
+
+
+
+def theme() -> gr.themes.Base:
+    return gr.themes.Soft(primary_hue="indigo", secondary_hue="teal", neutral_hue="slate")
