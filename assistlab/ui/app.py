@@ -12,7 +12,7 @@ from .. import catalog, charts
 from ..config import DEFAULT_PROMPT
 from ..errors import InputError
 from ..models import ModelStore
-from . import compare_tab, sweep_tab
+from . import compare_tab, suite_tab, sweep_tab
 from . import form as form_mod
 from .fields import FORM_FIELDS, _blank, request_from_form
 from .form import ASSETS
@@ -40,12 +40,15 @@ def build_app(
                     with gr.Tab("Compare", id="compare", elem_id="al-tab-compare"):
                         results = compare_tab.build()
                         sweeps = sweep_tab.build()
+                    with gr.Tab("Workloads", id="workloads", elem_id="al-tab-workloads"):
+                        suites = suite_tab.build()
 
         # ---- Register listeners
         page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs())
         form_mod.wire(form)
         compare_tab.wire(page, results)
         sweep_tab.wire(page, form, sweeps)
+        suite_tab.wire(page, suites, store)
 
         def forget_session(request: gr.Request):
             stops.forget(request.session_hash)  # a closed tab stops its run at the next boundary
@@ -88,6 +91,53 @@ def build_app(
             return report, charts.headline(report)
 
         gr.api(compare, api_name="compare", concurrency_id=GPU_GROUP, concurrency_limit=1)
+        suite_stream = suite_tab.suite_stream(store)
+
+        def compare_suite(
+            target: str = catalog.BUNDLED_TARGET,
+            assistant: str = catalog.BUNDLED_ASSISTANT,
+            strategy: str = "auto",
+            suite: str = "spec-bench",
+            categories: str = "",
+            per_category: int | None = None,
+            selection: str = "first",
+            selection_seed: int = 0,
+            turns: str = "first",
+            prompts_text: str = "",
+            prompts_filename: str = "prompts.jsonl",
+            max_new_tokens: int | None = None,
+            repeats: int | None = None,
+            warmup: int | None = None,
+            also_prompt_lookup: bool = True,
+            extra_assistants: str = "",
+            chat_template: bool = True,
+            do_sample: bool = False,
+            seed: int = 0,
+            device: str = "auto",
+            dtype: str = "auto",
+            num_assistant_tokens: int = 5,
+            schedule: str = "constant",
+            confidence_threshold: float | None = None,
+            prompt_lookup_num_tokens: int = 10,
+            early_exit_layer: int | None = None,
+            device_map_auto: bool = False,
+        ) -> tuple[dict, str]:
+            """Measure a workload: a Spec-Bench subset (suite='spec-bench', categories 'qa,translation', per_category)
+            or your prompts (suite='file', prompts_text = the file's contents, prompts_filename for its format).
+            Returns the JSON report (per-category figures under suite) and one sentence per category.
+            """
+            arguments = locals()
+            values = {name: value for name, value in arguments.items() if name in FORM_FIELDS}
+            suite_values = {
+                "source": suite, "categories": categories, "per_category": per_category, "selection": selection,
+                "selection_seed": selection_seed, "turns": turns,
+            }
+            with user_errors():
+                report = suite_tab.compare_suite_api(suite_stream, values, suite_values, prompts_text, prompts_filename)
+            lines = [c["best"] for c in report["suite"]["categories"]] + [report["suite"]["overall"]["best"]]
+            return report, "\n".join(lines)
+
+        gr.api(compare_suite, api_name="compare_suite", concurrency_id=GPU_GROUP, concurrency_limit=1)
 
     demo.queue(max_size=queue_max_size, default_concurrency_limit=1)
     return demo
