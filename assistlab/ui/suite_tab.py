@@ -118,7 +118,9 @@ def build() -> SuiteView:
 # ---------------------------------------------------------------- requests
 
 
-def suite_request_from_form(source, categories, per_category, selection, selection_seed, turns, file) -> SuiteRequest:
+def suite_request_from_form(
+    source, categories, per_category, selection, selection_seed, turns, file=None
+) -> SuiteRequest:
     """The SuiteRequest the tab (or the API) describes; a file's own categories are all taken."""
     source = source or SPEC_BENCH
     is_file = source != SPEC_BENCH
