@@ -84,7 +84,8 @@ def build() -> SuiteView:
                                   label="Categories (Spec-Bench)", elem_id="al-suite-categories",
                                   info="The 8 MT-bench categories have two turns each; the other five, one.")
     with gr.Row():
-        per_category = gr.Number(1, label="Prompts per category", precision=0, min_width=140,
+        per_category = gr.Number(None, label="Prompts per category", precision=0, min_width=140,
+                                 placeholder="1 of Spec-Bench, all of a file",
                                  info=f"At most {SUITE_LIMITS['per_category']}; empty = 1 of Spec-Bench, all of a file.")
         selection = gr.Radio([("The first N", "first"), ("A seeded sample", "sample")], value="first",
                              label="Which prompts", min_width=180)
