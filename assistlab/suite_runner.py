@@ -208,7 +208,7 @@ def run_suite(
     environment["load_messages"] = messages
     suite = SuiteReport(
         selection=selection,
-        request=bench.to_dict(),
+        request={k: v for k, v in bench.to_dict().items() if k != "prompt"},  # each prompt is in suite.prompts
         environment=environment,
         arm_names=[a.info.name for a in arms[1:]],
         results=[PromptResult(item) for item in selection.items],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,7 @@ def test_a_prompts_file_runs_and_shows_categories_and_texts(page, tmp_path):
         page.click("#al-suite-download-json")
     report = json.loads(Path(download.value.path()).read_text())
     assert report["suite"]["name"] == "mine.jsonl" and report["suite"]["overall"]["prompts"] == 3
+    folder = Path(os.environ.get("ASSISTLAB_TEST_ARTIFACTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    page.locator("#al-tab-workloads").screenshot(path=str(folder / "workloads.png"))
+    assert (folder / "workloads.png").stat().st_size > 10_000

@@ -86,7 +86,7 @@ def build() -> SuiteView:
     with gr.Row():
         per_category = gr.Number(None, label="Prompts per category", precision=0, min_width=140,
                                  placeholder="1 of Spec-Bench, all of a file",
-                                 info=f"At most {SUITE_LIMITS['per_category']}; empty = 1 of Spec-Bench, all of a file.")
+                                 info=f"At most {SUITE_LIMITS['per_category']}; 0 or empty = 1 of Spec-Bench, all of a file.")
         selection = gr.Radio([("The first N", "first"), ("A seeded sample", "sample")], value="first",
                              label="Which prompts", min_width=180)
         selection_seed = gr.Number(0, label="Sample seed", precision=0, min_width=100)
@@ -208,7 +208,7 @@ def table_html(data: dict) -> str:
                 f"<td>{_num(arm['acceptance_rate'], '{:.0%}')}</td><td>{_num(arm['mean_accepted_tokens'], '{:.2f}')}</td>"
                 f"<td>{arm['identical']}/{arm['prompts']}</td></tr>"
             )
-    return f'<table class="al-table" id="al-suite-table">{head}{"".join(rows)}</table>'
+    return f'<div style="overflow-x:auto"><table class="al-table" id="al-suite-table">{head}{"".join(rows)}</table></div>'
 
 
 def prompts_html(data: dict) -> str:
@@ -231,7 +231,7 @@ def prompts_html(data: dict) -> str:
             f"<td>{_num(row['prompt_tokens'], '{}')}</td><td>{preview}</td><td>{cells}</td></tr>"
         )
     head = "<tr><th>id</th><th>category</th><th>status</th><th>tokens</th><th>prompt</th><th>per arm</th></tr>"
-    return f'<table class="al-table" id="al-suite-prompts">{head}{"".join(rows)}</table>'
+    return f'<div style="overflow-x:auto"><table class="al-table" id="al-suite-prompts">{head}{"".join(rows)}</table></div>'
 
 
 def _choices(report: SuiteReport) -> list[tuple[str, str]]:
