@@ -46,7 +46,7 @@ def test_a_prompts_file_runs_and_shows_categories_and_texts(page, tmp_path):
     page.locator("#al-suite-file input[type=file]").set_input_files(str(path))
     page.wait_for_timeout(500)
     page.click("#al-suite-run")
-    page.wait_for_selector("#al-suite-download-json", state="visible", timeout=120_000)
+    page.wait_for_selector("#al-suite-download-json", state="visible", timeout=300_000)
     assert "Complete: 3 of 3 prompts measured" in page.inner_text("#al-suite-progress")
     assert page.locator("#al-plot-suite .js-plotly-plot").count() == 1
     # Two categories and overall, two assisted arms each (universal and prompt lookup), plus the header.
