@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 import threading
 from pathlib import Path
 
 from . import __version__, bundled, catalog
-from .config import DEFAULT_PROMPT, LIMITS, MODEL_STRATEGIES, SCHEDULES, STRATEGIES, BenchRequest, assisted_arms
+from .config import (
+    DEFAULT_MAX_TIME_S,
+    DEFAULT_PROMPT,
+    LIMITS,
+    MIN_PRECISION_REPEATS,
+    MODEL_STRATEGIES,
+    PROMPT_LOOKUP_DEFAULT,
+    SCHEDULES,
+    STRATEGIES,
+    BenchRequest,
+    assisted_arms,
+)
 from .errors import AssistLabError, InputError
 
 EXIT_USAGE = 2
@@ -23,12 +35,30 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+def _td(knob: str) -> str:
+    """A placeholder for transformers' default of a drafting knob, filled in only when help is shown."""
+    return f"<transformers:{knob}>"
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Fills in transformers' defaults, read from the installed transformers, when --help is printed."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "<transformers:" not in text:
+            return text
+        from .strategies import transformers_defaults  # imports transformers: only worth it for --help
+
+        defaults = transformers_defaults()
+        return re.sub(r"<transformers:(\w+)>", lambda m: str(defaults[m.group(1)]), text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m assistlab", description="Does this assistant make this target faster?")
     parser.add_argument("--version", action="version", version=f"assistlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    bench = sub.add_parser("bench", help="time plain and assisted generation and compare them")
+    bench = sub.add_parser("bench", help="time plain and assisted generation and compare them", formatter_class=_Formatter)
     bench.add_argument("--target", default=catalog.BUNDLED_TARGET, help="hub id (org/name[@rev]), bundled:NAME or a folder in $ASSISTLAB_MODELS_DIR (default: %(default)s)")
     bench.add_argument("--assistant", action="append", default=None, help="assistant model; repeat to compare several (default for model strategies: %s; with prompt-lookup or early-exit each gets an auto arm of its own)" % catalog.BUNDLED_ASSISTANT)
     bench.add_argument("--strategy", choices=STRATEGIES, default="auto", help="how the assistant drafts (default: %(default)s)")
@@ -37,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     prompt.add_argument("--prompt", default=None, help=f"the prompt (default: {DEFAULT_PROMPT!r})")
     prompt.add_argument("--prompt-file", type=Path, default=None, help="read the prompt from a text file")
     bench.add_argument("--max-new-tokens", default=None, help=f"tokens each arm generates (default 64 on CPU, 256 on CUDA; max {LIMITS['max_new_tokens']})")
-    bench.add_argument("--repeats", default=None, help=f"counted repetitions per arm (default 3 on CPU, 5 on CUDA; max {LIMITS['repeats']})")
+    bench.add_argument("--repeats", default=None, help=f"counted repetitions per arm (default 3 on CPU, 5 on CUDA; max {LIMITS['repeats']}); with --precision, the most to run")
+    bench.add_argument("--precision", default=None, help=f"instead of a fixed count, repeat until every speedup's interval is within ±this share of its median, e.g. 0.05 for ±5%% (at least {MIN_PRECISION_REPEATS} repetitions)")
+    bench.add_argument("--max-time", dest="max_time", default=None, help=f"time budget in seconds for the timed repetitions (default with --precision: {DEFAULT_MAX_TIME_S:g}; max {LIMITS['max_time_s']})")
     bench.add_argument("--warmup", default=None, help="uncounted warm-up runs per arm (default 1)")
     bench.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     bench.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
@@ -46,10 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", default=0, help="seed for sampling; repetition i uses seed+i")
     bench.add_argument("--no-fixed-length", dest="fixed_length", action="store_false", help="let EOS end generation early (arms may then do unequal work)")
     bench.add_argument("--no-chat-template", dest="chat_template", action="store_false", help="feed the prompt raw even if the target has a chat template")
-    bench.add_argument("--num-assistant-tokens", default=5, help="tokens drafted per step (default: %(default)s)")
-    bench.add_argument("--schedule", choices=SCHEDULES, default="constant", help="draft length schedule (default: %(default)s; 'heuristic' adapts within a run)")
-    bench.add_argument("--confidence-threshold", default=None, help="assistant stops drafting below this probability (0-1)")
-    bench.add_argument("--prompt-lookup-num-tokens", default=10, help="tokens prompt lookup proposes per step (default: %(default)s)")
+    bench.add_argument("--num-assistant-tokens", default=None, help=f"tokens drafted per step (default: transformers' default, {_td('num_assistant_tokens')})")
+    bench.add_argument("--schedule", choices=SCHEDULES, default=None, help=f"draft length schedule (default: transformers' default, {_td('num_assistant_tokens_schedule')}; 'heuristic' adapts within a run)")
+    bench.add_argument("--confidence-threshold", default=None, help=f"assistant stops drafting below this probability, 0 to 1; 0 turns it off (default: transformers' default, {_td('assistant_confidence_threshold')})")
+    bench.add_argument("--prompt-lookup-num-tokens", default=None, help=f"tokens prompt lookup proposes per step (default: {PROMPT_LOOKUP_DEFAULT}, AssistLab's choice: transformers has none)")
     bench.add_argument("--early-exit-layer", default=None, help="layer to exit at for --strategy early-exit")
     bench.add_argument("--sweep", choices=("num_assistant_tokens", "prompt_lookup_num_tokens"), default=None, help="instead of one setting, compare several draft lengths of the first matching arm against one plain baseline")
     bench.add_argument("--sweep-values", default="1,2,3,5,8", help="draft lengths for --sweep (default: %(default)s)")
@@ -99,6 +131,8 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
         max_new_tokens=args.max_new_tokens,
         repeats=args.repeats,
         warmup=args.warmup,
+        precision=args.precision,
+        max_time_s=args.max_time,
         do_sample=args.sample,
         seed=args.seed,
         fixed_length=args.fixed_length,
@@ -113,9 +147,32 @@ def _cell(value: float | None, fmt: str = "{:.3f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
+def stopping_sentence(stopping: dict) -> str:
+    """How the number of repetitions was decided, in one sentence."""
+    n, elapsed = stopping["repetitions"], stopping["elapsed_s"]
+    budget = f" of a {stopping['max_time_s']:g} s budget" if stopping.get("max_time_s") else ""
+    used = f"{n} in {elapsed:.1f} s{budget}"
+    if stopping["rule"] == "fixed":
+        return f"a fixed {stopping['max_repetitions']} asked for; {used}."
+    target = f"±{stopping['target']:.0%}"
+    state = "reached" if stopping["reached"] else "not reached"
+    ended = {"precision": "", "time budget": ", the time budget ran out",
+             "repetitions": f", the most allowed ({stopping['max_repetitions']}) ran", "stopped": ", stopped"}
+    return f"until every speedup was known to {target} ({state}{ended.get(stopping['ended_by'], '')}); {used}."
+
+
+def settings_phrase(settings: dict) -> str:
+    """'num_assistant_tokens 20 (transformers default), ...' for one arm's drafting settings."""
+    source = settings.get("source", {})
+    parts = [f"{knob} {value} ({source[knob]})" for knob, value in settings.items() if knob in source]
+    if settings.get("threshold_adaptation"):
+        parts.append("the threshold adapted during each run (scikit-learn installed)")
+    return ", ".join(parts)
+
+
 def format_table(data: dict) -> str:
     """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
-    from .report import speedup_sentence
+    from .report import is_busy, speedup_sentence
 
     request, env = data["request"], data["environment"]
     title = (
@@ -144,15 +201,23 @@ def format_table(data: dict) -> str:
     width = len(line(header))
     out = [f"[{title:-^{width - 2}}]", line(header), "  " + "-" * (width - 2)]
     out += [line(r) for r in rows]
-    out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, 95% bootstrap interval.")
+    out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, with the "
+               "order-statistic interval of that median at the level it has.")
     for entry in data["comparison"]:
-        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"]))
+        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"], busy=is_busy(data)))
         if entry.get("predicted_speedup") is not None:
             out.append(
                 f"    why: alpha {entry['alpha']:.2f} (acceptance per drafted token), c {entry['c']:.2f} (drafting "
                 f"cost per token in target steps), k {entry['k']:.3g} -> predicted {entry['predicted_speedup']:.2f}×. "
                 f"{entry['limit']}"
             )
+    stopping = data.get("stopping")
+    if stopping:
+        out.append("Repetitions: " + stopping_sentence(stopping))
+    for arm in data["arms"]:
+        if arm.get("settings"):
+            out.append(f"  {arm['name']} drafts with {settings_phrase(arm['settings'])}.")
+    out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
     if data.get("sweep"):
         out.append(f"Sweep of {data['sweep']['param']}: {data['sweep']['best_text']}")
     for arm in data["arms"]:
@@ -261,7 +326,7 @@ def _bench(args: argparse.Namespace) -> int:
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
-        sys.stderr.write("\nStopping after the current run (Ctrl-C again to abort)...\n")
+        sys.stderr.write("\nStopping at the next generation step; the run it cuts short is not counted (Ctrl-C again to abort)...\n")
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     final = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .report import speedup_sentence
+from .report import interval_cell, is_busy, speedup_sentence
 from .stats import spread_is_wide
 
 # Plain is always the calm slate; assisted arms take the colours after it, in report order.
@@ -130,6 +130,11 @@ def _error_bars(speedup: dict) -> tuple[float, float]:
     return low, high
 
 
+def _interval_text(speedup: dict) -> str:
+    """The interval for a hover: with its true level, or 'range of n runs', or why there is none."""
+    return interval_cell(speedup) or "one run, so no interval"
+
+
 def _key(fig: go.Figure, text: str) -> None:
     """A one-line marker key above the plot, for charts whose traces are arms rather than kinds of mark."""
     fig.add_annotation(text=text, showarrow=False, x=1.0, y=1.02, xref="paper", yref="paper", xanchor="right",
@@ -137,7 +142,7 @@ def _key(fig: go.Figure, text: str) -> None:
 
 
 def speedup_figure(report: dict) -> go.Figure:
-    """Median speedup of each assisted arm over plain, with its 95% interval and the cost model's prediction."""
+    """Median speedup of each assisted arm over plain, with its interval (at its stated level) and the prediction."""
     fig = go.Figure()
     predicted_any = False
     for i, arm, comp in reversed(_assisted(report)):
@@ -155,10 +160,10 @@ def speedup_figure(report: dict) -> go.Figure:
                 marker={"color": arm_color(i), "size": 13, "symbol": "diamond"},
                 error_x={"type": "data", "symmetric": False, "array": [high - s["median"]],
                          "arrayminus": [s["median"] - low], "color": arm_color(i), "thickness": 2, "width": 8},
-                customdata=[[low, high, s.get("n", 0)]],
+                customdata=[[low, high, s.get("n", 0), _interval_text(s)]],
                 hovertemplate=(
                     "<b>%{fullData.name}</b><br>measured speedup %{x:.2f}×"
-                    "<br>95% interval %{customdata[0]:.2f}–%{customdata[1]:.2f}×"
+                    "<br>%{customdata[3]}"
                     "<br>%{customdata[2]} paired runs<extra></extra>"
                 ),
             )
@@ -188,7 +193,7 @@ def speedup_figure(report: dict) -> go.Figure:
     fig.add_vline(x=1.0, line={"color": FAINT, "dash": "dash", "width": 1.5})
     fig.update_xaxes(ticksuffix="×")
     if predicted_any:
-        _key(fig, "◆ measured, 95% interval   ○ predicted by the cost model")
+        _key(fig, "◆ measured, with its interval   ○ predicted by the cost model")
     return fig
 
 
@@ -234,7 +239,7 @@ SWEEP_AXIS = {
 
 
 def sweep_figure(report: dict) -> go.Figure:
-    """Speedup at each swept setting with its 95% interval, the predicted speedup, and the best one marked.
+    """Speedup at each swept setting with its interval, the predicted speedup, and the best one marked.
 
     Reads report['sweep'] (sweep.summarize_sweep); settings are categories, since an adaptive schedule
     sits beside the fixed lengths.
@@ -254,7 +259,7 @@ def sweep_figure(report: dict) -> go.Figure:
         go.Scatter(
             x=labels,
             y=medians,
-            name="measured, 95% interval",
+            name="measured, with its interval",
             mode="lines+markers",
             line={"color": PALETTE[1], "width": 1.5},
             marker={"color": [PALETTE[2] if p["arm"] == best else PALETTE[1] for p in points],
@@ -263,11 +268,11 @@ def sweep_figure(report: dict) -> go.Figure:
             error_y={"type": "data", "symmetric": False, "array": [h - m for (_, h), m in zip(bars, medians)],
                      "arrayminus": [m - lo for (lo, _), m in zip(bars, medians)], "color": PALETTE[1],
                      "thickness": 1.5, "width": 6},
-            customdata=[[lo, hi, p.get("acceptance_rate") if p.get("acceptance_rate") is not None else float("nan")]
-                        for (lo, hi), p in zip(bars, points)],
+            customdata=[[lo, hi, p.get("acceptance_rate") if p.get("acceptance_rate") is not None else float("nan"),
+                         _interval_text(p["speedup"])] for (lo, hi), p in zip(bars, points)],
             hovertemplate=(
                 "<b>%{x}</b><br>measured speedup %{y:.2f}×"
-                "<br>95% interval %{customdata[0]:.2f}–%{customdata[1]:.2f}×"
+                "<br>%{customdata[3]}"
                 "<br>%{customdata[2]:.0%} of drafted tokens accepted<extra></extra>"
             ),
         )
@@ -313,7 +318,7 @@ def headline_lines(report: dict) -> list[str]:
             continue
         if comp["speedup"].get("median") is None:
             continue
-        sentence = speedup_sentence(comp, sampling)
+        sentence = speedup_sentence(comp, sampling, busy=is_busy(report))
         sentences.append(f"{sentence} It then failed: {error}" if error else sentence)
     if not sentences:
         sentences.append("No assisted arm finished a run, so there is nothing to compare.")
@@ -322,6 +327,7 @@ def headline_lines(report: dict) -> list[str]:
         sentences.append(f"So far: {counted} of {planned} repetitions.")
     elif report.get("status") == "stopped":
         sentences.append(f"Stopped after {counted} of {planned} repetitions.")
+    sentences += [w["message"] for w in report.get("warnings") or []]
     noisy = [a["name"] for a in arms if a.get("latencies_s") and spread_is_wide(a["latency_summary"])]
     if noisy:
         sentences.append(

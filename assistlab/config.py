@@ -24,7 +24,16 @@ LIMITS = {
     "num_assistant_tokens": 64,
     "prompt_lookup_num_tokens": 64,
     "arms": 8,
+    "max_time_s": 3600,
 }
+
+# prompt_lookup_num_tokens has no transformers default (generate() only looks up when it is given), so
+# AssistLab chooses one; every other drafting knob left unset takes transformers' own default at run time.
+PROMPT_LOOKUP_DEFAULT = 10
+# A precision target is judged only from this many repetitions on (fewer give no interval worth the name).
+MIN_PRECISION_REPEATS = 5
+# The time budget for the timed repetitions when a precision target is given without one.
+DEFAULT_MAX_TIME_S = 300.0
 
 # Defaults that finish quickly on a CPU; on CUDA the reference benchmark's 256 tokens.
 CPU_DEFAULTS = {"max_new_tokens": 64, "repeats": 3, "warmup": 1}
@@ -53,6 +62,19 @@ def _as_int(name: str, value: object, low: int, high: int) -> int:
     return value
 
 
+def _as_float(name: str, value: object) -> float:
+    """Coerce a user value to a finite float or raise a message naming the field."""
+    if isinstance(value, bool):
+        raise InputError(f"{name} must be a number, not {value!r}.")
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a number, got {value!r}.") from None
+    if not math.isfinite(number):
+        raise InputError(f"{name} must be a finite number, got {value!r}.")
+    return number
+
+
 def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise InputError(f"{name} must be one of {', '.join(choices)}; got {value!r}.")
@@ -61,29 +83,28 @@ def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
 
 @dataclass(frozen=True)
 class ArmSpec:
-    """One assisted arm: how candidate tokens are drafted for the target to verify."""
+    """One assisted arm: how candidate tokens are drafted for the target to verify.
+
+    A drafting knob left at None takes transformers' default for `generate(assistant_model=...)` (read from
+    transformers at run time, see strategies.drafting_settings); prompt_lookup_num_tokens, which transformers
+    has no default for, takes PROMPT_LOOKUP_DEFAULT.
+    """
 
     strategy: str = "auto"
     assistant: str | None = None
-    num_assistant_tokens: int = 5
-    num_assistant_tokens_schedule: str = "constant"
+    num_assistant_tokens: int | None = None
+    num_assistant_tokens_schedule: str | None = None
     assistant_confidence_threshold: float | None = None
-    prompt_lookup_num_tokens: int = 10
+    prompt_lookup_num_tokens: int | None = None
     early_exit_layer: int | None = None
 
     def __post_init__(self) -> None:
         _choice("strategy", self.strategy, STRATEGIES)
-        _choice("num_assistant_tokens_schedule", self.num_assistant_tokens_schedule, SCHEDULES)
-        object.__setattr__(
-            self,
-            "num_assistant_tokens",
-            _as_int("num_assistant_tokens", self.num_assistant_tokens, 1, LIMITS["num_assistant_tokens"]),
-        )
-        object.__setattr__(
-            self,
-            "prompt_lookup_num_tokens",
-            _as_int("prompt_lookup_num_tokens", self.prompt_lookup_num_tokens, 1, LIMITS["prompt_lookup_num_tokens"]),
-        )
+        if self.num_assistant_tokens_schedule is not None:
+            _choice("num_assistant_tokens_schedule", self.num_assistant_tokens_schedule, SCHEDULES)
+        for name in ("num_assistant_tokens", "prompt_lookup_num_tokens"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _as_int(name, getattr(self, name), 1, LIMITS[name]))
         if self.strategy in MODEL_STRATEGIES:
             if not self.assistant or not str(self.assistant).strip():
                 raise InputError(f"The {self.strategy!r} strategy needs an assistant model; choose one or use prompt-lookup.")
@@ -98,6 +119,8 @@ class ArmSpec:
             object.__setattr__(self, "early_exit_layer", None)
         threshold = self.assistant_confidence_threshold
         if threshold is not None:
+            if isinstance(threshold, bool):
+                raise InputError(f"assistant_confidence_threshold must be a number, got {threshold!r}.")
             try:
                 threshold = float(threshold)
             except (TypeError, ValueError):
@@ -107,10 +130,15 @@ class ArmSpec:
             object.__setattr__(self, "assistant_confidence_threshold", threshold)
 
     @property
+    def lookup_tokens(self) -> int:
+        """prompt_lookup_num_tokens as it will run: the one given, else AssistLab's default."""
+        return self.prompt_lookup_num_tokens if self.prompt_lookup_num_tokens is not None else PROMPT_LOOKUP_DEFAULT
+
+    @property
     def label(self) -> str:
-        """A short, unique-enough name for charts and tables."""
+        """A short, unique-enough name for charts and tables; says when transformers' defaults apply."""
         if self.strategy == "prompt-lookup":
-            return f"prompt-lookup (k={self.prompt_lookup_num_tokens})"
+            return f"prompt-lookup (k={self.lookup_tokens})"
         if self.strategy == "early-exit":
             return f"early-exit (layer {self.early_exit_layer}, {self._draft_label})"
         short = str(self.assistant).rstrip("/").split("/")[-1].split(":")[-1]
@@ -118,12 +146,24 @@ class ArmSpec:
 
     @property
     def _draft_label(self) -> str:
-        label = f"k={self.num_assistant_tokens}"
-        if self.num_assistant_tokens_schedule != "constant":
-            label += f", {self.num_assistant_tokens_schedule}"
-        if self.assistant_confidence_threshold:
-            label += f", threshold {self.assistant_confidence_threshold:g}"
-        return label
+        """Only the knobs someone set; none set reads 'transformers defaults'."""
+        parts = []
+        if self.num_assistant_tokens is not None:
+            parts.append(f"k={self.num_assistant_tokens}")
+        if self.num_assistant_tokens_schedule is not None and (
+            self.num_assistant_tokens_schedule != "constant" or self.num_assistant_tokens is None
+        ):
+            parts.append(self.num_assistant_tokens_schedule)
+        if self.assistant_confidence_threshold is not None:
+            parts.append(f"threshold {self.assistant_confidence_threshold:g}")
+        return ", ".join(parts) if parts else "transformers defaults"
+
+    @property
+    def uses_transformers_defaults(self) -> bool:
+        """True when no drafting knob is set, so the arm runs what generate() does by default."""
+        return (self.num_assistant_tokens, self.num_assistant_tokens_schedule, self.assistant_confidence_threshold) == (
+            None, None, None
+        )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -134,6 +174,10 @@ class BenchRequest:
     """A whole comparison: the target, its assisted arms, the prompt and how to time it.
 
     `max_new_tokens`, `repeats` and `warmup` may be None, meaning the device default (see `resolved`).
+    With `precision` (a relative half-width, 0.05 for ±5%) repetitions continue until every assisted arm's
+    speedup interval lies within ±precision of its median, `max_time_s` of timed repetitions is spent, or
+    `repeats` repetitions are done (then the most, not a fixed count; LIMITS['repeats'] when unset).
+    Without it `repeats` is a fixed count, and `max_time_s`, when given, may end the runs sooner.
     """
 
     target: str
@@ -149,6 +193,8 @@ class BenchRequest:
     device: str = "auto"
     dtype: str = "auto"
     device_map_auto: bool = False
+    precision: float | None = None
+    max_time_s: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, str) or not self.target.strip():
@@ -173,6 +219,20 @@ class BenchRequest:
             if value is not None:
                 object.__setattr__(self, name, _as_int(name, value, low, LIMITS[name]))
         object.__setattr__(self, "seed", _as_int("seed", self.seed, 0, 2**31 - 1))
+        if self.precision is not None:
+            value = _as_float("precision", self.precision)
+            if not 0.0 < value < 1.0:
+                raise InputError(
+                    f"precision is a relative half-width between 0 and 1 (0.05 means ±5%), got {value:g}."
+                )
+            object.__setattr__(self, "precision", value)
+        if self.max_time_s is not None:
+            value = _as_float("max_time_s", self.max_time_s)
+            if not 0.0 < value <= LIMITS["max_time_s"]:
+                raise InputError(
+                    f"max_time_s must be more than 0 and at most {LIMITS['max_time_s']} seconds, got {value:g}."
+                )
+            object.__setattr__(self, "max_time_s", value)
         _choice("device", self.device, DEVICES)
         _choice("dtype", self.dtype, DTYPES)
         for name in ("do_sample", "fixed_length", "chat_template", "device_map_auto"):
@@ -180,10 +240,21 @@ class BenchRequest:
                 raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}.")
 
     def resolved(self, device_type: str) -> BenchRequest:
-        """The same request with device defaults filled in (`device_type` is 'cpu' or 'cuda')."""
-        defaults = CUDA_DEFAULTS if device_type == "cuda" else CPU_DEFAULTS
+        """The same request with device defaults filled in (`device_type` is 'cpu' or 'cuda').
+
+        With a precision target, unset `repeats` becomes the most allowed and unset `max_time_s` the default
+        budget, so the target, not a guess, decides how many repetitions run.
+        """
+        defaults = dict(CUDA_DEFAULTS if device_type == "cuda" else CPU_DEFAULTS)
+        if self.precision is not None:
+            defaults.update(repeats=LIMITS["repeats"], max_time_s=DEFAULT_MAX_TIME_S)
         changes = {k: v for k, v in defaults.items() if getattr(self, k) is None}
         return dataclasses.replace(self, **changes) if changes else self
+
+    @property
+    def stopping_rule(self) -> str:
+        """'precision' when a precision target decides the repetitions, else 'fixed'."""
+        return "fixed" if self.precision is None else "precision"
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
@@ -211,6 +282,6 @@ def assisted_arms(
         arms = [ArmSpec(strategy, early_exit_layer=early_exit_layer, **knobs)]
         arms += [ArmSpec("auto", a, **knobs) for a in assistants]
     if also_prompt_lookup and strategy != "prompt-lookup":
-        lookup = knobs.get("prompt_lookup_num_tokens", ArmSpec.prompt_lookup_num_tokens)
+        lookup = knobs.get("prompt_lookup_num_tokens")
         arms.append(ArmSpec("prompt-lookup", prompt_lookup_num_tokens=lookup))
     return tuple(arms)

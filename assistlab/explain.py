@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import stats
 from .config import LIMITS
 
 if TYPE_CHECKING:
@@ -23,7 +24,8 @@ Clock = Callable[[], float]
 DRAFT, TARGET = "draft", "target"
 LIMIT_KINDS = ("acceptance", "assistant", "overhead")
 # The comparison keys that carry the cost model, flattened for tables next to the speedup.
-ANALYSIS_KEYS = ("c", "alpha", "k", "predicted_speedup", "limit")
+ANALYSIS_KEYS = ("c", "alpha", "k", "predicted_speedup", "predicted_speedup_ideal", "prediction_error",
+                 "break_even_alpha", "limit")
 
 
 # ---------------------------------------------------------------- where each token came from
@@ -126,21 +128,30 @@ def expected_tokens(alpha: float, k):
     return (1.0 - alpha ** (k + 1.0)) / (1.0 - alpha)
 
 
-def cost_model(alpha: float, c: float, k: float) -> dict:
+IDEAL = (1.0, 0.0)  # Leviathan et al.: verifying any number of tokens costs one plain step
+
+
+def verify_steps(fit: tuple[float, float], tokens):
+    """A verification step's cost in plain decode steps for `tokens` verified: a + b * tokens."""
+    a, b = fit
+    return a + b * tokens
+
+
+def cost_model(alpha: float, c: float, k: float, verify: tuple[float, float] = IDEAL) -> dict:
     """The speedup speculative decoding predicts for draft length k.
 
-    Time is counted in target forward passes: a step drafts k tokens at c each, then verifies once, so it
-    costs k*c + 1 and yields `expected_tokens(alpha, k)`. `best_k` is the whole draft length (1 to the
-    config limit) that this alpha and c would favour.
+    Time is counted in plain decode steps: a step drafts k tokens at c each, then verifies k+1 tokens at
+    `verify_steps(verify, k + 1)` (one step in the ideal model), and yields `expected_tokens(alpha, k)`.
+    `best_k` is the whole draft length (1 to the config limit) that this alpha, c and verification favour.
     """
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}.")
     if c < 0 or k < 0:
         raise ValueError(f"c and k must not be negative, got c={c}, k={k}.")
     tokens = expected_tokens(alpha, k)
-    step_cost = k * c + 1.0
+    step_cost = k * c + verify_steps(verify, k + 1.0)
     ks = np.arange(1, LIMITS["num_assistant_tokens"] + 1, dtype=float)
-    curve = expected_tokens(alpha, ks) / (ks * c + 1.0)
+    curve = expected_tokens(alpha, ks) / (ks * c + verify_steps(verify, ks + 1.0))
     best = int(np.argmax(curve))  # first maximum: the shortest draft among equals
     return {
         "tokens_per_step": tokens,
@@ -149,6 +160,86 @@ def cost_model(alpha: float, c: float, k: float) -> dict:
         "best_k": int(ks[best]),
         "best_k_speedup": float(curve[best]),
     }
+
+
+def predict_speedup(alpha: float, c: float, ks: Sequence[float], verify: tuple[float, float] = IDEAL) -> float:
+    """Tokens over time for the steps actually drafted: sum E[tokens | k_i] / sum (k_i*c + verify(k_i+1)).
+
+    With one k for every step this is `cost_model`'s speedup; when k varies (prompt lookup drafts nothing
+    where it finds no match) each step is costed at its own length.
+    """
+    ks = np.asarray(ks, dtype=float)
+    return float(np.sum(expected_tokens(alpha, ks)) / np.sum(ks * c + verify_steps(verify, ks + 1.0)))
+
+
+def break_even_alpha(c: float, ks: Sequence[float], verify: tuple[float, float] = IDEAL) -> float | None:
+    """The acceptance alpha at which `predict_speedup` is 1: 0.0 if it is never below 1, None if never 1.
+
+    The predicted speedup grows with alpha, so bisection finds the one crossing (to 1e-6).
+    """
+    if predict_speedup(1.0, c, ks, verify) < 1.0:
+        return None
+    if predict_speedup(0.0, c, ks, verify) >= 1.0:
+        return 0.0
+    low, high = 0.0, 1.0
+    while high - low > 1e-6:
+        mid = (low + high) / 2
+        low, high = (mid, high) if predict_speedup(mid, c, ks, verify) < 1.0 else (low, mid)
+    return (low + high) / 2
+
+
+def fit_verify_cost(points: Sequence[tuple[float, float]]) -> dict | None:
+    """Least squares a + b * tokens through (tokens verified, cost in plain steps) points.
+
+    With a single token count the line is flat at the mean cost. None without points.
+    """
+    if not points:
+        return None
+    x = np.array([p[0] for p in points], dtype=float)
+    y = np.array([p[1] for p in points], dtype=float)
+    if np.ptp(x) == 0:
+        a, b = float(np.mean(y)), 0.0
+    else:
+        b, a = (float(v) for v in np.polyfit(x, y, 1))
+    return {"a": a, "b": b, "points": len(points), "tokens_min": int(x.min()), "tokens_max": int(x.max())}
+
+
+def verify_points(probe: dict | None, target_step_s: float | None) -> list[tuple[int, float]]:
+    """(tokens verified, plain steps) for each step of a probe after the first (which includes the prefill).
+
+    A step's verification cost is everything but drafting: its length minus its drafting time, so the
+    loop's own work per step counts too, as it does in a plain step. Probes without step lengths fall back
+    to the verification forward alone.
+    """
+    if not probe or not target_step_s:
+        return []
+    tokens = probe.get("verify_tokens") or []
+    steps, drafts = probe.get("step_s") or [], probe.get("draft_s") or []
+    if len(steps) == len(drafts) == len(tokens):
+        costs = [s - d for s, d in zip(steps, drafts)]
+    else:
+        costs = list(probe.get("verify_s") or [])
+        tokens = tokens or [d + 1 for d in probe.get("drafted", [])]
+    return [(int(n), float(t) / target_step_s) for n, t in list(zip(tokens, costs))[1:]]
+
+
+def plain_points(plain_step_times: Sequence[Sequence[float]], target_step_s: float | None) -> list[tuple[int, float]]:
+    """(1, plain steps) for each decode step of the plain runs after the first token: one token verified."""
+    if not target_step_s:
+        return []
+    return [(1, (b - a) / target_step_s) for t in plain_step_times for a, b in zip(t, t[1:])]
+
+
+def pooled_verify_fit(probes: Sequence[dict | None], plain_step_times: Sequence[Sequence[float]]) -> dict | None:
+    """One verification line for a target, from every probe's steps and the plain runs' steps.
+
+    The cost of verifying n tokens is the target's, whatever drafted them, so all arms share the fit.
+    """
+    step = plain_step_seconds(plain_step_times)
+    points = plain_points(plain_step_times, step)
+    for probe in probes:
+        points += verify_points(probe, step)
+    return fit_verify_cost(points)
 
 
 def limit_shares(predicted: float, measured: float | None, alpha: float, c: float, k: float) -> dict:
@@ -212,8 +303,8 @@ def limiting_factor(
         else "; the gap is time the model does not count (cache handling, work between steps)"
     )
     return (
-        f"Overhead limits this pair: it measures {measured:.2f}x against the {predicted:.2f}x the cost "
-        f"model predicts{why}."
+        f"Overhead limits this pair: it measures {measured:.2f}x against the {predicted:.2f}x the ideal cost "
+        f"model (verification as cheap as one plain step) predicts{why}."
     )
 
 
@@ -229,59 +320,6 @@ def plain_step_seconds(step_times: Sequence[Sequence[float]]) -> float | None:
     return float(np.median(per_run)) if per_run else None
 
 
-class _Probe:
-    """Per-step timings of one assisted generate(): drafting (get_candidates) and verification forwards."""
-
-    def __init__(self, clock: Clock, sync: Callable[[], None]):
-        self.clock, self.sync = clock, sync
-        self.draft_s: list[float] = []
-        self.verify_s: list[float] = []
-        self.drafted: list[int] = []
-        self.accepted: list[int] = []
-        self.generator = ""
-        self.drafting = False  # early exit drafts with the target itself: its forwards are not verification
-        self._forward_start = 0.0
-
-    def wrap_factory(self, original):
-        def factory(*args, **kwargs):
-            generator = original(*args, **kwargs)
-            self.generator = type(generator).__name__
-            get, update = generator.get_candidates, generator.update_candidate_strategy
-
-            def timed_get(*a, **kw):
-                self.sync()
-                start = self.clock()
-                self.drafting = True
-                try:
-                    result = get(*a, **kw)
-                finally:
-                    self.drafting = False
-                self.sync()
-                self.draft_s.append(self.clock() - start)
-                return result
-
-            def counting_update(input_ids, scores, num_matches):
-                self.drafted.append(int(scores.shape[1]) - 1)
-                self.accepted.append(int(num_matches))
-                return update(input_ids, scores, num_matches)
-
-            generator.get_candidates = timed_get
-            generator.update_candidate_strategy = counting_update
-            return generator
-
-        return factory
-
-    def before_forward(self, module, args):
-        if not self.drafting:
-            self.sync()
-            self._forward_start = self.clock()
-
-    def after_forward(self, module, args, output):
-        if not self.drafting:
-            self.sync()
-            self.verify_s.append(self.clock() - self._forward_start)
-
-
 def probe_arm(
     target: LoadedModel,
     inputs: dict,
@@ -291,50 +329,40 @@ def probe_arm(
 ) -> dict:
     """One extra, untimed generate() of an assisted arm, timing each drafting call and verification forward.
 
-    Run it after the timed runs: its hooks and clock readings slow generation a little, which is why its
-    latency is never compared. Drafting is timed around the candidate generator's get_candidates, so for
-    universal assisted generation it includes re-tokenisation. Returns raw per-step lists, or
-    {"error": ...}: a failed diagnostic must not cost the benchmark its results.
+    Run it after the timed runs: its clock readings slow generation a little, which is why its latency is
+    never compared. Drafting is timed around the candidate generator's get_candidates, so for universal
+    assisted generation it includes re-tokenisation. `step_s` is each step from the start of its drafting
+    to the start of the next (the last to the end of the call): drafting, verification and the loop's own
+    work. Returns raw per-step lists, or {"error": ...}: a failed diagnostic must not cost the benchmark
+    its results.
     """
     import torch
 
-    from .models import synchronize_all  # imported here: the rest of this module needs no torch
+    from . import hooks  # imported here: the rest of this module needs no torch
+    from .models import synchronize_all
 
-    model = target.model
-    probe = _Probe(clock, synchronize_all)
-    name = "_get_candidate_generator"
-    had_own = name in model.__dict__  # restore exactly what was there (accelerate may wrap instances too)
-    own = model.__dict__.get(name)
-    handles = []
     try:
         configure()
-        model._get_candidate_generator = probe.wrap_factory(model._get_candidate_generator)
-        handles.append(model.register_forward_pre_hook(probe.before_forward))
-        handles.append(model.register_forward_hook(probe.after_forward))
-        with torch.inference_mode():
-            probe.sync()
+        with hooks.instrumented(target.model, clock, synchronize_all) as (runnable, trace), torch.inference_mode():
+            synchronize_all()
             start = clock()
-            output = model.generate(**inputs, **kwargs)
-            probe.sync()
-            latency = clock() - start
+            output = runnable.generate(**inputs, **kwargs)
+            synchronize_all()
+            end = clock()
     except Exception as exc:  # noqa: BLE001 - reported in the result instead
         first = str(exc).splitlines()[0][:200] if str(exc) else ""
         return {"error": f"the cost-model run failed: {type(exc).__name__}: {first}"}
-    finally:
-        for handle in handles:
-            handle.remove()
-        if had_own:
-            model.__dict__[name] = own
-        else:
-            model.__dict__.pop(name, None)
+    bounds = trace.draft_starts + [end]
     return {
-        "generator": probe.generator,
-        "latency_s": latency,
+        "generator": trace.generator,
+        "latency_s": end - start,
         "new_tokens": int(output.shape[1] - inputs["input_ids"].shape[1]),
-        "draft_s": probe.draft_s,
-        "verify_s": probe.verify_s,
-        "drafted": probe.drafted,
-        "accepted": probe.accepted,
+        "draft_s": trace.draft_s,
+        "verify_s": trace.verify_s,
+        "verify_tokens": trace.verify_tokens,
+        "step_s": [b - a for a, b in zip(bounds, bounds[1:])],
+        "drafted": trace.drafted,
+        "accepted": trace.accepted,
     }
 
 
@@ -344,29 +372,36 @@ def explain_arm(
     plain_step_times: Sequence[Sequence[float]],
     measured_speedup: float | None,
     strategy: str | None = None,
+    verify_fit: dict | None = None,
 ) -> dict:
     """The cost model for one arm, from its raw measurements.
 
     alpha and k come from the timed runs' (drafted, accepted) steps (the probe's if there are none); k is
     the mean number drafted per step. c is the probe's drafting seconds per drafted token over the plain
-    arm's seconds per decode step. Numbers that cannot be had are None, with `limit` saying why.
+    arm's seconds per decode step. `verify_fit` is the target's verification line (`pooled_verify_fit`);
+    without one it is fitted from this arm's probe and the plain runs. Two predictions stand side by side:
+    `predicted_speedup` with the fitted verification cost, `predicted_speedup_ideal` with Leviathan et al.'s
+    one step. Numbers that cannot be had are None, with `limit` saying why.
     """
     probe = probe or {}
     steps = list(draft_steps) or list(zip(probe.get("drafted", []), probe.get("accepted", [])))
     target_step_s = plain_step_seconds(plain_step_times)
     alpha = estimate_alpha(steps)
-    k = float(np.mean([d for d, _ in steps])) if steps else None
+    ks = [d for d, _ in steps]
+    k = float(np.mean(ks)) if steps else None
+    if verify_fit is None:
+        verify_fit = fit_verify_cost(plain_points(plain_step_times, target_step_s) + verify_points(probe, target_step_s))
 
-    drafting_s_per_token = verify_cost = None
-    drafted, draft_s, verify_s = (probe.get(key, []) for key in ("drafted", "draft_s", "verify_s"))
-    # The first step's drafting and verification include the prompt's prefill, so leave it out, unless it
-    # is the only step that drafted (prompt lookup may find a match only there, with no prefill to pay).
+    drafting_s_per_token = None
+    drafted, draft_s = probe.get("drafted", []), probe.get("draft_s", [])
+    # The first step's drafting includes the prompt's prefill, so leave it out, unless it is the only step
+    # that drafted (prompt lookup may find a match only there, with no prefill to pay).
     skip = 1 if sum(drafted[1:]) else 0
     if sum(drafted[skip:]):
         drafting_s_per_token = float(sum(draft_s[skip:]) / sum(drafted[skip:]))
-    if verify_s and target_step_s:
-        verify_cost = float(np.mean(verify_s[1:] if len(verify_s) > 1 else verify_s)) / target_step_s
     c = drafting_s_per_token / target_step_s if drafting_s_per_token is not None and target_step_s else None
+    line = (verify_fit["a"], verify_fit["b"]) if verify_fit else None
+    verify_cost = verify_steps(line, k + 1.0) if line and k is not None else None
 
     result = {
         "alpha": alpha,
@@ -375,9 +410,13 @@ def explain_arm(
         "drafting_s_per_token": drafting_s_per_token,
         "target_step_s": target_step_s,
         "verify_cost": verify_cost,
+        "verify_fit": verify_fit,
         "tokens_per_step_measured": float(np.mean([a + 1 for _, a in steps])) if steps else None,
         "tokens_per_step_predicted": None,
         "predicted_speedup": None,
+        "predicted_speedup_ideal": None,
+        "prediction_error": None,
+        "break_even_alpha": None,
         "measured_speedup": measured_speedup,
         "best_k": None,
         "best_k_speedup": None,
@@ -397,17 +436,21 @@ def explain_arm(
             else "The drafting cost was not measured for this arm."
         )
         return result
-    model = cost_model(alpha, c, k)
+    verify = line or IDEAL
+    ideal = predict_speedup(alpha, c, ks)
+    predicted = predict_speedup(alpha, c, ks, verify)
+    model = cost_model(alpha, c, k, verify)
     result.update(
         tokens_per_step_predicted=model["tokens_per_step"],
-        predicted_speedup=model["predicted_speedup"],
+        predicted_speedup=predicted,
+        predicted_speedup_ideal=ideal,
+        prediction_error=predicted / measured_speedup - 1.0 if measured_speedup else None,
+        break_even_alpha=break_even_alpha(c, ks, verify),
         best_k=model["best_k"],
         best_k_speedup=model["best_k_speedup"],
-        shares=limit_shares(model["predicted_speedup"], measured_speedup, alpha, c, k),
-        limit_kind=limit_kind(model["predicted_speedup"], measured_speedup, alpha, c, k),
-        limit=limiting_factor(
-            model["predicted_speedup"], measured_speedup, alpha, c, k, verify_cost, strategy == "universal"
-        ),
+        shares=limit_shares(ideal, measured_speedup, alpha, c, k),
+        limit_kind=limit_kind(ideal, measured_speedup, alpha, c, k),
+        limit=limiting_factor(ideal, measured_speedup, alpha, c, k, verify_cost, strategy == "universal"),
     )
     return result
 
@@ -427,7 +470,11 @@ def paired_arms(report: dict) -> list[tuple[dict, dict]]:
 def rank_arms(report: dict) -> list[dict]:
     """Assisted arms from a report dict, fastest first (by median speedup), with acceptance and cost beside.
 
-    Arms with no speedup (failed, or no runs yet) come last, in their original order.
+    Arms with no speedup (failed, or no runs yet) come last, in their original order. The order of the
+    medians is not a claim; whether the first is really ahead is: the first row's `clearly_first` is
+    stats.compare_with_best of its runs against every other ranked arm's, paired by repetition (position in
+    `latencies_s`), Bonferroni over the rivals, with the joint level in `family_level`; each other ranked
+    row's `behind_first` is its run-by-run comparison (ratio of its latency to the first's).
     """
     rows = []
     for entry, arm in paired_arms(report):
@@ -439,14 +486,30 @@ def rank_arms(report: dict) -> list[dict]:
                 "speedup": speed.get("median"),
                 "ci_low": speed.get("ci_low"),
                 "ci_high": speed.get("ci_high"),
+                "level": speed.get("level"),
+                "n": speed.get("n", 0),
+                "interval": speed.get("interval"),
                 "acceptance_rate": entry.get("acceptance_rate"),
                 "tokens_per_forward": entry.get("tokens_per_forward"),
                 **{key: entry.get(key) for key in ANALYSIS_KEYS},
                 "outputs_identical": entry.get("outputs_identical"),
                 "error": arm.get("error"),
+                "clearly_first": None,
+                "family_level": None,
+                "behind_first": None,
+                "_latencies": arm.get("latencies_s") or [],
             }
         )
     ordered = sorted(rows, key=lambda r: (r["speedup"] is None, -(r["speedup"] or 0.0)))
     for rank, row in enumerate(ordered, start=1):
         row["rank"] = rank if row["speedup"] is not None else None
+    ranked = [row for row in ordered if row["rank"] is not None]
+    if len(ranked) > 1:
+        first, rest = ranked[0], ranked[1:]
+        versus = stats.compare_with_best(first["_latencies"], [row["_latencies"] for row in rest])
+        first["clearly_first"], first["family_level"] = versus["clear"], versus["family_level"]
+        for row, comparison in zip(rest, versus["comparisons"]):
+            row["behind_first"] = comparison
+    for row in ordered:
+        del row["_latencies"]
     return ordered

@@ -11,8 +11,9 @@ import re
 import unicodedata
 
 from . import __version__, charts
+from .report import interval_cell, level_words
 from .runner import Event
-from .stats import spread_is_wide
+from .stats import MIN_LEVEL, spread_is_wide
 
 # Token origins, as explain.token_origins names them, and how the page explains each.
 ORIGINS = ("draft", "target")
@@ -33,7 +34,7 @@ WHY_FOOTNOTE = (
     "α counts only the drafted tokens the target judged (up to the first rejection), so it is higher than the "
     "share of drafted tokens accepted."
 )
-RANKING_HEAD = ("Rank", "Arm", "Speedup (95% interval)", "Accepted", "c", "α", "Predicted", "What limits it")
+RANKING_HEAD = ("Rank", "Arm", "Speedup (interval, its level)", "Accepted", "c", "α", "Predicted", "What limits it")
 
 
 def _printable(text: str) -> str:
@@ -78,10 +79,13 @@ def headline_html(report: dict) -> str:
     """The headline sentences, each arm's line marked with its chart colour."""
     lines = charts.headline_lines(report)
     arm_names = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
+    warned = {w["message"] for w in report.get("warnings") or []}
     parts = []
     for line in lines:
         index = next((i for name, i in arm_names.items() if i and line.startswith(name + " ")), None)
-        if index is not None:
+        if line in warned:  # beside the verdict, marked so a reader cannot miss it
+            parts.append(f'<p class="al-warning" role="alert">⚠ {html.escape(line)}</p>')
+        elif index is not None:
             parts.append(f'<p class="al-arm">{_dot(index)}{html.escape(line)}</p>')
         else:
             parts.append(f'<p class="al-note">{html.escape(line)}</p>')
@@ -102,7 +106,7 @@ def _count(n: int) -> str:
 def numbers_html(report: dict) -> str:
     """Per-arm numbers, all read from the report: medians first, spread flagged when wide."""
     by_name = {c["arm"]: c for c in report.get("comparison", [])}
-    head = ["Arm", "Median latency (IQR)", "Tokens/s", "First token", "Speedup (95% interval)", "Accepted",
+    head = ["Arm", "Median latency (IQR)", "Tokens/s", "First token", "Speedup (interval, its level)", "Accepted",
             "Tokens per pass", "Runs"]
     rows = []
     for i, arm in enumerate(report.get("arms", [])):
@@ -112,10 +116,8 @@ def numbers_html(report: dict) -> str:
         s = comp.get("speedup") or {}
         if s.get("median") is None:
             speed = "1× (baseline)" if arm["strategy"] == "plain" else "–"
-        elif s.get("n", 0) > 1:
-            speed = f"{s['median']:.2f}× ({s['ci_low']:.2f}–{s['ci_high']:.2f}×)"
         else:
-            speed = f"{s['median']:.2f}×"
+            speed = f"{s['median']:.2f}×" + (f" ({interval_cell(s)})" if interval_cell(s) else "")
         latency = _fmt(lat["median"], ".3f", " s")
         if lat["n"]:
             wide = spread_is_wide(lat)
@@ -247,12 +249,12 @@ def texts_html(report: dict) -> str:
 # ---------------------------------------------------------------- why: the cost model, the ranking, the sweep
 
 
-def _speed_cell(low, median, high, n=2) -> str:
+def _speed_cell(median, speedup: dict) -> str:
+    """The median, then its interval with the level it has (or 'range of n runs'), from report.interval_cell."""
     if median is None:
         return "–"
-    if n > 1 and low is not None and high is not None:
-        return f"{median:.2f}× <span class=\"al-sub\">({low:.2f}–{high:.2f}×)</span>"
-    return f"{median:.2f}×"
+    interval = interval_cell(speedup)
+    return f"{median:.2f}× <span class=\"al-sub\">({html.escape(interval)})</span>" if interval else f"{median:.2f}×"
 
 
 def why_html(report: dict) -> str:
@@ -270,7 +272,7 @@ def why_html(report: dict) -> str:
             cards.append(f'<div class="al-why-card">{title}<p class="al-limit">Failed: {html.escape(arm["error"])}'
                          f"</p></div>")
             continue
-        measured = _speed_cell(s.get("ci_low"), s.get("median"), s.get("ci_high"), s.get("n", 0))
+        measured = _speed_cell(s.get("median"), s)
         predicted = _fmt(comp.get("predicted_speedup"), ".2f", "×")
         rows = "".join(
             f"<tr><th>{symbol}</th><td>{_fmt(comp.get(key), pattern)}</td><td>{meaning}</td></tr>"
@@ -304,6 +306,21 @@ def why_html(report: dict) -> str:
     )
 
 
+def _ranking_note(rows: list[dict]) -> str:
+    """Whether the first-ranked arm is really ahead, from rank_arms' run-by-run comparisons (Bonferroni)."""
+    ranked = [r for r in rows if r.get("rank") is not None]
+    if len(ranked) < 2:
+        return ""
+    first, rest, family = ranked[0], ranked[1:], ranked[0].get("family_level")
+    together = f"{level_words(family)} sure of the {len(rest)} run-by-run comparisons together" if family else ""
+    if first.get("clearly_first"):
+        return f"{first['arm']} is clearly ahead of every other arm ({together})."
+    if family is None or family < MIN_LEVEL:
+        return "Ranked by median only: too few runs to be sure of this order."
+    close = [r["arm"] for r in rest if not ((r.get("behind_first") or {}).get("ci_low") or 0.0) > 1.0]
+    return f"Ranked by median; {first['arm']} is not clearly ahead of {', '.join(close)} ({together})."
+
+
 def ranking_html(report: dict) -> str:
     """The assisted arms fastest first, with the numbers that explain the order; only when there are two or more."""
     rows = report.get("ranking") or []
@@ -318,7 +335,7 @@ def ranking_html(report: dict) -> str:
         cells = [
             str(row["rank"]) if row.get("rank") is not None else "–",
             f"{_dot(colour.get(row['arm'], 0))}{name}",
-            _speed_cell(row.get("ci_low"), row.get("speedup"), row.get("ci_high")),
+            _speed_cell(row.get("speedup"), row),
             _fmt(row.get("acceptance_rate"), ".0%"),
             _fmt(row.get("c"), ".2f"),
             _fmt(row.get("alpha"), ".2f"),
@@ -329,7 +346,8 @@ def ranking_html(report: dict) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in RANKING_HEAD)
     return (
         '<div class="al-wrap"><h4 class="al-h">Ranking</h4><table class="al-table al-ranking" id="al-ranking">'
-        f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+        f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+        f'<p class="al-sub" id="al-ranking-note">{html.escape(_ranking_note(rows))}</p></div>'
     )
 
 
@@ -346,10 +364,10 @@ def sweep_html(report: dict) -> str:
         label = html.escape(p["label"]) + (' <span class="al-badge al-same">best</span>' if p["arm"] == best else "")
         if p.get("error"):
             label += ' <span class="al-badge al-failed-badge">failed</span>'
-        cells = [label, _speed_cell(s.get("ci_low"), s.get("median"), s.get("ci_high"), s.get("n", 0)),
+        cells = [label, _speed_cell(s.get("median"), s),
                  _fmt(p.get("acceptance_rate"), ".0%"), _fmt(p.get("predicted_speedup"), ".2f", "×")]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("Setting", "Speedup (95% interval)", "Accepted", "Predicted"))
+    head = "".join(f"<th>{h}</th>" for h in ("Setting", "Speedup (interval, its level)", "Accepted", "Predicted"))
     status = report.get("status")
     lead = summary.get("best_text", "") if status != "running" else f"So far: {summary.get('best_text', '')}"
     return (

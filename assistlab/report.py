@@ -5,11 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import platform
 import sys
 from dataclasses import dataclass, field
 
-from . import explain, stats
+from . import contention, explain, stats
 
 SCHEMA = 1
 
@@ -31,6 +32,7 @@ class RunRecord:
     text: str
     memory_bytes: int | None = None
     wall_window: tuple[float, float] | None = None
+    position: int | None = None  # where in its repetition's order this run came (0 = first)
 
     @property
     def tokens_per_s(self) -> float:
@@ -45,6 +47,7 @@ class ArmInfo:
     strategy: str
     spec: dict | None = None
     error: str | None = None
+    settings: dict | None = None  # strategies.drafting_settings: effective drafting values and their sources
 
     @property
     def assisted(self) -> bool:
@@ -65,6 +68,9 @@ class Report:
     probes: dict[int, dict] = field(default_factory=dict)  # arm index -> explain.probe_arm(...)
     segments: dict[int, list] = field(default_factory=dict)  # arm index -> explain.text_segments(...) of its last run
     sweep: dict | None = None  # a sweep's summary, set by sweep.sweep()
+    stopping: dict | None = None  # how the number of repetitions was decided (runner._stopping_record)
+    orders: list[list[int]] = field(default_factory=list)  # arm indices in run order, per counted repetition
+    warmup_orders: list[list[int]] = field(default_factory=list)  # the same for warm-up rounds
 
     def runs_of(self, arm: int) -> list[RunRecord]:
         return sorted((r for r in self.runs if r.arm == arm), key=lambda r: r.repetition)
@@ -80,6 +86,7 @@ class Report:
             "name": info.name,
             "strategy": info.strategy,
             "spec": info.spec,
+            "settings": info.settings,
             "error": info.error,
             "latencies_s": [r.latency_s for r in runs],
             "new_tokens": [r.new_tokens for r in runs],
@@ -87,6 +94,7 @@ class Report:
             "ttft_s": [r.ttft_s for r in runs],
             "memory_bytes": [r.memory_bytes for r in runs],
             "wall_windows": [r.wall_window for r in runs],
+            "positions": [r.position for r in runs],
             "latency_summary": stats.summarize([r.latency_s for r in runs]),
             "tokens_per_s_summary": stats.summarize([r.tokens_per_s for r in runs]),
             "text": last.text if last else "",
@@ -106,6 +114,10 @@ class Report:
     def comparison(self) -> list[dict]:
         """Each assisted arm against plain: speedup with interval, acceptance, output identity."""
         plain = self.plain
+        # Verifying n tokens costs the target the same whichever arm drafted them: one line for all arms.
+        verify_fit = explain.pooled_verify_fit(
+            [self.probes.get(i) for i, a in enumerate(self.arms) if a.assisted], [r.step_times for r in plain]
+        )
         out = []
         for index, info in enumerate(self.arms):
             if not info.assisted:
@@ -135,6 +147,7 @@ class Report:
                 [r.step_times for r in plain],
                 entry["speedup"]["median"],
                 info.strategy,
+                verify_fit,
             )
             entry["analysis"] = analysis
             entry.update({key: analysis[key] for key in explain.ANALYSIS_KEYS})
@@ -154,10 +167,14 @@ class Report:
             "environment": self.environment,
             "counted_repetitions": len(self.plain),
             "planned_repetitions": self.planned_repeats,
+            "stopping": self.stopping,
+            "orders": self.orders,
+            "warmup_orders": self.warmup_orders,
             "arms": [self._arm_dict(i) for i in range(len(self.arms))],
             "comparison": self.comparison(),
         }
         data["ranking"] = explain.rank_arms(data)
+        data["warnings"] = contention.warnings(self.environment.get("contention"))
         if self.sweep is not None:
             data["sweep"] = self.sweep
         return data
@@ -171,7 +188,7 @@ class Report:
         writer = csv.writer(buf)
         writer.writerow(
             ["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
-             "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes"]
+             "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes", "position"]
         )
         for run in sorted(self.runs, key=lambda r: (r.repetition, r.arm)):
             info = self.arms[run.arm]
@@ -180,6 +197,7 @@ class Report:
                 f"{run.tokens_per_s:.3f}", "" if run.ttft_s is None else f"{run.ttft_s:.6f}",
                 sum(run.drafted) if info.assisted else "", sum(run.accepted) if info.assisted else "",
                 len(run.step_tokens), "" if run.memory_bytes is None else run.memory_bytes,
+                "" if run.position is None else run.position,
             ])
         return buf.getvalue()
 
@@ -221,29 +239,70 @@ def environment(device, dtype: str, models: dict) -> dict:
     return env
 
 
+def level_words(level: float) -> str:
+    """A true level as a person reads it, rounded down so it never claims more: 0.9375 -> '93.7%'."""
+    tenths = math.floor(level * 1000 + 1e-9)
+    return f"{tenths // 10}%" if tenths % 10 == 0 else f"{tenths / 10:.1f}%"
+
+
 def verdict(speedup: dict) -> str:
-    """'faster', 'slower' or 'unclear': judged by the 95% interval when there is one, else by the median."""
-    median, low, high = speedup.get("median"), speedup.get("ci_low"), speedup.get("ci_high")
-    if median is None:
+    """'faster', 'slower', 'unclear' (the interval contains 1×) or 'too few' (no interval of 90% or more).
+
+    Only a real interval (stats.has_interval) can make a result faster or slower; a range of a few runs,
+    or a single run, never does, however far from 1× its median is.
+    """
+    if speedup.get("median") is None:
         return "unclear"
-    if low is not None and high is not None and speedup.get("n", 0) > 1:
-        return "faster" if low > 1.0 else "slower" if high < 1.0 else "unclear"
-    return "faster" if median > 1.0 else "slower" if median < 1.0 else "unclear"
+    if not stats.has_interval(speedup):
+        return "too few"
+    low, high = speedup["ci_low"], speedup["ci_high"]
+    return "faster" if low > 1.0 else "slower" if high < 1.0 else "unclear"
 
 
 def interval_phrase(speedup: dict) -> str:
-    """'95% interval 1.12–1.21×', or why there is none."""
-    low, high = speedup.get("ci_low"), speedup.get("ci_high")
-    if speedup.get("n", 0) > 1 and low is not None and high is not None:
-        return f"95% interval {low:.2f}–{high:.2f}×"
-    return "one repetition, so no interval"
+    """The interval in words with its true level: '95.8% sure the speedup lies between 1.12× and 1.21×',
+    'range of 3 runs 0.90–1.30×: too few to be sure', or 'one repetition, so no interval'."""
+    low, high, n, level = speedup.get("ci_low"), speedup.get("ci_high"), speedup.get("n", 0), speedup.get("level")
+    if n <= 1 or low is None or high is None:
+        return "one repetition, so no interval" if n == 1 else "no repetition, so no interval"
+    if stats.has_interval(speedup):
+        return f"{level_words(level)} sure the speedup lies between {low:.2f}× and {high:.2f}×"
+    if level is None:  # a report from before levels were recorded
+        return f"{low:.2f}–{high:.2f}× over {n} runs, at a level not recorded"
+    return f"range of {n} runs {low:.2f}–{high:.2f}×: too few to be sure"
 
 
-def speedup_sentence(entry: dict, sampling: bool = False) -> str:
+def interval_cell(speedup: dict) -> str:
+    """The interval for a table cell: '1.12–1.21×, 95.8%', 'range of 3 runs 0.90–1.30×', or '' for none."""
+    low, high, n = speedup.get("ci_low"), speedup.get("ci_high"), speedup.get("n", 0)
+    if n <= 1 or low is None or high is None:
+        return ""
+    if stats.has_interval(speedup):
+        return f"{low:.2f}–{high:.2f}×, {level_words(speedup['level'])}"
+    if speedup.get("level") is None:  # a report from before levels were recorded
+        return f"{low:.2f}–{high:.2f}× over {n} runs, level not recorded"
+    return f"range of {n} runs {low:.2f}–{high:.2f}×"
+
+
+BUSY_MACHINE = "busy-machine"
+
+
+def is_busy(report: dict) -> bool:
+    """Whether a report dict carries the busy-machine warning."""
+    return any(w.get("code") == BUSY_MACHINE for w in report.get("warnings") or [])
+
+
+def busy_clause(busy: bool) -> str:
+    """What a verdict adds when others used the machine during the timed runs ('' when they did not)."""
+    return " Measured on a busy machine, so this may not hold on an idle one." if busy else ""
+
+
+def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) -> str:
     """One comparison entry in words; the CLI and the page both say a result this way.
 
-    e.g. 'assistant: x (k=5) was 1.17× faster (95% interval 1.12–1.21×); 83% of drafted tokens accepted;
-    outputs identical.' A result whose interval contains 1× is called no clear difference, never faster.
+    e.g. 'assistant: x (k=5) was 1.17× faster (95.8% sure the speedup lies between 1.12× and 1.21×); 83% of
+    drafted tokens accepted; outputs identical.' A result whose interval contains 1× is called no clear
+    difference, and one with too few runs for a 90% interval is neither faster nor slower.
     """
     name, s = entry["arm"], entry.get("speedup") or {}
     median = s.get("median")
@@ -255,9 +314,10 @@ def speedup_sentence(entry: dict, sampling: bool = False) -> str:
         parts = [f"{name} was {median:.2f}× faster ({interval})"]
     elif kind == "slower":
         parts = [f"{name} was slower, {median:.2f}× as fast as plain ({interval})"]
+    elif kind == "unclear":
+        parts = [f"{name} was {median:.2f}×, no clear difference from plain ({interval}, which contains 1×)"]
     else:
-        contains = " contains 1×" if s.get("n", 0) > 1 and s.get("ci_low") is not None else ""
-        parts = [f"{name} was {median:.2f}×, no clear difference from plain ({interval}{contains})"]
+        parts = [f"{name} ran at {median:.2f}× the speed of plain ({interval})"]
     if entry.get("acceptance_rate") is not None:
         parts.append(f"{entry['acceptance_rate']:.0%} of drafted tokens accepted")
     if entry.get("outputs_identical") is True:
@@ -266,4 +326,4 @@ def speedup_sentence(entry: dict, sampling: bool = False) -> str:
         first = entry.get("first_difference")
         differ = "outputs differ" + (f" from token {first + 1}" if first is not None else "")
         parts.append(differ + (" (expected when sampling)" if sampling else ""))
-    return "; ".join(parts) + "."
+    return "; ".join(parts) + "." + busy_clause(busy)

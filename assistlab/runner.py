@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 import torch
+from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from . import bundled, catalog, explain
+from . import bundled, catalog, contention, explain, hooks, stats
 from . import models as models_mod
 from . import report as report_mod
 from . import strategies
-from .config import MODEL_STRATEGIES, BenchRequest
+from .config import MIN_PRECISION_REPEATS, MODEL_STRATEGIES, BenchRequest
 from .errors import AssistLabError, InputError, ResourceError
 from .models import LoadedModel, ModelStore
 from .report import ArmInfo, Report, RunRecord
@@ -83,36 +85,6 @@ class StepStreamer(BaseStreamer):
         pass
 
 
-@contextlib.contextmanager
-def observe_drafts(model) -> Iterator[tuple[list[int], list[int]]]:
-    """Count drafted and accepted tokens per verification step without changing what is generated.
-
-    transformers calls `update_candidate_strategy(input_ids, scores, num_matches)` once per step on its
-    candidate generator; `scores` holds one row per candidate plus the bonus token, in target tokens.
-    """
-    drafted: list[int] = []
-    accepted: list[int] = []
-    original = model._get_candidate_generator
-
-    def wrapped(*args, **kwargs):
-        generator = original(*args, **kwargs)
-        update = generator.update_candidate_strategy
-
-        def counting_update(input_ids, scores, num_matches):
-            drafted.append(int(scores.shape[1]) - 1)
-            accepted.append(int(num_matches))
-            return update(input_ids, scores, num_matches)
-
-        generator.update_candidate_strategy = counting_update
-        return generator
-
-    model._get_candidate_generator = wrapped
-    try:
-        yield drafted, accepted
-    finally:
-        del model._get_candidate_generator  # the instance attribute; the class method shows through again
-
-
 def _memory_now(device: torch.device) -> int:
     if device.type == "cuda":
         return sum(int(torch.cuda.max_memory_allocated(i)) for i in range(torch.cuda.device_count()))
@@ -140,25 +112,52 @@ class Timed:
     wall_window: tuple[float, float]  # Unix times around the call, to show that no two runs overlapped
 
 
-def timed_generate(target: LoadedModel, inputs: dict, kwargs: dict, clock: Clock, assisted: bool) -> Timed:
-    """One generate() call between two clock readings, with the GPU drained before each."""
+def timed_generate(
+    target: LoadedModel,
+    inputs: dict,
+    kwargs: dict,
+    clock: Clock,
+    assisted: bool,
+    monitor: contention.Monitor | None = None,
+) -> Timed:
+    """One generate() call between two clock readings, with the GPU drained before each.
+
+    The garbage collector is collected before and paused during the call, so a collection never lands
+    inside one arm's timing. `monitor`, when given, notes what other processes used during the call. An
+    assisted run goes through its own proxy of the model (see hooks), so its draft counts are its own even
+    when another run uses the same cached model.
+    """
     model, device = target.model, target.device
     cuda = device.type == "cuda"
     if cuda:
         models_mod.synchronize_all()
         for i in range(torch.cuda.device_count()):
             torch.cuda.reset_peak_memory_stats(i)
-    observer = observe_drafts(model) if assisted else contextlib.nullcontext(([], []))
-    with observer as (drafted, accepted), torch.inference_mode():
+    counted = hooks.instrumented(model) if assisted else contextlib.nullcontext((model, hooks.DraftTrace()))
+    watched = monitor.window() if monitor is not None else contextlib.nullcontext()
+    with counted as (runnable, trace), torch.inference_mode(), _collector_paused(), watched:
         wall_start = time.time()
         start = clock()
         streamer = StepStreamer(clock, start)
-        output = model.generate(**inputs, **kwargs, streamer=streamer)
+        output = runnable.generate(**inputs, **kwargs, streamer=streamer)
         if cuda:
             models_mod.synchronize_all()
         latency = clock() - start
         wall_end = time.time()
-    return Timed(latency, streamer, drafted, accepted, output, _memory_now(device), (wall_start, wall_end))
+    return Timed(latency, streamer, trace.drafted, trace.accepted, output, _memory_now(device), (wall_start, wall_end))
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """gc.collect(), then no automatic collection until the block ends; the previous state comes back."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def encode_prompt(request: BenchRequest, target: LoadedModel) -> dict:
@@ -193,10 +192,46 @@ class _Failure:
     oom: bool
 
 
-def _attempt(target: LoadedModel, inputs: dict, arm: _Arm, clock: Clock) -> Timed | _Failure:
+class StopOnFlag(StoppingCriteria):
+    """Ends generate() at the next step once `should_stop()` is true; `fired` says whether it cut the run short.
+
+    transformers checks stopping criteria once per step (per verification step when assisted), so a Stop or
+    a cancelled request frees the machine within one step instead of at the end of the run. Until then it
+    returns False and changes nothing about what is generated.
+    """
+
+    def __init__(self, should_stop: Callable[[], bool]):
+        self.should_stop = should_stop
+        self.fired = False
+        self._go_on: torch.Tensor | None = None  # made once: the per-step cost stays a flag check
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        if not self.fired and self.should_stop():
+            self.fired = True
+        if self.fired:
+            return torch.ones((input_ids.shape[0],), dtype=torch.bool, device=input_ids.device)
+        if self._go_on is None or self._go_on.shape[0] != input_ids.shape[0] or self._go_on.device != input_ids.device:
+            self._go_on = torch.zeros((input_ids.shape[0],), dtype=torch.bool, device=input_ids.device)
+        return self._go_on  # StoppingCriteriaList only ORs it into a new tensor, never writes to it
+
+
+def stoppable(kwargs: dict, should_stop: Callable[[], bool]) -> tuple[dict, StopOnFlag]:
+    """generate() keyword arguments with a fresh StopOnFlag added, and that criterion."""
+    criterion = StopOnFlag(should_stop)
+    return {**kwargs, "stopping_criteria": StoppingCriteriaList([criterion])}, criterion
+
+
+def _attempt(
+    target: LoadedModel,
+    inputs: dict,
+    arm: _Arm,
+    clock: Clock,
+    kwargs: dict | None = None,
+    monitor: contention.Monitor | None = None,
+) -> Timed | _Failure:
     """timed_generate, or a _Failure that says why; one arm failing must not lose the others' results."""
     try:
-        return timed_generate(target, inputs, arm.kwargs, clock, arm.info.assisted)
+        return timed_generate(target, inputs, arm.kwargs if kwargs is None else kwargs, clock, arm.info.assisted, monitor)
     except Exception as exc:
         if isinstance(exc, AssistLabError):
             failure = _Failure(str(exc), False)
@@ -220,6 +255,100 @@ class _Arm:
     configure: Callable[[], None]
 
 
+def build_arms(request: BenchRequest, target: LoadedModel, assistants: dict[str, LoadedModel]) -> list[_Arm]:
+    """Plain first, then one arm per ArmSpec: its name, generate() kwargs, drafting settings and configure().
+
+    `assistants` maps each ArmSpec.assistant text to its loaded model. configure() rewrites the drafter's
+    generation_config with the arm's effective settings; call it before every generate() of that arm.
+    """
+    base = strategies.base_kwargs(request, target)
+    defaults = strategies.transformers_defaults()
+    checkpoints: dict[int, dict] = {}  # id(LoadedModel) -> checkpoint_values, read once per model
+
+    def values_of(loaded: LoadedModel) -> dict:
+        if id(loaded) not in checkpoints:
+            checkpoints[id(loaded)] = strategies.checkpoint_values(loaded)
+        return checkpoints[id(loaded)]
+
+    arms = [_Arm(ArmInfo("plain", "plain", settings={}), dict(base), lambda: None)]
+    for spec in request.arms:
+        helper = assistants.get(spec.assistant) if spec.assistant else None
+        strategy = strategies.resolve_strategy(spec, target, helper)
+        name = spec.label if spec.strategy != "auto" else spec.label.replace("auto:", f"{strategy}:", 1)
+        names = {a.info.name for a in arms}
+        base_name, copy = name, 1
+        while name in names:  # two arms with the same settings still need distinct names
+            copy += 1
+            name = f"{base_name} #{copy}"
+        drafter = helper if strategy in ("assistant", "universal") else target
+        settings = strategies.drafting_settings(spec, strategy, values_of(drafter), defaults)
+        kwargs = {**base, **strategies.arm_kwargs(spec, strategy, target, helper)}
+        arms.append(
+            _Arm(
+                ArmInfo(name, strategy, spec.to_dict(), settings=settings),
+                kwargs,
+                lambda s=spec, st=strategy, h=helper, se=settings: strategies.configure_drafter(s, st, target, h, se),
+            )
+        )
+    return arms
+
+
+def rotation(n_arms: int, round_index: int) -> list[int]:
+    """The order of the arms in one round (warm-up or repetition): round r starts at arm r mod n_arms.
+
+    Over any n_arms consecutive rounds every arm runs once in every position, so drift within a repetition
+    and the cost of coming first (cold caches, a model swapped in) fall on each arm alike. A rotation rather
+    than a shuffle keeps that balance at the small counts a CPU affords, and is reproducible.
+    """
+    start = round_index % n_arms
+    return [(start + i) % n_arms for i in range(n_arms)]
+
+
+def precision_reached(speedups: list[dict], precision: float) -> bool:
+    """True when every speedup interval lies within ±precision of its median.
+
+    A speedup without a stated confidence `level` (too few runs for a real interval, or a bare range) has
+    not reached any precision; nor has an empty list.
+    """
+    if not speedups:
+        return False
+    for s in speedups:
+        median, low, high = s.get("median"), s.get("ci_low"), s.get("ci_high")
+        if not s.get("level") or s.get("interval") in ("range", "none"):
+            return False  # a range of a few runs states no confidence a precision could rest on
+        if median is None or low is None or high is None or median <= 0:
+            return False
+        if low < median * (1.0 - precision) or high > median * (1.0 + precision):
+            return False
+    return True
+
+
+def arm_speedups(report: Report) -> list[dict]:
+    """stats.speedup of every assisted arm still running, its runs paired with plain's by repetition."""
+    plain = {r.repetition: r.latency_s for r in report.plain}
+    out = []
+    for index, info in enumerate(report.arms):
+        if not info.assisted or info.error:
+            continue
+        paired = [(plain[r.repetition], r.latency_s) for r in report.runs_of(index) if r.repetition in plain]
+        out.append(stats.speedup([p for p, _ in paired], [c for _, c in paired]))
+    return out
+
+
+def _stopping_record(request: BenchRequest) -> dict:
+    return {
+        "rule": request.stopping_rule,
+        "target": request.precision,
+        "max_time_s": request.max_time_s,
+        "max_repetitions": request.repeats,
+        "min_repetitions": min(MIN_PRECISION_REPEATS, request.repeats) if request.precision else request.repeats,
+        "reached": False,
+        "repetitions": 0,
+        "elapsed_s": 0.0,
+        "ended_by": None,
+    }
+
+
 def _loading_message(role: str, text: str) -> str:
     if bundled.is_bundled(text) and bundled.needs_conversion(text):
         return (
@@ -229,13 +358,135 @@ def _loading_message(role: str, text: str) -> str:
     return f"Loading the {role} {text}..."
 
 
+def record_run(report: Report, index: int, repetition: int, position: int, outcome: Timed, inputs: dict,
+            target: LoadedModel) -> None:
+    prompt_len = inputs["input_ids"].shape[1]
+    new_ids = outcome.output[0, prompt_len:].tolist()
+    times = outcome.streamer.times
+    report.runs.append(
+        RunRecord(
+            arm=index,
+            repetition=repetition,
+            latency_s=outcome.latency,
+            new_tokens=len(new_ids),
+            ttft_s=times[0] if times else None,
+            step_times=times,
+            step_tokens=outcome.streamer.tokens,
+            drafted=outcome.drafted,
+            accepted=outcome.accepted,
+            token_ids=new_ids,
+            text=target.tokenizer.decode(new_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False),
+            memory_bytes=outcome.memory,
+            wall_window=outcome.wall_window,
+            position=position,
+        )
+    )
+    report.segments[index] = explain.text_segments(target.tokenizer, report.runs[-1])
+
+
+@dataclass
+class Progress:
+    """Runs done out of the most that may run (warm-up included), and when the timed repetitions began."""
+
+    done: int = 0
+    total: int = 0
+    started: float | None = None  # clock reading when the first counted repetition began
+
+
+def run_round(
+    request: BenchRequest,
+    target: LoadedModel,
+    inputs: dict,
+    arms: list[_Arm],
+    report: Report,
+    round_index: int,
+    warmup: bool,
+    clock: Clock,
+    should_stop: Callable[[], bool],
+    progress: Progress,
+    monitor: contention.Monitor | None = None,
+) -> Generator[Event, None, bool]:
+    """One warm-up round or counted repetition: every arm once, in `rotation` order, each run stoppable.
+
+    Yields a 'run' event per arm; counted runs go into `report` (with their position) and the order into
+    `report.orders` (or `warmup_orders`). Returns True when a stop ended the round: a run cut short by the
+    stopping criterion is discarded. A failing plain run raises; another failing arm is marked and skipped.
+    """
+    order = rotation(len(arms), round_index)
+    (report.warmup_orders if warmup else report.orders).append(order)
+    for position, index in enumerate(order):
+        arm = arms[index]
+        if should_stop():
+            return True
+        if arm.info.error:
+            progress.done += 1
+            continue
+        if request.do_sample:
+            torch.manual_seed(request.seed + round_index)
+        arm.configure()
+        kwargs, criterion = stoppable(arm.kwargs, should_stop)
+        outcome = _attempt(target, inputs, arm, clock, kwargs, None if warmup else monitor)
+        if criterion.fired:
+            return True  # cut short: not a measurement of the work asked for
+        progress.done += 1
+        if isinstance(outcome, _Failure):
+            arm.info.error = outcome.reason
+            if index == 0:
+                report.status = "failed"
+                report.message = f"The plain (unassisted) run {outcome.reason}"
+                raise (ResourceError if outcome.oom else AssistLabError)(report.message)
+            yield Event("run", f"{arm.info.name} {outcome.reason}", progress.done, progress.total, report, warmup)
+            continue
+        most = "at most " if request.precision else ""
+        if warmup:
+            phase = f"warm-up {round_index + 1}/{request.warmup}"
+        else:
+            record_run(report, index, round_index, position, outcome, inputs, target)
+            if report.stopping is not None and progress.started is not None:
+                report.stopping["elapsed_s"] = clock() - progress.started
+            phase = f"repetition {round_index + 1}/{most}{request.repeats}"
+        message = f"{arm.info.name}: {phase}, {outcome.latency:.2f} s"
+        yield Event("run", message, progress.done, progress.total, report, warmup)
+    return False
+
+
+def _finish_message(report: Report, request: BenchRequest) -> str:
+    stop = report.stopping
+    n = stop["repetitions"]
+    failed = [a.name for a in report.arms if a.error]
+    tail = "" if not failed else f" {', '.join(failed)} failed."
+    if stop["rule"] == "precision":
+        target = f"±{request.precision:.0%}"
+        if stop["reached"]:
+            text = f"Complete: every speedup is known to {target} after {n} repetitions."
+        elif stop["ended_by"] == "time budget":
+            text = (f"Complete, but the time budget of {request.max_time_s:g} s ran out after {n} repetitions "
+                    f"before every speedup was known to {target}.")
+        elif stop["ended_by"] == "no assisted arm":
+            text = f"Complete, but no assisted arm is left to measure to {target}."
+        else:
+            text = (f"Complete, but {n} repetitions (the most allowed) did not pin every speedup down to "
+                    f"{target}.")
+    elif stop["ended_by"] == "time budget":
+        text = f"Complete, but the time budget of {request.max_time_s:g} s ended the runs after {n} of {request.repeats} repetitions."
+    else:
+        text = "Complete."
+    return text + tail
+
+
 def run_benchmark(
     request: BenchRequest,
     store: ModelStore,
     clock: Clock = time.perf_counter,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[Event]:
-    """Load, warm up, then time every arm `repeats` times, interleaved. The last event is 'done'."""
+    """Load, warm up, then time every arm in rotated order, repetition after repetition. The last event is 'done'.
+
+    How many repetitions run is the request's stopping rule: a fixed count, or until every speedup is known
+    to the precision asked for (at least MIN_PRECISION_REPEATS), the time budget is spent, or the most
+    repetitions allowed are done. `should_stop` is checked between runs and, through a stopping criterion,
+    at every generation step: a run cut short is discarded and the report ends 'stopped'.
+    """
     device = models_mod.choose_device(request.device)
     dtype = models_mod.choose_dtype(request.dtype, device)
     request = request.resolved(device.type)
@@ -257,25 +508,7 @@ def run_benchmark(
             keep.add(key)
 
     inputs = encode_prompt(request, target)
-    base = strategies.base_kwargs(request, target)
-    arms = [_Arm(ArmInfo("plain", "plain"), dict(base), lambda: None)]
-    for spec in request.arms:
-        helper = assistants.get(spec.assistant) if spec.assistant else None
-        strategy = strategies.resolve_strategy(spec, target, helper)
-        name = spec.label if spec.strategy != "auto" else spec.label.replace("auto:", f"{strategy}:", 1)
-        names = {a.info.name for a in arms}
-        base_name, copy = name, 1
-        while name in names:  # two arms with the same settings still need distinct names
-            copy += 1
-            name = f"{base_name} #{copy}"
-        kwargs = {**base, **strategies.arm_kwargs(spec, strategy, target, helper)}
-        arms.append(
-            _Arm(
-                ArmInfo(name, strategy, spec.to_dict()),
-                kwargs,
-                lambda s=spec, st=strategy, h=helper: strategies.configure_drafter(s, st, target, h),
-            )
-        )
+    arms = build_arms(request, target, assistants)
 
     described = {"target": target.describe()}
     for text, helper in assistants.items():
@@ -288,73 +521,83 @@ def run_benchmark(
     )
     report.environment["prompt_tokens"] = int(inputs["input_ids"].shape[1])
     report.environment["load_messages"] = messages
-    total = (request.warmup + request.repeats) * len(arms)
-    done = 0
-    schedule = [(True, w) for w in range(request.warmup)] + [(False, r) for r in range(request.repeats)]
+    changes = strategies.changes_from_transformers(request, target, {a.info.strategy for a in arms})
+    changes.append({
+        "what": "a stopping criterion is passed to every generate() call, and a streamer that records step times",
+        "why": "Stop or a cancelled request ends generation within one step; both return without changing "
+        "the tokens generated",
+    })
+    report.environment["changes_from_transformers"] = changes
+    report.stopping = stopping = _stopping_record(request)
+    progress = Progress(total=(request.warmup + request.repeats) * len(arms))
+    monitor = contention.Monitor(device)  # one window per counted timed run; its record is live in the report
+    report.environment["contention"] = monitor.record
 
-    for warmup, repetition in schedule:
-        for index, arm in enumerate(arms):
-            if should_stop():
-                report.status = "stopped"
-                report.message = f"Stopped after {len(report.plain)} of {request.repeats} repetitions."
-                yield Event("done", report.message, done, total, report)
-                return
-            if arm.info.error:
-                done += 1
-                continue
-            if request.do_sample:
-                torch.manual_seed(request.seed + repetition)
-            arm.configure()
-            outcome = _attempt(target, inputs, arm, clock)
-            if isinstance(outcome, _Failure):
-                arm.info.error = outcome.reason
-                if index == 0:
-                    report.status = "failed"
-                    report.message = f"The plain (unassisted) run {outcome.reason}"
-                    raise (ResourceError if outcome.oom else AssistLabError)(report.message)
-                done += 1
-                yield Event("run", f"{arm.info.name} {outcome.reason}", done, total, report, warmup)
-                continue
-            done += 1
-            if not warmup:
-                prompt_len = inputs["input_ids"].shape[1]
-                new_ids = outcome.output[0, prompt_len:].tolist()
-                times = outcome.streamer.times
-                report.runs.append(
-                    RunRecord(
-                        arm=index,
-                        repetition=repetition,
-                        latency_s=outcome.latency,
-                        new_tokens=len(new_ids),
-                        ttft_s=times[0] if times else None,
-                        step_times=times,
-                        step_tokens=outcome.streamer.tokens,
-                        drafted=outcome.drafted,
-                        accepted=outcome.accepted,
-                        token_ids=new_ids,
-                        text=target.tokenizer.decode(
-                            new_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
-                        ),
-                        memory_bytes=outcome.memory,
-                        wall_window=outcome.wall_window,
-                    )
-                )
-                report.segments[index] = explain.text_segments(target.tokenizer, report.runs[-1])
-            phase = f"warm-up {repetition + 1}/{request.warmup}" if warmup else f"repetition {repetition + 1}/{request.repeats}"
-            yield Event("run", f"{arm.info.name}: {phase}, {outcome.latency:.2f} s", done, total, report, warmup)
+    def stopped_event() -> Event:
+        stopping["elapsed_s"] = 0.0 if progress.started is None else clock() - progress.started
+        stopping["ended_by"] = "stopped"
+        report.status = "stopped"
+        most = "at most " if request.precision else ""
+        report.message = f"Stopped after {stopping['repetitions']} of {most}{request.repeats} repetitions."
+        return Event("done", report.message, progress.done, progress.total, report)
+
+    for w in range(request.warmup):
+        if (yield from run_round(request, target, inputs, arms, report, w, True, clock, should_stop, progress)):
+            monitor.close()
+            yield stopped_event()
+            return
+
+    progress.started = clock()  # the time budget counts timed repetitions only
+    for r in range(request.repeats):
+        if (yield from run_round(request, target, inputs, arms, report, r, False, clock, should_stop, progress,
+                                 monitor)):
+            monitor.close()
+            yield stopped_event()
+            return
+        count = r + 1
+        elapsed = clock() - progress.started
+        stopping.update(repetitions=count, elapsed_s=elapsed)
+        if request.precision is not None:
+            speedups = arm_speedups(report)
+            if not speedups:  # every assisted arm failed (or there was none): no interval can narrow
+                stopping["ended_by"] = "no assisted arm"
+                break
+            if count >= stopping["min_repetitions"] and precision_reached(speedups, request.precision):
+                stopping.update(reached=True, ended_by="precision")
+                break
+        if count == request.repeats:
+            stopping["ended_by"] = "repetitions"
+            stopping["reached"] = request.precision is None
+            break
+        # Stop before a repetition that would likely overrun the budget (the mean so far predicts its length).
+        if request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
+            stopping["ended_by"] = "time budget"
+            break
+    monitor.close()
 
     # The cost model: one untimed, instrumented run per assisted arm, after every timed run.
     for index, arm in enumerate(arms):
         if arm.info.assisted and not arm.info.error and not should_stop():
-            yield Event("status", f"Measuring the drafting cost of {arm.info.name} (untimed)...", done, total, report)
+            yield Event("status", f"Measuring the drafting cost of {arm.info.name} (untimed)...", progress.done,
+                        progress.total, report)
             if request.do_sample:
                 torch.manual_seed(request.seed)
-            report.probes[index] = explain.probe_arm(target, inputs, arm.kwargs, arm.configure, clock)
+            kwargs, criterion = stoppable(arm.kwargs, should_stop)
+            probe = explain.probe_arm(target, inputs, kwargs, arm.configure, clock)
+            if criterion.fired:
+                break  # a probe cut short would describe a shorter run; keep none
+            report.probes[index] = probe
+    if should_stop():
+        # Every repetition the rule asked for was measured; only the untimed cost-model runs were cut.
+        report.status = "stopped"
+        report.message = (f"Stopped during the untimed cost-model runs, after all {stopping['repetitions']} "
+                          f"repetitions were measured.")
+        yield Event("done", report.message, progress.done, progress.total, report)
+        return
 
-    failed = [a.info.name for a in arms if a.info.error]
     report.status = "complete"
-    report.message = "Complete." if not failed else f"Complete, but {', '.join(failed)} failed."
-    yield Event("done", report.message, done, total, report)
+    report.message = _finish_message(report, request)
+    yield Event("done", report.message, progress.done, progress.total, report)
 
 
 def run_to_report(request: BenchRequest, store: ModelStore, **kwargs) -> Report:

@@ -1,13 +1,20 @@
-"""Pure statistics on raw samples: medians, spread, bootstrap interval of a speedup. numpy only."""
+"""Pure statistics on raw samples: medians, spread, an exact interval of a speedup. numpy only."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import comb
 
 import numpy as np
 
 # torch.utils.benchmark flags a measurement whose IQR is over 10% of its median.
 WIDE_SPREAD = 0.10
+# The confidence an interval aims for; the level it states is the one it has, at least this when n allows.
+TARGET_LEVEL = 0.95
+# Below this true level the [min, max] of the runs is only "a range of n runs": no verdict is drawn from it.
+MIN_LEVEL = 0.90
+# What a speedup's `interval` says it is.
+ORDER_STATISTIC, RANGE, NONE = "order-statistic", "range", "none"
 
 
 def summarize(values: Sequence[float]) -> dict:
@@ -37,28 +44,86 @@ def ratios(baseline: Sequence[float], candidate: Sequence[float]) -> list[float]
     return [float(b) / float(c) for b, c in zip(baseline[:n], candidate[:n]) if c > 0]
 
 
-def bootstrap_median_ci(
-    values: Sequence[float], level: float = 0.95, resamples: int = 5000, seed: int = 0
-) -> tuple[float | None, float | None]:
-    """Percentile bootstrap interval of the median; a fixed seed keeps the report reproducible."""
-    arr = np.asarray(values, dtype=float)
-    if arr.size == 0:
-        return None, None
-    if arr.size == 1:
-        return float(arr[0]), float(arr[0])
-    rng = np.random.default_rng(seed)
-    samples = rng.choice(arr, size=(resamples, arr.size), replace=True)
-    medians = np.median(samples, axis=1)
-    tail = (1.0 - level) / 2.0 * 100.0
-    low, high = np.percentile(medians, [tail, 100.0 - tail])
-    return float(low), float(high)
+def order_statistic_level(n: int, j: int) -> float:
+    """The exact chance that [x_(j), x_(n+1-j)] of n independent draws covers their distribution's median.
+
+    The number of draws below the median is Binomial(n, 1/2); the interval misses it exactly when fewer
+    than j fall below it or fewer than j above it, two disjoint events, so the level is
+    1 - 2 P(Binomial(n, 1/2) <= j - 1). Exact for continuous data; with ties the closed interval covers at
+    least this often. No assumption about the shape of the distribution is needed.
+    """
+    if not 1 <= j <= (n + 1) // 2:
+        raise ValueError(f"j must be between 1 and {(n + 1) // 2} for n = {n}; got {j}.")
+    tail = sum(comb(n, i) for i in range(j))
+    return 1.0 - 2.0 * tail / 2**n
 
 
-def speedup(baseline: Sequence[float], candidate: Sequence[float], seed: int = 0) -> dict:
-    """Median of per-repetition ratios with its 95% bootstrap interval."""
-    r = ratios(baseline, candidate)
-    low, high = bootstrap_median_ci(r, seed=seed)
-    return {"median": float(np.median(r)) if r else None, "ci_low": low, "ci_high": high, "n": len(r)}
+def median_interval(values: Sequence[float], aim: float = TARGET_LEVEL) -> dict:
+    """The median with the narrowest order-statistic interval whose true level is at least `aim`.
+
+    When no interval reaches `aim` (n too small), the widest one, [min, max], with its true level
+    1 - 2^(1-n). `interval` says what it is: 'order-statistic' when its level is at least MIN_LEVEL, else
+    'range' (the range of n runs, too few to be sure of anything), or 'none' with no values.
+    """
+    arr = np.sort(np.asarray(values, dtype=float))
+    n = int(arr.size)
+    if n == 0:
+        return {"median": None, "ci_low": None, "ci_high": None, "level": None, "n": 0, "interval": NONE}
+    j = 1
+    while j + 1 <= (n + 1) // 2 and order_statistic_level(n, j + 1) >= aim:
+        j += 1
+    level = order_statistic_level(n, j)
+    return {
+        "median": float(np.median(arr)),
+        "ci_low": float(arr[j - 1]),
+        "ci_high": float(arr[n - j]),
+        "level": level,
+        "n": n,
+        "interval": ORDER_STATISTIC if level >= MIN_LEVEL else RANGE,
+    }
+
+
+def speedup(baseline: Sequence[float], candidate: Sequence[float], aim: float = TARGET_LEVEL) -> dict:
+    """Median of the per-repetition ratios baseline/candidate, with its order-statistic interval.
+
+    Fields: median, ci_low, ci_high, level (the true confidence of [ci_low, ci_high]), n, interval.
+    """
+    return median_interval(ratios(baseline, candidate), aim)
+
+
+def has_interval(speedup: dict) -> bool:
+    """True when a speedup has a real interval (level at least MIN_LEVEL), one a verdict may rest on."""
+    return speedup.get("interval") == ORDER_STATISTIC and speedup.get("ci_low") is not None
+
+
+def relative_half_width(speedup: dict) -> float | None:
+    """Half the interval's width over the median (0.05 is ±5%); None when there is no real interval yet."""
+    if not has_interval(speedup) or not speedup.get("median"):
+        return None
+    return (speedup["ci_high"] - speedup["ci_low"]) / 2.0 / speedup["median"]
+
+
+def compare_with_best(
+    best: Sequence[float], rivals: Sequence[Sequence[float]], family: float = TARGET_LEVEL
+) -> dict:
+    """Is the arm with latencies `best` faster than every rival? Paired by repetition, Bonferroni over rivals.
+
+    Each comparison is `speedup(rival, best)` (above 1: best is faster) at the per-comparison level
+    1 - (1 - family) / m for m rivals. `family_level` is the Bonferroni bound 1 - sum(1 - level) of the
+    levels reached; `clear` is True only when every interval lies above 1 and family_level >= MIN_LEVEL.
+    With one rival this is that rival's own interval.
+
+    The best is picked from the data, yet m comparisons suffice when the arms are ordered by speed: a wrong
+    'clear' needs the interval between the picked arm and the truly fastest to miss on one given side,
+    and the bound counts both sides of every interval (the argument of Hsu's comparisons with the best).
+    """
+    m = len(rivals)
+    comparisons = [speedup(rival, best, aim=1.0 - (1.0 - family) / m) for rival in rivals] if m else []
+    if not comparisons or any(c["level"] is None for c in comparisons):
+        return {"comparisons": comparisons, "family_level": None, "clear": False}
+    family_level = max(0.0, 1.0 - sum(1.0 - c["level"] for c in comparisons))
+    clear = family_level >= MIN_LEVEL and all(c["ci_low"] > 1.0 for c in comparisons)
+    return {"comparisons": comparisons, "family_level": family_level, "clear": clear}
 
 
 def acceptance_rate(drafted: Sequence[int], accepted: Sequence[int]) -> float | None:

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 
 import torch
 
-from . import catalog, explain, strategies
+from . import catalog, explain
 from . import models as models_mod
 from . import report as report_mod
 from .config import MODEL_STRATEGIES, BenchRequest
 from .errors import AssistLabError, InputError, ResourceError
 from .models import LoadedModel, ModelStore
 from .report import ArmInfo, Report, RunRecord
-from .runner import Clock, encode_prompt, timed_generate
+from .runner import Clock, build_arms, encode_prompt, timed_generate
 from .suite import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, Item, PromptResult, Selection, SuiteReport
 
 
@@ -36,13 +36,6 @@ class SuiteEvent:
     prompts: int
     eta_s: float | None = None
     report: SuiteReport | None = None
-
-
-@dataclass
-class _Arm:
-    info: ArmInfo
-    kwargs: dict
-    configure: Callable[[], None]
 
 
 def suite_bench(bench: BenchRequest, device_type: str) -> BenchRequest:
@@ -84,30 +77,6 @@ def _minutes(seconds: float) -> str:
     if seconds < 90:
         return f"{max(1, round(seconds))} s"
     return f"{seconds / 60:.0f} min"
-
-
-def _build_arms(bench: BenchRequest, target: LoadedModel, assistants: dict[str, LoadedModel]) -> list[_Arm]:
-    """Plain first, then each assisted arm with its generate() arguments, named as run_benchmark names them.
-
-    TODO: replace with the runner's own arm building once it is a public function (build_arms).
-    """
-    base = strategies.base_kwargs(bench, target)
-    arms = [_Arm(ArmInfo("plain", "plain"), dict(base), lambda: None)]
-    for spec in bench.arms:
-        helper = assistants.get(spec.assistant) if spec.assistant else None
-        strategy = strategies.resolve_strategy(spec, target, helper)
-        name = spec.label if spec.strategy != "auto" else spec.label.replace("auto:", f"{strategy}:", 1)
-        names = {a.info.name for a in arms}
-        base_name, copy = name, 1
-        while name in names:
-            copy += 1
-            name = f"{base_name} #{copy}"
-        arms.append(_Arm(
-            ArmInfo(name, strategy, spec.to_dict()),
-            {**base, **strategies.arm_kwargs(spec, strategy, target, helper)},
-            lambda s=spec, st=strategy, h=helper: strategies.configure_drafter(s, st, target, h),
-        ))
-    return arms
 
 
 def encode_turns(bench: BenchRequest, target: LoadedModel, turns: tuple[str, ...], answers: list[str]) -> dict:
@@ -200,7 +169,7 @@ def run_suite(
             yield SuiteEvent("status", f"Loading the assistant {spec.assistant}...", 0, 0, 0, n_items)
             key, assistants[spec.assistant] = load(spec.assistant, keep)
             keep.add(key)
-    arms = _build_arms(bench, target, assistants)
+    arms = build_arms(bench, target, assistants)
     described = {"target": target.describe()}
     for text, helper in assistants.items():
         described[f"assistant {text}"] = helper.describe()
@@ -280,7 +249,8 @@ def run_suite(
         report = Report(
             request={**bench.to_dict(), "prompt": item.text},
             environment={"prompt_tokens": result.prompt_tokens},
-            arms=[ArmInfo(a.info.name, a.info.strategy, a.info.spec, failed_arms.get(i)) for i, a in enumerate(arms)],
+            arms=[ArmInfo(a.info.name, a.info.strategy, a.info.spec, failed_arms.get(i), a.info.settings)
+                  for i, a in enumerate(arms)],
             planned_repeats=bench.repeats,
         )
         result.report, result.status = report, "running"

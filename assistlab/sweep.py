@@ -9,11 +9,11 @@ import dataclasses
 import time
 from collections.abc import Callable, Generator, Sequence
 
-from . import explain
+from . import explain, stats, strategies
 from .config import LIMITS, MODEL_STRATEGIES, SCHEDULES, ArmSpec, BenchRequest
 from .errors import InputError
 from .models import ModelStore
-from .report import Report
+from .report import Report, interval_phrase, level_words
 from .runner import Clock, Event, run_benchmark
 
 PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens")
@@ -46,8 +46,9 @@ def sweep_arms(
 ) -> tuple[ArmSpec, ...]:
     """Variants of the request's first matching arm: one per fixed `value`, then one per adaptive schedule.
 
-    Adaptive schedules start from the base arm's num_assistant_tokens and apply only to that parameter;
-    prompt lookup has none, so they are dropped for it. Every run here starts afresh (configure_drafter
+    Adaptive schedules start from the base arm's num_assistant_tokens (transformers' default when it has
+    none) and apply only to that parameter; prompt lookup has none, so they are dropped for it. Every other
+    knob the base arm leaves unset keeps transformers' default, the confidence threshold among them. Every run here starts afresh (configure_drafter
     resets the drafter's config), so 'heuristic' and 'heuristic_transient' should measure alike.
     """
     if param not in PARAMS:
@@ -60,6 +61,11 @@ def sweep_arms(
     fixed = [dataclasses.replace(base, **{param: v, "num_assistant_tokens_schedule": "constant"}) for v in values]
     # ArmSpec validated and coerced each value; drop repeats, keep ascending order.
     fixed = sorted({getattr(a, param): a for a in fixed}.values(), key=lambda a: getattr(a, param))
+    if adaptive and base.num_assistant_tokens is None:
+        # An adaptive schedule starts from a draft length; a base arm left at transformers' defaults starts
+        # from transformers' own, named so every point says what it started from.
+        start = strategies.transformers_defaults()["num_assistant_tokens"]
+        base = dataclasses.replace(base, num_assistant_tokens=start)
     arms = [*fixed, *(dataclasses.replace(base, num_assistant_tokens_schedule=s) for s in adaptive)]
     if not arms:
         raise InputError("Give at least one draft length (or schedule) to sweep.")
@@ -108,30 +114,40 @@ def _median(point: dict) -> float | None:
 def summarize_sweep(report: dict, param: str = "num_assistant_tokens") -> dict:
     """Speedup per setting from a sweep's report dict, and the best setting named in one sentence.
 
-    The best is the highest median speedup; it is called clearly best only when its 95% interval lies
-    above every other setting's.
+    The best is the highest median speedup over plain. It is called clearly ahead only when, compared with
+    each other setting run by run (stats.compare_with_best: the ratio rival/best per repetition, Bonferroni
+    over the rivals), every interval lies above 1× and the comparisons together are at least 90% sure.
     """
-    points = [_point(entry, arm, param) for entry, arm in explain.paired_arms(report)]
-    measured = [p for p in points if _median(p) is not None]
+    pairs = [(_point(entry, arm, param), arm.get("latencies_s") or []) for entry, arm in explain.paired_arms(report)]
+    points = [p for p, _ in pairs]
+    measured = [(p, lat) for p, lat in pairs if _median(p) is not None]
     summary = {"param": param, "points": points, "best": None, "best_text": "No setting finished a repetition."}
     if not measured:
         return summary
-    best = max(measured, key=_median)
-    rivals = [p for p in measured if p is not best]
+    best, best_latencies = max(measured, key=lambda pair: _median(pair[0]))
+    rivals = [(p, lat) for p, lat in measured if p is not best]
     s = best["speedup"]
-    clearly = bool(rivals) and all(
-        s["ci_low"] is not None and (p["speedup"]["ci_high"] or 0.0) < s["ci_low"] for p in rivals
-    )
-    text = f"Best: {best['label']} at {s['median']:.2f}x (95% interval {s['ci_low']:.2f}-{s['ci_high']:.2f}x)"
+    versus = stats.compare_with_best(best_latencies, [lat for _, lat in rivals])
+    text = f"Best: {best['label']} at {s['median']:.2f}× over plain ({interval_phrase(s)})"
+    family = versus["family_level"]
     if not rivals:
         text += "."
-    elif clearly:
-        text += ", clearly ahead of every other setting."
+    elif versus["clear"]:
+        text += (f", clearly ahead of every other setting ({level_words(family)} sure of all "
+                 f"{len(rivals)} run-by-run comparisons together).")
+    elif family is None or family < stats.MIN_LEVEL:
+        runs = min((c["n"] for c in versus["comparisons"]), default=0)
+        text += (f"; {'one run' if runs <= 1 else f'{runs} runs'} of each setting {'is' if runs <= 1 else 'are'} "
+                 "too few to tell the settings apart.")
     else:
-        close = [p["label"] for p in rivals if (p["speedup"]["ci_high"] or 0.0) >= (s["ci_low"] or 0.0)]
-        text += f"; its interval overlaps {', '.join(close)}, so those are not clearly slower."
+        close = [p["label"] for (p, _), c in zip(rivals, versus["comparisons"]) if not c["ci_low"] > 1.0]
+        text += (f"; it is not clearly faster than {', '.join(close)} ({level_words(family)} sure of the "
+                 f"{len(rivals)} run-by-run comparisons together).")
     summary["best"] = {"arm": best["arm"], "label": best["label"], "value": best["value"],
-                       "schedule": best["schedule"], "speedup": s, "clear": clearly}
+                       "schedule": best["schedule"], "speedup": s, "clear": versus["clear"],
+                       "family_level": family,
+                       "versus": [{"arm": p["arm"], "label": p["label"], "speedup": c}
+                                  for (p, _), c in zip(rivals, versus["comparisons"])]}
     summary["best_text"] = text
     return summary
 

@@ -6,6 +6,11 @@ Not collected by pytest: it is a benchmark (it proves speed), and its numbers de
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, without installing
+
 import argparse
 import statistics
 import time

@@ -12,8 +12,12 @@ Not collected by pytest: it is a benchmark (it proves speed), and its numbers de
 
 from __future__ import annotations
 
-import argparse
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, without installing
+
+import argparse
 
 import torch
 from torch.utils import benchmark
@@ -83,8 +87,9 @@ def main() -> int:
     report = runner.run_to_report(request, store).to_dict()
     entry = report["comparison"][0]
     ours = entry["speedup"]
-    print(f"AssistLab: {entry['arm']}: speedup {ours['median']:.3f} "
-          f"(interval {ours['ci_low']:.3f}-{ours['ci_high']:.3f}, n={ours['n']})")
+    low, high = ours.get("ci_low"), ours.get("ci_high")
+    interval = f"{low:.3f}-{high:.3f} at level {ours.get('level')}" if low is not None else "no interval"
+    print(f"AssistLab: {entry['arm']}: speedup {ours['median']:.3f} ({interval}, n={ours['n']})")
     print(f"AssistLab settings: {report['arms'][1].get('settings')}")
 
     ref = reference_speedup(store, request, args.min_run_time)

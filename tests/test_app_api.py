@@ -11,7 +11,7 @@ import html
 from assistlab import panels, ui
 from assistlab.config import CPU_DEFAULTS
 from assistlab.errors import InputError
-from assistlab.report import speedup_sentence
+from assistlab.report import is_busy, speedup_sentence
 
 # gradio's own queue bookkeeping trips pandas deprecation warnings; they are not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
@@ -47,10 +47,11 @@ def test_compare_returns_the_complete_report(client):
     assert report["environment"]["device"] == "cpu"
     assert report["request"]["warmup"] == 1
     lines = headline.splitlines()[:2]  # one line per assisted arm; a note on noisy timings may follow
-    assert [line.split(" was ")[0] for line in lines] == names[1:]
-    assert all("×" in line for line in lines)
+    # Two repetitions: each arm's line is a range of 2 runs, with no verdict drawn from it.
+    assert [line.split(" ran at ")[0] for line in lines] == names[1:]
+    assert all("×" in line and "range of 2 runs" in line and " was " not in line for line in lines)
     # The API's headline and the command line speak with one voice.
-    assert lines == [speedup_sentence(entry) for entry in report["comparison"]]
+    assert lines == [speedup_sentence(entry, busy=is_busy(report)) for entry in report["comparison"]]
     assert all(arm["text_segments"] for arm in report["arms"][1:])
 
 
@@ -252,7 +253,8 @@ def test_each_token_is_marked_by_where_it_came_from():
 
 
 def _explained(**entry):
-    base = {"arm": "assistant: small (k=5)", "speedup": {"median": 1.3, "ci_low": 1.2, "ci_high": 1.4, "n": 5},
+    base = {"arm": "assistant: small (k=5)", "speedup": {"median": 1.3, "ci_low": 1.2, "ci_high": 1.4, "n": 5,
+                                                         "level": 0.9375, "interval": "order-statistic"},
             "alpha": 0.8, "c": 0.1, "k": 5.0, "predicted_speedup": 2.0, "acceptance_rate": 0.7,
             "limit": "Overhead limits this pair: <it measures 1.30x>.",
             "analysis": {"best_k": 6, "best_k_speedup": 2.01}}
@@ -267,7 +269,7 @@ def _explained(**entry):
 def test_the_why_panel_puts_prediction_beside_measurement():
     page = panels.why_html(_explained())
     assert 'id="al-why"' in page and page.count('class="al-why-card"') == 1
-    assert "1.30×" in page and "(1.20–1.40×)" in page and "2.00×" in page
+    assert "1.30×" in page and "(1.20–1.40×, 93.7%)" in page and "2.00×" in page
     assert "<th>α</th><td>0.80</td>" in page and "<th>c</th><td>0.10</td>" in page and "<th>k</th><td>5</td>" in page
     assert "&lt;it measures 1.30x&gt;" in page and "<it " not in page
     assert "Leviathan et al. 2023" in page
@@ -281,16 +283,39 @@ def test_the_why_panel_puts_prediction_beside_measurement():
 
 
 def test_the_ranking_needs_two_assisted_arms():
-    row = {"arm": "a<b", "rank": 1, "speedup": 1.3, "ci_low": 1.2, "ci_high": 1.4, "acceptance_rate": 0.7,
+    row = {"arm": "a<b", "rank": 1, "speedup": 1.3, "ci_low": 1.2, "ci_high": 1.4, "n": 3, "level": 0.75,
+           "interval": "range", "clearly_first": False, "family_level": None, "acceptance_rate": 0.7,
            "c": 0.1, "alpha": 0.8, "predicted_speedup": 2.0, "limit": "Low acceptance limits this pair."}
     report = {"arms": [{"name": "plain"}, {"name": "a<b"}, {"name": "z"}], "ranking": [row]}
     assert panels.ranking_html(report) == ""
     report["ranking"] = [row, {"arm": "z", "rank": None, "speedup": None, "error": "ran out of memory"}]
     table = panels.ranking_html(report)
     assert 'id="al-ranking"' in table and table.count("<tr>") == 3
-    assert all(h in table for h in ("Rank", "Speedup (95% interval)", "Accepted", "α", "Predicted", "What limits it"))
+    assert all(h in table for h in ("Rank", "Speedup (interval, its level)", "Accepted", "α", "Predicted",
+                                    "What limits it"))
+    assert "95%" not in table and "(range of 3 runs 1.20–1.40×)" in table
     assert "a&lt;b" in table and "1.30×" in table and "2.00×" in table and "Low acceptance" in table
     assert "ran out of memory" in table and "failed" in table
+
+
+def test_the_ranking_says_whether_the_first_is_ahead():
+    def row(name, rank, **extra):
+        return {"arm": name, "rank": rank, "speedup": 1.5 - rank / 10, "ci_low": 1.1, "ci_high": 1.6, "n": 10,
+                "level": 1002 / 1024, "interval": "order-statistic", "clearly_first": None, "family_level": None,
+                "behind_first": None, **extra}
+
+    arms = [{"name": "plain"}, {"name": "a"}, {"name": "b"}, {"name": "c"}]
+    clear = [row("a", 1, clearly_first=True, family_level=1 - 44 / 1024),
+             row("b", 2, behind_first={"ci_low": 1.05}), row("c", 3, behind_first={"ci_low": 1.2})]
+    assert "a is clearly ahead of every other arm (95.7% sure of the 2 run-by-run comparisons together)." in (
+        panels.ranking_html({"arms": arms, "ranking": clear}))
+    close = [row("a", 1, clearly_first=False, family_level=1 - 44 / 1024),
+             row("b", 2, behind_first={"ci_low": 0.97}), row("c", 3, behind_first={"ci_low": 1.2})]
+    assert "Ranked by median; a is not clearly ahead of b (95.7% sure" in panels.ranking_html(
+        {"arms": arms, "ranking": close})
+    few = [row("a", 1, clearly_first=False, family_level=0.5), row("b", 2), row("c", 3)]
+    note = panels.ranking_html({"arms": arms, "ranking": few})
+    assert "Ranked by median only: too few runs to be sure of this order." in note and "clearly ahead" not in note
 
 
 def test_launch_options_read_the_environment():

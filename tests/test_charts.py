@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from assistlab import charts, report as report_mod
+from assistlab import charts, report as report_mod, stats
 from assistlab.config import ArmSpec, BenchRequest
 from assistlab.runner import run_to_report
 from assistlab.sweep import run_sweep
@@ -36,7 +36,8 @@ def swept(models_dir, store) -> dict:
     """A real draft-length sweep on tiny models: k=1, k=3 and the heuristic schedule against one plain baseline."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
-        request = BenchRequest(target="target", arms=(ArmSpec("assistant", "target-copy"),), max_new_tokens=8,
+        request = BenchRequest(target="target", arms=(ArmSpec("assistant", "target-copy", num_assistant_tokens=5),),
+                               max_new_tokens=8,
                                repeats=2, warmup=0, prompt="write me a long essay on deep learning")
         sweep_report, _summary = run_sweep(request, store, values=(1, 3))
         return sweep_report.to_dict()
@@ -91,6 +92,9 @@ def test_speedup_marker_and_interval_come_from_the_comparison(report):
         assert trace.x[0] == pytest.approx(s["median"])
         assert trace.x[0] + trace.error_x.array[0] == pytest.approx(s["ci_high"])
         assert trace.x[0] - trace.error_x.arrayminus[0] == pytest.approx(s["ci_low"])
+        # The hover says what the bar is: two runs are a range, not a 95% interval.
+        assert trace.customdata[0][3] == f"range of 2 runs {s['ci_low']:.2f}–{s['ci_high']:.2f}×"
+        assert "%{customdata[3]}" in trace.hovertemplate and "95%" not in trace.hovertemplate
     assert any(shape.x0 == 1.0 and shape.x1 == 1.0 for shape in fig.layout.shapes)
 
 
@@ -153,6 +157,7 @@ def test_the_sweep_chart_shows_every_setting_with_interval_prediction_and_best(s
         assert measured.y[i] == pytest.approx(s["median"])
         assert measured.y[i] + measured.error_y.array[i] == pytest.approx(s["ci_high"])
         assert measured.y[i] - measured.error_y.arrayminus[i] == pytest.approx(s["ci_low"])
+        assert measured.customdata[i][3] == f"range of 2 runs {s['ci_low']:.2f}–{s['ci_high']:.2f}×"
     best = [p["arm"] for p in summary["points"]].index(summary["best"]["arm"])
     assert [sym == "star" for sym in measured.marker.symbol] == [i == best for i in range(3)]
     assert list(predicted.y) == pytest.approx([p["predicted_speedup"] for p in summary["points"]])
@@ -160,6 +165,7 @@ def test_the_sweep_chart_shows_every_setting_with_interval_prediction_and_best(s
     assert any(shape.y0 == 1.0 and shape.y1 == 1.0 for shape in fig.layout.shapes)
     assert fig.layout.xaxis.title.text == "draft length (num_assistant_tokens)"
     assert summary["best_text"].startswith(f"Best: {summary['best']['label']}")
+    assert summary["best_text"].endswith("2 runs of each setting are too few to tell the settings apart.")
 
 
 def test_the_sweep_chart_is_pure_and_skips_settings_without_a_run(swept):
@@ -174,14 +180,19 @@ def test_the_sweep_chart_is_pure_and_skips_settings_without_a_run(swept):
 def test_the_real_report_gets_a_headline(report):
     text = charts.headline(report)
     assert text.count("×") >= 2
-    assert "prompt-lookup (k=10) was" in text
-    json.dumps(text)
+    assert "prompt-lookup (k=10) ran at" in text
+    # Two repetitions are a range of 2 runs, never called faster or slower.
+    assert text.count("range of 2 runs") == 2 and "faster" not in text and "slower" not in text
+    assert json.loads(json.dumps(text)) == text
+    assert all(c["speedup"]["level"] == 0.5 and c["speedup"]["interval"] == "range" for c in report["comparison"])
 
 
 # ---------------------------------------------------------------- the headline, on hand-made reports
 
 
-def _made(median, low, high, n=5, identical=True, first=None, status="complete", sampling=False, error=None):
+def _made(median, low, high, n=20, identical=True, first=None, status="complete", sampling=False, error=None):
+    level = stats.median_interval([0.0] * n)["level"] if n else None  # the level stats gives n runs
+    kind = "order-statistic" if level is not None and level >= 0.9 else "range"
     return {
         "status": status,
         "request": {"do_sample": sampling},
@@ -194,7 +205,8 @@ def _made(median, low, high, n=5, identical=True, first=None, status="complete",
              "error": error, "latency_summary": {"n": n, "median": 1.0 / median, "iqr": 0.0}},
         ],
         "comparison": [
-            {"arm": "assistant: small (k=5)", "speedup": {"median": median, "ci_low": low, "ci_high": high, "n": n},
+            {"arm": "assistant: small (k=5)",
+             "speedup": {"median": median, "ci_low": low, "ci_high": high, "n": n, "level": level, "interval": kind},
              "outputs_identical": identical, "first_difference": first}
         ],
     }
@@ -202,7 +214,8 @@ def _made(median, low, high, n=5, identical=True, first=None, status="complete",
 
 def test_headline_faster():
     assert charts.headline(_made(1.17, 1.12, 1.21)) == (
-        "assistant: small (k=5) was 1.17× faster (95% interval 1.12–1.21×); outputs identical."
+        "assistant: small (k=5) was 1.17× faster (95.8% sure the speedup lies between 1.12× and 1.21×); "
+        "outputs identical."
     )
 
 
@@ -211,25 +224,60 @@ def test_the_headline_and_the_command_line_share_one_sentence():
     made["comparison"][0]["acceptance_rate"] = 0.83
     sentence = report_mod.speedup_sentence(made["comparison"][0])
     assert sentence == (
-        "assistant: small (k=5) was 1.17× faster (95% interval 1.12–1.21×); 83% of drafted tokens accepted; "
-        "outputs identical."
+        "assistant: small (k=5) was 1.17× faster (95.8% sure the speedup lies between 1.12× and 1.21×); "
+        "83% of drafted tokens accepted; outputs identical."
     )
     assert charts.headline(made) == sentence
 
 
 def test_headline_says_slower_when_slower():
     text = charts.headline(_made(0.76, 0.70, 0.80))
-    assert text.startswith("assistant: small (k=5) was slower, 0.76× as fast as plain (95% interval 0.70–0.80×)")
+    assert text.startswith(
+        "assistant: small (k=5) was slower, 0.76× as fast as plain (95.8% sure the speedup lies between 0.70× and 0.80×)"
+    )
     assert "faster" not in text
 
 
 def test_headline_does_not_claim_a_difference_the_interval_does_not_show():
     text = charts.headline(_made(1.05, 0.97, 1.12))
-    assert "1.05×, no clear difference from plain (95% interval 0.97–1.12× contains 1×)" in text
+    assert ("1.05×, no clear difference from plain (95.8% sure the speedup lies between 0.97× and 1.12×, "
+            "which contains 1×)") in text
     assert "faster" not in text and "slower" not in text
-    assert report_mod.verdict({"median": 1.05, "ci_low": 0.97, "ci_high": 1.12, "n": 5}) == "unclear"
-    assert report_mod.verdict({"median": 1.05, "ci_low": 1.01, "ci_high": 1.12, "n": 5}) == "faster"
-    assert report_mod.verdict({"median": 0.95, "ci_low": 0.90, "ci_high": 0.99, "n": 5}) == "slower"
+    five = {"n": 5, "level": 0.9375, "interval": "order-statistic"}
+    assert report_mod.verdict({"median": 1.05, "ci_low": 0.97, "ci_high": 1.12, **five}) == "unclear"
+    assert report_mod.verdict({"median": 1.05, "ci_low": 1.01, "ci_high": 1.12, **five}) == "faster"
+    assert report_mod.verdict({"median": 0.95, "ci_low": 0.90, "ci_high": 0.99, **five}) == "slower"
+
+
+def test_the_level_is_said_as_it_is():
+    five = charts.headline(_made(1.3, 1.2, 1.4, n=5))
+    assert "was 1.30× faster (93.7% sure the speedup lies between 1.20× and 1.40×)" in five
+    ten = charts.headline(_made(1.3, 1.2, 1.4, n=10))
+    assert "(97.8% sure the speedup lies between 1.20× and 1.40×)" in ten
+    assert report_mod.level_words(0.95) == "95%" and report_mod.level_words(0.75) == "75%"
+    assert report_mod.level_words(1 - 2 / 2**20) == "99.9%"  # rounded down: never says 100%
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_a_range_of_few_runs_is_never_faster_or_slower(n):
+    # Every run faster (or every run slower), far from 1×: still too few runs for a 90% interval.
+    for median, low, high in ((1.5, 1.4, 1.6), (0.5, 0.4, 0.6)):
+        text = charts.headline(_made(median, low, high, n=n))
+        assert f"ran at {median:.2f}× the speed of plain (range of {n} runs {low:.2f}–{high:.2f}×: too few to be sure)" in text
+        assert "faster" not in text and "slower" not in text and "95%" not in text
+        assert report_mod.verdict(_made(median, low, high, n=n)["comparison"][0]["speedup"]) == "too few"
+
+
+def test_verdicts_follow_the_statistics_module():
+    # A real speedup of five runs, all faster: the first n at which stats gives a 90% interval.
+    five = stats.speedup([1.3, 1.25, 1.4, 1.2, 1.35], [1.0] * 5)
+    assert report_mod.verdict(five) == "faster"
+    assert report_mod.interval_phrase(five) == "93.7% sure the speedup lies between 1.20× and 1.40×"
+    four = stats.speedup([1.3, 1.25, 1.4, 1.2], [1.0] * 4)
+    assert report_mod.verdict(four) == "too few"
+    assert report_mod.interval_phrase(four) == "range of 4 runs 1.20–1.40×: too few to be sure"
+    assert report_mod.interval_cell(four) == "range of 4 runs 1.20–1.40×"
+    assert report_mod.interval_cell(five) == "1.20–1.40×, 93.7%"
 
 
 def test_headline_names_the_first_differing_token():
@@ -243,7 +291,8 @@ def test_headline_names_the_first_differing_token():
 
 def test_headline_with_one_repetition_has_no_interval():
     text = charts.headline(_made(0.9, 0.9, 0.9, n=1))
-    assert "was slower, 0.90× as fast as plain (one repetition, so no interval)" in text
+    assert "ran at 0.90× the speed of plain (one repetition, so no interval)" in text
+    assert "slower" not in text
 
 
 def test_an_arm_without_a_repetition_is_said_so():

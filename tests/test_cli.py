@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from transformers import GenerationConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +34,10 @@ def test_bench_writes_a_complete_report(models_dir, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     table = result.stdout
-    assert "plain" in table and "universal: assistant-other (k=5)" in table and "prompt-lookup (k=10)" in table
+    assert "plain" in table and "universal: assistant-other (transformers defaults)" in table
+    assert "prompt-lookup (k=10)" in table
+    assert "num_assistant_tokens 20 (transformers default)" in table  # the settings line, with their sources
+    assert "Repetitions: a fixed 2 asked for; 2 in " in table
     assert "×" in table and "outputs identical" in table
     report = json.loads(out_json.read_text())
     assert report["schema"] == 1
@@ -46,8 +50,11 @@ def test_bench_writes_a_complete_report(models_dir, tmp_path):
     for arm in report["arms"][1:]:
         assert len(arm["drafted_tokens"]) == 2 and len(arm["accepted_tokens"]) == 2
     for entry in report["comparison"]:
-        assert set(entry["speedup"]) >= {"median", "ci_low", "ci_high"}
+        assert set(entry["speedup"]) >= {"median", "ci_low", "ci_high", "level", "n", "interval"}
+        # Two repetitions: a range of 2 runs at its true 50%, never a verdict.
+        assert (entry["speedup"]["level"], entry["speedup"]["interval"]) == (0.5, "range")
         assert set(entry) >= {"acceptance_rate", "outputs_identical", "first_difference"}
+    assert table.count("range of 2 runs") == 2 and "95%" not in table and "bootstrap" not in table
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 6 and {r["arm"] for r in rows} == {a["name"] for a in report["arms"]}
 
@@ -95,6 +102,8 @@ def test_sweep_and_cost_model_on_the_command_line(models_dir, tmp_path):
     assert "Sweep of num_assistant_tokens: Best:" in result.stdout
     assert "why: alpha 1.00" in result.stdout  # a copy of the target is always accepted
     report = json.loads(out_json.read_text())
-    assert [p["value"] for p in report["sweep"]["points"]] == [2, 4, 5]
+    # the adaptive point starts from transformers' default draft length, the base arm having set none
+    default_k = GenerationConfig._get_default_generation_params()["num_assistant_tokens"]
+    assert [p["value"] for p in report["sweep"]["points"]] == [2, 4, default_k]
     assert [p["schedule"] for p in report["sweep"]["points"]] == ["constant", "constant", "heuristic"]
     assert {r["arm"] for r in report["ranking"]} == {c["arm"] for c in report["comparison"]}

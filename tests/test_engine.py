@@ -4,6 +4,7 @@ import itertools
 
 import pytest
 import torch
+from transformers import GenerationConfig
 
 from assistlab import models, runner, strategies
 from assistlab.config import ArmSpec, BenchRequest
@@ -26,7 +27,8 @@ ALL_STRATEGIES = [
     ArmSpec("universal", "assistant-other"),
     ArmSpec("prompt-lookup", prompt_lookup_num_tokens=3),
     ArmSpec("early-exit", early_exit_layer=2),
-    ArmSpec("auto", "target-copy"),
+    # k=5 with the confidence threshold off, so every draft is full length (see the acceptance test below)
+    ArmSpec("auto", "target-copy", num_assistant_tokens=5, assistant_confidence_threshold=0.0),
 ]
 
 
@@ -49,6 +51,25 @@ def test_every_arm_does_equal_work(full_report):
         assert arm["error"] is None
         assert arm["new_tokens"] == [TOKENS, TOKENS], arm["name"]
         assert len(arm["latencies_s"]) == 2  # warm-up excluded
+
+
+def test_every_arm_reports_its_drafting_settings(full_report):
+    params = GenerationConfig._get_default_generation_params()
+    plain, same, universal, lookup, early, copy = full_report["arms"]
+    assert plain["settings"] == {}
+    assert same["name"] == "assistant: assistant-same (transformers defaults)"
+    for arm in (same, universal, early):
+        for knob in ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold"):
+            assert arm["settings"][knob] == params[knob] and arm["settings"]["source"][knob] == "transformers default"
+        assert arm["settings"]["threshold_adaptation"] is False  # no scikit-learn here, and never for universal
+    assert universal["settings"]["assistant_lookbehind"] == params["assistant_lookbehind"]
+    assert "assistant_lookbehind" not in same["settings"]
+    assert lookup["settings"]["prompt_lookup_num_tokens"] == 3
+    assert lookup["settings"]["source"]["prompt_lookup_num_tokens"] == "set by you"
+    assert (copy["settings"]["num_assistant_tokens"], copy["settings"]["assistant_confidence_threshold"]) == (5, 0.0)
+    assert copy["settings"]["source"]["num_assistant_tokens"] == "set by you"
+    whats = " ".join(c["what"] for c in full_report["environment"]["changes_from_transformers"])
+    assert "eos_token_id=-1" in whats and "cache_implementation" in whats and "prompt_lookup_num_tokens" in whats
 
 
 def test_greedy_assisted_output_equals_plain(full_report):
@@ -112,15 +133,22 @@ def test_fake_clock_gives_exact_latencies(allowed_models, store):
     assert report["comparison"][0]["speedup"]["median"] == pytest.approx((TOKENS + 1) / (steps + 1))
 
 
-def test_runs_are_interleaved_and_warmup_comes_first(allowed_models, store):
+def test_runs_are_interleaved_in_rotated_order_and_warmup_comes_first(allowed_models, store):
     request = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), prompt=PROMPT,
                            max_new_tokens=4, repeats=3, warmup=2)
     events = [e for e in runner.run_benchmark(request, store) if e.kind == "run"]
     names = [(e.warmup, e.message.split(":")[0]) for e in events]
-    assert names == [(True, "plain"), (True, "prompt-lookup (k=10)")] * 2 + [
-        (False, "plain"), (False, "prompt-lookup (k=10)")] * 3
+    plain, lookup = "plain", "prompt-lookup (k=10)"
+    # round r starts at arm r mod 2: warm-ups 0 and 1, then repetitions 0, 1 and 2
+    assert names == [(True, plain), (True, lookup), (True, lookup), (True, plain),
+                     (False, plain), (False, lookup), (False, lookup), (False, plain), (False, plain), (False, lookup)]
     assert [e.done for e in events] == list(range(1, 11))
     assert all(e.total == 10 for e in events)
+    data = events[-1].report.to_dict()
+    assert data["orders"] == [[0, 1], [1, 0], [0, 1]]
+    assert data["warmup_orders"] == [[0, 1], [1, 0]]
+    assert data["arms"][0]["positions"] == [0, 1, 0] and data["arms"][1]["positions"] == [1, 0, 1]
+    assert [row.split(",")[-1] for row in events[-1].report.to_csv().splitlines()[1:]] == ["0", "1", "1", "0", "0", "1"]
 
 
 def test_stop_between_runs_keeps_what_was_measured(allowed_models, store):
@@ -134,9 +162,12 @@ def test_stop_between_runs_keeps_what_was_measured(allowed_models, store):
         final = event
     assert final.kind == "done" and final.report.status == "stopped"
     data = final.report.to_dict()
-    assert data["counted_repetitions"] == 2 and data["planned_repetitions"] == 5
-    assert "Stopped" in data["message"]
-    assert len(runs) == 3  # plain, lookup, plain: the stop took effect before the fourth run
+    # rotated: plain, lookup (repetition 1), then lookup, plain (repetition 2); the stop came before the fourth
+    assert len(runs) == 3
+    assert data["counted_repetitions"] == 1 and data["planned_repetitions"] == 5
+    assert [len(a["latencies_s"]) for a in data["arms"]] == [1, 2]
+    assert data["stopping"]["ended_by"] == "stopped" and data["stopping"]["repetitions"] == 1
+    assert "Stopped after 1 of 5 repetitions" in data["message"]
 
 
 def test_auto_picks_by_comparing_tokenizers(allowed_models, store):
@@ -156,7 +187,9 @@ def test_early_exit_beyond_depth_is_refused(allowed_models, store):
 
 
 def test_heuristic_schedule_starts_afresh_each_run(allowed_models, store):
-    spec = ArmSpec("assistant", "target-copy", num_assistant_tokens=2, num_assistant_tokens_schedule="heuristic")
+    # threshold 0: transformers' default 0.4 would stop a random model's drafts early, hiding the schedule
+    spec = ArmSpec("assistant", "target-copy", num_assistant_tokens=2, num_assistant_tokens_schedule="heuristic",
+                   assistant_confidence_threshold=0.0)
     report = bench(store, [spec], repeats=2, warmup=1).to_dict()
     traces = report["arms"][1]["trace"]
     # every run begins with the configured 2 drafts, although the heuristic grew it during the previous run

@@ -6,7 +6,7 @@ import math
 import pytest
 from transformers import AutoTokenizer
 
-from assistlab import explain, models, runner, strategies
+from assistlab import explain, models, runner, stats, strategies
 from assistlab.config import ArmSpec, BenchRequest
 from assistlab.report import RunRecord
 
@@ -155,6 +155,52 @@ def test_cost_model_limits():
         explain.cost_model(1.2, 0.1, 3)
 
 
+def test_cost_model_with_a_verification_line_by_hand():
+    # alpha 0.5, k 3, c 0.1, verifying n tokens costs 0.8 + 0.1 n: step 0.3 + 1.2 = 1.5; 1.875 / 1.5 = 1.25.
+    model = explain.cost_model(0.5, 0.1, 3, verify=(0.8, 0.1))
+    assert model["step_cost"] == pytest.approx(1.5)
+    assert model["predicted_speedup"] == pytest.approx(1.25)
+    # k=1: 1.5/1.1 = 1.364; k=2: 1.75/1.3 = 1.346: dearer verification favours shorter drafts.
+    assert model["best_k"] == 1 and model["best_k_speedup"] == pytest.approx(1.5 / 1.1)
+
+
+def test_fit_verify_cost_by_hand():
+    # Points (1, 1.0), (1, 1.2), (5, 2.0), (5, 2.2): means 1.1 at 1 and 2.1 at 5, so b = 0.25, a = 0.85.
+    fit = explain.fit_verify_cost([(1, 1.0), (1, 1.2), (5, 2.0), (5, 2.2)])
+    assert fit["a"] == pytest.approx(0.85) and fit["b"] == pytest.approx(0.25)
+    assert (fit["points"], fit["tokens_min"], fit["tokens_max"]) == (4, 1, 5)
+    flat = explain.fit_verify_cost([(3, 1.5), (3, 2.5)])  # one token count: no slope to find
+    assert flat["a"] == pytest.approx(2.0) and flat["b"] == 0.0
+    assert explain.fit_verify_cost([]) is None
+
+
+def test_verify_points_take_step_length_minus_drafting_and_skip_the_prefill_step():
+    probe = {"step_s": [0.9, 0.05, 0.04], "draft_s": [0.5, 0.02, 0.01], "verify_tokens": [30, 4, 2],
+             "drafted": [3, 3, 1]}
+    # Step 2: (0.05 - 0.02) / 0.01 = 3 steps for 4 tokens; step 3: 0.03 / 0.01 = 3 for 2.
+    assert explain.verify_points(probe, 0.01) == [(4, pytest.approx(3.0)), (2, pytest.approx(3.0))]
+    assert explain.plain_points([[0.0, 0.01, 0.03]], 0.01) == [(1, pytest.approx(1.0)), (1, pytest.approx(2.0))]
+
+
+def test_prediction_costs_each_step_at_its_own_draft_length():
+    # Prompt lookup: one step drafted 4 (alpha 0.5: 1.9375 tokens), one drafted nothing (1 token).
+    # c 0.05, verify 0.9 + 0.1 n: costs 0.2 + 1.4 = 1.6 and 0 + 1.0 = 1.0; speedup 2.9375 / 2.6.
+    assert explain.predict_speedup(0.5, 0.05, [4, 0], (0.9, 0.1)) == pytest.approx(2.9375 / 2.6)
+    # The ideal model: costs 1.2 and 1.0.
+    assert explain.predict_speedup(0.5, 0.05, [4, 0]) == pytest.approx(2.9375 / 2.2)
+    # With one k for every step it is cost_model's speedup.
+    assert explain.predict_speedup(0.5, 0.1, [3, 3], (0.8, 0.1)) == pytest.approx(1.25)
+
+
+def test_break_even_alpha_by_hand():
+    # k 1, c 0.5, ideal verify: a step costs 1.5 and yields 1 + alpha, so alpha = 0.5 breaks even.
+    assert explain.break_even_alpha(0.5, [1]) == pytest.approx(0.5, abs=1e-5)
+    # k 2, c 0.5, verify 0.5 + 0.5 n: 1 + 2 = 3 per step, but at most 3 tokens: even only at alpha 1.
+    assert explain.break_even_alpha(0.5, [2], (0.5, 0.5)) == pytest.approx(1.0, abs=1e-5)
+    assert explain.break_even_alpha(0.6, [2], (0.5, 0.5)) is None  # 3.2 per step: never pays
+    assert explain.break_even_alpha(0.0, [2], (0.2, 0.1)) == 0.0  # 0.5 per step: pays even at alpha 0
+
+
 def test_the_three_shares_multiply_to_the_measured_speedup():
     # alpha 0.3, k 4: 0.99757 / 0.7 = 1.42510 tokens per step; predicted 1.42510 / 1.2 = 1.18758.
     predicted = explain.cost_model(0.3, 0.05, 4)["predicted_speedup"]
@@ -223,7 +269,16 @@ def test_explain_arm_by_hand():
     assert result["tokens_per_step_measured"] == pytest.approx(3.0)
     tokens = (1 - (8 / 11) ** 5) / (3 / 11)
     assert result["tokens_per_step_predicted"] == pytest.approx(tokens)
-    assert result["predicted_speedup"] == pytest.approx(tokens / (4 * result["c"] + 1))
+    # Verification: the plain steps are (1 token, 1.0 step) twice, the probe's later steps (5 tokens, 1.2
+    # steps) three times; the line through them is 0.95 + 0.05 * tokens.
+    assert result["verify_fit"]["a"] == pytest.approx(0.95) and result["verify_fit"]["b"] == pytest.approx(0.05)
+    assert result["predicted_speedup"] == pytest.approx(tokens / (4 / 12 + 1.2))
+    assert result["predicted_speedup_ideal"] == pytest.approx(tokens / (4 / 12 + 1))
+    assert result["prediction_error"] == pytest.approx(tokens / (4 / 12 + 1.2) / 1.0 - 1)
+    # Break even where 1 + a + a^2 + a^3 + a^4 = 4/12 + 1.2 = 1.5333: a = 0.3513 (0.35 gives 1.5304).
+    even = result["break_even_alpha"]
+    assert sum(even**i for i in range(5)) == pytest.approx(4 / 12 + 1.2, abs=1e-5)
+    assert 0.35 < even < 0.36
     assert result["limit_kind"] == "overhead"
     assert "costs 1.20 plain decode steps" in result["limit"]
 
@@ -271,6 +326,39 @@ def test_rank_arms_orders_by_speedup_and_keeps_failures_last():
     assert [r["rank"] for r in ranked] == [1, 2, 3, None]
     assert ranked[1]["c"] == 0.1 and ranked[1]["alpha"] == 0.7 and ranked[0]["c"] is None
     assert ranked[3]["error"] == "ran out of memory"
+    # No runs to pair: the first is not called clearly ahead.
+    assert ranked[0]["clearly_first"] is False and ranked[0]["family_level"] is None
+
+
+def _ranked_report(latencies: dict[str, list[float]]) -> dict:
+    plain = [1.0] * len(next(iter(latencies.values())))
+    arms = [{"name": "plain", "strategy": "plain", "error": None, "latencies_s": plain}]
+    comparison = []
+    for name, lat in latencies.items():
+        arms.append({"name": name, "strategy": "assistant", "error": None, "latencies_s": lat})
+        comparison.append({"arm": name, "speedup": stats.speedup(plain, lat)})
+    return {"arms": arms, "comparison": comparison}
+
+
+def test_rank_arms_says_whether_the_first_is_really_ahead():
+    jitter = [1.0, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0, 1.02, 0.98]
+    ranked = explain.rank_arms(_ranked_report({
+        "slow": [0.9 * j for j in jitter],
+        "fast": [0.6 * j for j in reversed(jitter)],
+        "mid": [0.8 * j for j in jitter],
+    }))
+    assert [r["arm"] for r in ranked] == ["fast", "mid", "slow"]
+    first = ranked[0]
+    assert first["clearly_first"] is True and first["family_level"] == 1 - 44 / 1024  # two rivals at 97.85%
+    assert first["n"] == 10 and first["level"] == 1002 / 1024 and first["interval"] == "order-statistic"
+    # Each rival's paired comparison: its latency over the first's, run by run.
+    assert ranked[1]["behind_first"]["median"] == pytest.approx(0.8 / 0.6, rel=0.05)
+    assert ranked[1]["behind_first"]["ci_low"] > 1.0 and ranked[1]["clearly_first"] is None
+    # Three runs each: the same order, but too few runs to call the first ahead.
+    few = explain.rank_arms(_ranked_report({"slow": [0.9] * 3, "fast": [0.6, 0.61, 0.59], "mid": [0.8] * 3}))
+    assert few[0]["arm"] == "fast" and few[0]["clearly_first"] is False
+    assert few[0]["family_level"] == 0.5  # 1 - 2 * (1 - 0.75)
+    assert few[1]["behind_first"]["interval"] == "range"
 
 
 # ---------------------------------------------------------------- on tiny random models
@@ -372,4 +460,14 @@ def test_the_report_carries_the_cost_model_of_every_assisted_arm(bench):
         assert result["analysis"]["limit_kind"] in explain.LIMIT_KINDS
         assert result["limit"].endswith(".")
         assert data["arms"][index]["probe"]["generator"]
+        assert math.isfinite(result["predicted_speedup_ideal"]) and math.isfinite(result["prediction_error"])
+        assert result["prediction_error"] == pytest.approx(
+            result["predicted_speedup"] / result["analysis"]["measured_speedup"] - 1
+        )
+        # One verification line for the target, from the plain steps and every probe's later steps.
+        fit = result["analysis"]["verify_fit"]
+        probes = [data["arms"][i]["probe"] for i in range(1, len(data["arms"]))]
+        plain_steps = sum(len(t["t_s"]) - 1 for t in data["arms"][0]["trace"])
+        assert fit["points"] == plain_steps + sum(len(p["drafted"]) - 1 for p in probes)
+        assert fit["tokens_min"] == 1 and fit["tokens_max"] > 1
     assert explain.estimate_alpha(zip(report.runs_of(1)[0].drafted, report.runs_of(1)[0].accepted)) == 1.0

@@ -1,6 +1,7 @@
 """Bad checkpoints, memory limits and failures end in one clear sentence, and the next request still works."""
 
 import json
+import socket
 import time
 
 import pytest
@@ -64,8 +65,19 @@ def test_bad_checkpoints_are_refused_clearly(bad_models, allowed_models, folder,
 
 
 def test_unreachable_hub_fails_within_seconds(monkeypatch):
+    """Nothing stubbed: the Hub's address is a loopback port nobody listens on, and offline mode is off.
+
+    Without the reachability check, huggingface_hub retries the download for about half a minute.
+    """
+    from huggingface_hub import constants
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again when the block ends: connections are refused
     monkeypatch.delenv(catalog.MODELS_DIR_ENV, raising=False)
-    monkeypatch.setattr(models, "_hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    assert models._hub_reachable(timeout=3.0) is False
     started = time.perf_counter()
     with pytest.raises(ModelLoadError, match="cannot be reached"):
         models.ModelStore().get("no-such-org/no-such-model-xyz", CPU, torch.float32)

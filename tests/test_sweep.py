@@ -2,7 +2,7 @@
 
 import pytest
 
-from assistlab import sweep
+from assistlab import stats, sweep
 from assistlab.config import ArmSpec, BenchRequest
 from assistlab.errors import InputError
 
@@ -53,48 +53,86 @@ def test_a_length_sweep_needs_a_drafting_arm():
         sweep.sweep_arms(request(ArmSpec("prompt-lookup")))
 
 
-def fake_report(medians_and_intervals):
-    arms = [{"name": "plain", "strategy": "plain", "spec": None, "error": None}]
+PLAIN = [1.0, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0, 1.02, 0.98]
+
+
+def fake_report(settings, plain=PLAIN):
+    """A sweep's report dict from per-setting latencies, numbers derived as the report derives them."""
+    arms = [{"name": "plain", "strategy": "plain", "spec": None, "error": None, "latencies_s": list(plain)}]
     comparison = []
-    for k, schedule, median, low, high in medians_and_intervals:
+    for k, schedule, latencies in settings:
         name = "assistant: x"  # names may repeat; arms pair with comparison entries by position
-        arms.append({"name": name, "strategy": "assistant", "error": None,
+        arms.append({"name": name, "strategy": "assistant", "error": None, "latencies_s": list(latencies),
                      "spec": {"num_assistant_tokens": k, "num_assistant_tokens_schedule": schedule}})
-        comparison.append({"arm": name, "acceptance_rate": 0.5,
-                           "speedup": {"median": median, "ci_low": low, "ci_high": high, "n": 3}})
+        comparison.append({"arm": name, "acceptance_rate": 0.5, "speedup": stats.speedup(plain, latencies)})
     return {"arms": arms, "comparison": comparison}
+
+
+def scaled(factor, jitter=(1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.02)):
+    return [factor * p * j for p, j in zip(PLAIN, jitter)]
 
 
 def test_summary_names_a_clear_winner():
     summary = sweep.summarize_sweep(fake_report([
-        (1, "constant", 1.2, 1.1, 1.3),
-        (3, "constant", 1.8, 1.7, 1.9),
-        (5, "heuristic", 1.5, 1.4, 1.6),
+        (1, "constant", scaled(1 / 1.2)),
+        (3, "constant", scaled(1 / 1.8)),
+        (5, "heuristic", scaled(1 / 1.5)),
     ]))
     assert [p["label"] for p in summary["points"]] == ["k=1", "k=3", "heuristic (from k=5)"]
-    assert summary["best"]["value"] == 3 and summary["best"]["schedule"] == "constant"
-    assert summary["best"]["clear"] is True
-    assert summary["best_text"] == "Best: k=3 at 1.80x (95% interval 1.70-1.90x), clearly ahead of every other setting."
+    best = summary["best"]
+    assert best["value"] == 3 and best["schedule"] == "constant" and best["clear"] is True
+    # Two rivals: each run-by-run comparison at >= 97.5%; at 10 runs that is the 2nd and 9th of the ratios,
+    # 1002/1024 each, so 1 - 2 * 22/1024 = 95.7% together.
+    assert best["family_level"] == 1 - 44 / 1024
+    assert [v["label"] for v in best["versus"]] == ["k=1", "heuristic (from k=5)"]
+    assert best["versus"][0]["speedup"]["median"] == pytest.approx(1.8 / 1.2)
+    s = best["speedup"]
+    assert summary["best_text"] == (
+        f"Best: k=3 at {s['median']:.2f}× over plain (97.8% sure the speedup lies between {s['ci_low']:.2f}× and "
+        f"{s['ci_high']:.2f}×), clearly ahead of every other setting (95.7% sure of all 2 run-by-run comparisons "
+        "together)."
+    )
 
 
 def test_summary_says_when_the_winner_is_within_noise():
+    k2 = scaled(1 / 1.5)
+    k3 = [lat * f for lat, f in zip(scaled(1 / 1.6), (1.0, 1.2, 0.9, 1.1, 0.95, 1.15, 0.9, 1.1, 1.0, 0.9))]
     summary = sweep.summarize_sweep(fake_report([
-        (2, "constant", 1.5, 1.3, 1.75),
-        (3, "constant", 1.6, 1.45, 1.8),
-        (5, "constant", None, None, None),  # a setting that failed
+        (2, "constant", k2),
+        (3, "constant", k3),
+        (5, "constant", []),  # a setting that failed
     ]))
     assert summary["best"]["value"] == 3 and summary["best"]["clear"] is False
-    assert "overlaps k=2" in summary["best_text"]
+    assert summary["best"]["family_level"] == 1002 / 1024  # one rival with runs: its own 97.85%
+    assert "; it is not clearly faster than k=2 (97.8% sure of the 1 run-by-run comparisons together)." in (
+        summary["best_text"])
     assert len(summary["points"]) == 3
 
 
+@pytest.mark.parametrize("runs", [1, 3])
+def test_a_sweep_of_few_runs_is_never_clearly_ahead(runs):
+    # The issue's case: 1.21× against 1.20× with one run each used to be "clearly ahead".
+    plain = PLAIN[:runs]
+    summary = sweep.summarize_sweep(fake_report([
+        (2, "constant", [p / 1.20 for p in plain]),
+        (3, "constant", [p / 1.21 for p in plain]),
+    ], plain=plain))
+    assert summary["best"]["value"] == 3 and summary["best"]["clear"] is False
+    text = summary["best_text"]
+    assert "clearly ahead" not in text and "95%" not in text
+    few = "one run of each setting is" if runs == 1 else "3 runs of each setting are"
+    assert text.endswith(f"; {few} too few to tell the settings apart.")
+    assert ("one repetition, so no interval" if runs == 1 else "range of 3 runs") in text
+
+
 def test_summary_of_nothing_measured():
-    summary = sweep.summarize_sweep(fake_report([(2, "constant", None, None, None)]))
+    summary = sweep.summarize_sweep(fake_report([(2, "constant", [])]))
     assert summary["best"] is None and summary["best_text"]
 
 
 def test_sweep_on_tiny_models_gives_one_result_per_setting(allowed_models, store):
-    base = request(ArmSpec("auto", "target-copy"), max_new_tokens=16, repeats=2, warmup=0, device="cpu")
+    base = request(ArmSpec("auto", "target-copy", num_assistant_tokens=5), max_new_tokens=16, repeats=2, warmup=0,
+                   device="cpu")
     events = list(sweep.sweep(base, store, values=(1, 5), schedules=("heuristic", "heuristic_transient")))
     final = events[-1]
     assert final.kind == "done" and final.report.status == "complete"

@@ -1,0 +1,258 @@
+"""What else used the machine during the timed runs: other processes' CPU time, and on CUDA the GPU.
+
+Each timed generate() call is one window: CPU times are read just before its clock starts and just after it
+stops (two reads of /proc, well under a millisecond, outside the timed span), so the figures cover the timed
+runs and nothing between them. Others' CPU time is the machine's busy time minus this process's, plus time
+the hypervisor stole. On CUDA, NVML (the `nvidia-ml-py` package) gives the GPU's other processes and their
+share of it; without the package or a driver the GPU part is recorded as unavailable, never an error.
+
+Thresholds (a result is flagged `busy-machine` at or above either):
+- CPU_BUSY_CORES = 0.25: a quarter of one core used by others, averaged over the timed runs. An idle
+  machine's background (daemons, a shell) stays well below it, typically 0.01 to 0.05 cores. torch's CPU
+  kernels split work over all its threads and wait for the slowest, so even part of one core taken from
+  one thread lengthens every step; and on a 2-core machine a quarter core is already 12% of it.
+- GPU_BUSY_PERCENT = 10: other processes kept the GPU's SMs busy a tenth of the time, which kernels from
+  this process then waited behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+CPU_BUSY_CORES = 0.25
+GPU_BUSY_PERCENT = 10.0
+
+
+@dataclass(frozen=True)
+class CpuReading:
+    """Cumulative CPU seconds at one moment: the whole machine's busy and stolen time, and this process's."""
+
+    wall_s: float
+    busy_s: float
+    steal_s: float
+    own_s: float
+
+
+@dataclass(frozen=True)
+class Window:
+    """One timed call: how long it lasted and what others used meanwhile."""
+
+    wall_s: float
+    others_cpu_s: float
+    steal_s: float
+    gpu_utilization: float | None = None  # percent of the time the GPU was busy, all processes
+    gpu_others_utilization: float | None = None  # percent, other processes only (None: not measurable)
+    gpu_other_processes: int | None = None
+
+    def __post_init__(self):
+        if self.wall_s < 0:
+            raise ValueError(f"wall_s must not be negative, got {self.wall_s}.")
+
+
+def read_cpu() -> CpuReading:
+    """psutil's view now: busy = user + nice + system + irq + softirq over all cores."""
+    import psutil
+
+    t = psutil.cpu_times()
+    busy = t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+    own = psutil.Process().cpu_times()
+    return CpuReading(time.monotonic(), busy, getattr(t, "steal", 0.0), own.user + own.system)
+
+
+def cpu_window(before: CpuReading, after: CpuReading) -> tuple[float, float, float]:
+    """(wall seconds, others' CPU seconds, stolen seconds) between two readings; negatives (tick rounding) are 0."""
+    own = after.own_s - before.own_s
+    steal = max(0.0, after.steal_s - before.steal_s)
+    others = max(0.0, after.busy_s - before.busy_s - own) + steal
+    return max(0.0, after.wall_s - before.wall_s), others, steal
+
+
+def summarize(windows: Sequence[Window], cpu_count: int, gpu_status: dict | None = None) -> dict:
+    """environment.contention: others' average share over all windows (time-weighted), the busiest window."""
+    wall = sum(w.wall_s for w in windows)
+    others = sum(w.others_cpu_s for w in windows)
+    cores = others / wall if wall > 0 else None
+    per_window = [w.others_cpu_s / w.wall_s for w in windows if w.wall_s > 0]
+    result = {
+        "windows": len(windows),
+        "timed_seconds": wall,
+        "cpu_count": cpu_count,
+        "other_cpu_cores": cores,
+        "other_cpu_percent": None if cores is None else 100.0 * cores / cpu_count,
+        "other_cpu_cores_busiest_window": max(per_window) if per_window else None,
+        "steal_cores": sum(w.steal_s for w in windows) / wall if wall > 0 else None,
+        "gpu": dict(gpu_status or {"available": False, "reason": "the runs were not on a GPU"}),
+        "thresholds": {"other_cpu_cores": CPU_BUSY_CORES, "gpu_others_percent": GPU_BUSY_PERCENT},
+    }
+    if result["gpu"].get("available"):
+        util = [w.gpu_utilization for w in windows if w.gpu_utilization is not None]
+        theirs = [(w.gpu_others_utilization, w.wall_s) for w in windows if w.gpu_others_utilization is not None]
+        counts = [w.gpu_other_processes for w in windows if w.gpu_other_processes is not None]
+        result["gpu"].update(
+            utilization_percent=sum(util) / len(util) if util else None,
+            others_utilization_percent=(
+                sum(u * s for u, s in theirs) / sum(s for _, s in theirs)
+                if theirs and sum(s for _, s in theirs) > 0 else None
+            ),
+            other_processes=max(counts) if counts else None,
+        )
+    return result
+
+
+def warnings(contention: dict | None) -> list[dict]:
+    """[{"code": "busy-machine", "message": ...}] when others used a meaningful share of the CPU or the GPU."""
+    if not contention:
+        return []
+    found = []
+    cores = contention.get("other_cpu_cores")
+    if cores is not None and cores >= CPU_BUSY_CORES:
+        found.append(
+            f"other processes used {cores:.2f} CPU cores on average ({contention['other_cpu_percent']:.0f}% of "
+            f"this machine's {contention['cpu_count']}) while the runs were timed"
+        )
+    gpu = contention.get("gpu") or {}
+    theirs = gpu.get("others_utilization_percent")
+    if theirs is not None and theirs >= GPU_BUSY_PERCENT:
+        found.append(f"other processes kept the GPU busy {theirs:.0f}% of the time while the runs were timed")
+    elif theirs is None and gpu.get("other_processes"):
+        found.append(
+            f"{gpu['other_processes']} other process(es) used the GPU while the runs were timed (how much could "
+            f"not be measured)"
+        )
+    if not found:
+        return []
+    reasons = "; ".join(found)
+    return [{
+        "code": "busy-machine",
+        "message": (
+            f"The machine was busy: {reasons}. Timings are slower and noisier than on an idle machine, so the "
+            f"result may not hold there; close other programs and run again to be sure."
+        ),
+    }]
+
+
+class _Nvml:
+    """The GPU a device index names, through NVML; `status` says why not when it cannot be read."""
+
+    def __init__(self, index: int):
+        self.status: dict = {"available": False}
+        self.handle = None
+        try:
+            import pynvml
+        except ImportError:
+            self.status["reason"] = "the nvidia-ml-py package is not installed"
+            return
+        try:
+            pynvml.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - no driver or library: recorded, never raised
+            self.status["reason"] = f"NVML could not start ({type(exc).__name__})"
+            return
+        self.nvml = pynvml
+        self._closer = weakref.finalize(self, _shutdown, pynvml)
+        try:
+            self.handle = self._handle(index)
+        except Exception as exc:  # noqa: BLE001
+            self.status["reason"] = f"NVML could not find the GPU ({type(exc).__name__})"
+            return
+        self.status = {"available": True}
+
+    def _handle(self, index: int):
+        import torch
+
+        uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "")
+        if uuid:
+            with contextlib.suppress(Exception):
+                return self.nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        return self.nvml.nvmlDeviceGetHandleByIndex(index)
+
+    def mark(self) -> int:
+        """NVML's timestamp (microseconds) for 'samples from now on'."""
+        return int(time.time() * 1e6)
+
+    def read(self, since: int) -> tuple[float | None, float | None, int | None]:
+        """(GPU utilisation %, other processes' SM %, other process count) since `since`; None where unreadable."""
+        nv, own = self.nvml, os.getpid()
+        util = theirs = count = None
+        with contextlib.suppress(Exception):
+            util = float(nv.nvmlDeviceGetUtilizationRates(self.handle).gpu)
+        pids: set[int] = set()
+        with contextlib.suppress(Exception):
+            pids |= {p.pid for p in nv.nvmlDeviceGetComputeRunningProcesses(self.handle)}
+        with contextlib.suppress(Exception):
+            pids |= {p.pid for p in nv.nvmlDeviceGetGraphicsRunningProcesses(self.handle)}
+        # In a container NVML reports host process ids: then this process is not among them by its own id.
+        visible = own in pids
+        count = len(pids - {own}) if visible else max(0, len(pids) - 1)
+        if visible:
+            try:
+                samples = nv.nvmlDeviceGetProcessUtilization(self.handle, since)
+                theirs = others_share([(s.pid, s.timeStamp, s.smUtil) for s in samples], own)
+            except Exception as exc:  # noqa: BLE001 - "not found" means no samples: nobody used it
+                theirs = 0.0 if type(exc).__name__ == "NVMLError_NotFound" else None
+        return util, theirs, count
+
+    def close(self) -> None:
+        closer = getattr(self, "_closer", None)
+        if closer is not None:
+            closer()
+
+
+def _shutdown(pynvml) -> None:
+    with contextlib.suppress(Exception):
+        pynvml.nvmlShutdown()
+
+
+def others_share(samples: Sequence[tuple[int, int, float]], own_pid: int) -> float:
+    """Other processes' SM utilisation (%) from NVML's per-process (pid, timestamp, sm%) samples.
+
+    NVML samples every process at the same moments; the share is others' summed sm% per sampling moment.
+    """
+    moments = {t for _, t, _ in samples}
+    if not moments:
+        return 0.0
+    return sum(sm for pid, _, sm in samples if pid != own_pid) / len(moments)
+
+
+class Monitor:
+    """Collects one Window per timed call; `record` is the live environment.contention dict."""
+
+    def __init__(
+        self,
+        device=None,
+        read_cpu: Callable[[], CpuReading] = read_cpu,
+        cpu_count: int | None = None,
+    ):
+        self._read_cpu = read_cpu
+        self.cpu_count = cpu_count or os.cpu_count() or 1
+        self.windows: list[Window] = []
+        self.gpu = _Nvml(device.index or 0) if device is not None and device.type == "cuda" else None
+        self.record: dict = {}
+        self._update()
+
+    @contextlib.contextmanager
+    def window(self) -> Iterator[None]:
+        """Around one timed call: read before, read after, add the window to the record."""
+        try:
+            before = self._read_cpu()
+        except Exception:  # noqa: BLE001 - psutil missing or /proc unreadable: no figures, never a failure
+            yield
+            return
+        since = self.gpu.mark() if self.gpu and self.gpu.handle is not None else None
+        yield
+        wall, others, steal = cpu_window(before, self._read_cpu())
+        gpu = self.gpu.read(since) if since is not None else (None, None, None)
+        self.windows.append(Window(wall, others, steal, *gpu))
+        self._update()
+
+    def _update(self) -> None:
+        self.record.clear()
+        self.record.update(summarize(self.windows, self.cpu_count, self.gpu.status if self.gpu else None))
+
+    def close(self) -> None:
+        if self.gpu is not None:
+            self.gpu.close()
