@@ -88,6 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sweep", choices=("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight"), default=None, help="instead of one setting, compare several draft lengths (or ensemble weights, next to the same arm verifying losslessly) of the first matching arm against one plain baseline")
     bench.add_argument("--sweep-values", default="1,2,3,5,8", help="draft lengths for --sweep (default: %(default)s)")
     bench.add_argument("--sweep-schedules", default="heuristic", help="adaptive schedules added to --sweep of num_assistant_tokens, comma-separated; '' for none (default: %(default)s)")
+    workload = bench.add_argument_group("workloads (a suite of prompts instead of one)")
+    suite_source = workload.add_mutually_exclusive_group()
+    suite_source.add_argument("--suite", choices=("spec-bench",), default=None, help="measure a Spec-Bench subset, one comparison per prompt, with per-category figures")
+    suite_source.add_argument("--suite-file", type=Path, default=None, help="measure your own prompts: JSON lines ({\"category\",\"prompt\"} or {\"category\",\"turns\"}), CSV with a prompt column, or text with blank lines between prompts")
+    workload.add_argument("--categories", default="", help="comma-separated categories (default: Spec-Bench's single-turn ones, or all of a file's)")
+    workload.add_argument("--per-category", default=None, help="prompts per category (default: 1 of Spec-Bench, all of a file)")
+    workload.add_argument("--selection", choices=("first", "sample"), default="first", help="the first N of each category, or a seeded sample (default: %(default)s)")
+    workload.add_argument("--selection-seed", default=0, help="seed of --selection sample (default: %(default)s)")
+    workload.add_argument("--turns", choices=("first", "both"), default="first", help="multi-turn prompts: the first turn only, or every turn after the target's own answers (default: %(default)s)")
     bench.add_argument("--json", type=Path, default=None, help="write the report as JSON here")
     bench.add_argument("--csv", type=Path, default=None, help="write one row per run as CSV here")
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -243,6 +252,90 @@ def format_table(data: dict) -> str:
     return "\n".join(out)
 
 
+def suite_request_from_args(args: argparse.Namespace):
+    """The SuiteRequest a --suite or --suite-file command line describes, or None for one prompt."""
+    from .suite import SuiteRequest
+
+    if args.suite is None and args.suite_file is None:
+        return None
+    if args.sweep:
+        raise InputError("--sweep compares draft lengths on one prompt; leave out --suite/--suite-file or --sweep.")
+    if args.prompt is not None or args.prompt_file is not None:
+        raise InputError("A suite brings its own prompts; leave out --prompt/--prompt-file, or --suite/--suite-file.")
+    return SuiteRequest(
+        suite="file" if args.suite_file is not None else args.suite,
+        file=str(args.suite_file) if args.suite_file is not None else None,
+        categories=args.categories,
+        per_category=args.per_category,
+        selection=args.selection,
+        seed=args.selection_seed,
+        turns=args.turns,
+    )
+
+
+def format_suite_table(data: dict) -> str:
+    """Per category and overall, per assisted arm: speedup with interval, acceptance, accepted tokens per step."""
+    suite, request, env = data["suite"], data["request"], data["environment"]
+    header = ["category", "prompts", "arm", "speedup", "95% interval", "accepted", "tok/step", "identical"]
+    rows = []
+    for entry in [*suite["categories"], {**suite["overall"], "category": "overall"}]:
+        for arm in entry["arms"]:
+            s = arm["speedup"]
+            rows.append([
+                entry["category"], str(arm["prompts"]), arm["arm"],
+                _cell(s["geomean"], "{:.2f}×"),
+                "-" if s["ci_low"] is None else f"{s['ci_low']:.2f}–{s['ci_high']:.2f}×",
+                _cell(arm["acceptance_rate"], "{:.0%}"),
+                _cell(arm["mean_accepted_tokens"], "{:.2f}"),
+                f"{arm['identical']}/{arm['prompts']}",
+            ])
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = lambda r: "  " + " | ".join(str(v).ljust(w) if i < 3 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+    width = len(line(header))
+    title = (
+        f" {suite['name']}: {request['max_new_tokens']} new tokens, {request['repeats']} repetitions, "
+        f"{env['device']} {env['dtype']}, {env['cpu_threads']} threads "
+    )
+    out = [f"[{title:-^{width - 2}}]", line(header), "  " + "-" * (width - 2), *(line(r) for r in rows)]
+    out.append(f"Selection: {suite['rule']}.")
+    out.append(f"Speedup: {suite['interval']}; accepted = accepted/drafted tokens; tok/step = 1 + accepted/drafts.")
+    for entry in suite["categories"]:
+        out.append("  " + entry["best"])
+    out.append("  " + suite["overall"]["best"])
+    for skipped in suite["skipped"]:
+        out.append(f"  skipped {skipped['id']} ({skipped['category']}): {skipped['reason']}")
+    out.append(f"{data['message']} ({data['elapsed_s']:.0f} s)")
+    return "\n".join(out)
+
+
+def _suite(args: argparse.Namespace, request: BenchRequest, suite_request, stop: threading.Event) -> int:
+    from . import suite_runner
+    from .models import ModelStore
+    from .suite import select
+
+    selection = select(suite_request)
+    if not args.quiet:
+        import torch
+
+        device = "cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu"
+        estimate = suite_runner.estimate_runs(request, selection, device)
+        sys.stderr.write(f"Suite {selection.name}: {selection.rule}.\n{suite_runner.describe_estimate(estimate)}\n")
+    final = None
+    for event in suite_runner.run_suite(request, selection, ModelStore(), should_stop=stop.is_set):
+        if not args.quiet:
+            counter = f"[{event.done}/{event.total}] " if event.total else ""
+            sys.stderr.write(f"{counter}{event.message}\n")
+        final = event
+    print(format_suite_table(final.report.to_dict()))
+    for path, text in ((args.json, final.report.to_json()), (args.csv, final.report.to_csv())):
+        if path is not None:
+            try:
+                path.write_text(text)
+            except OSError as exc:
+                raise InputError(f"Cannot write {str(path)!r}: {exc.strerror}.") from None
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .models import ModelStore
     from .panels import timing_text
@@ -251,6 +344,7 @@ def _bench(args: argparse.Namespace) -> int:
     from . import sweep
 
     request = request_from_args(args)
+    suite_request = suite_request_from_args(args)
     stop = threading.Event()
 
     def on_interrupt(_sig, _frame):
@@ -262,6 +356,8 @@ def _bench(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGINT, on_interrupt)
     final = None
     try:
+        if suite_request is not None:
+            return _suite(args, request, suite_request, stop)
         store = ModelStore()
         if args.sweep:
             events = sweep.sweep(

@@ -413,3 +413,58 @@ def headline_lines(report: dict) -> list[str]:
             f"Timings were noisy for {', '.join(noisy)} (spread over 10% of the median); more repetitions would help."
         )
     return sentences
+
+
+def suite_figure(report: dict) -> go.Figure:
+    """A suite: each assisted arm's speedup per category (geometric mean over prompts, with its interval),
+    and overall. Categories run down the chart; arms are offset within each row by colour."""
+    suite = report.get("suite") or {}
+    rows = [*suite.get("categories", []), {**suite.get("overall", {}), "category": "overall"}]
+    names = report.get("arms", [])
+    fig = go.Figure()
+    labels = [f"{r['category']} ({r.get('prompts', 0)})" for r in rows]
+    for index, name in enumerate(names):
+        xs, ys, lows, highs, custom = [], [], [], [], []
+        for row, label in zip(rows, labels):
+            arm = next((a for a in row.get("arms", []) if a["arm"] == name), None)
+            s = (arm or {}).get("speedup") or {}
+            if s.get("geomean") is None:
+                continue
+            low = s["ci_low"] if s.get("ci_low") is not None else s["geomean"]
+            high = s["ci_high"] if s.get("ci_high") is not None else s["geomean"]
+            xs.append(s["geomean"])
+            ys.append(label)
+            lows.append(s["geomean"] - low)
+            highs.append(high - s["geomean"])
+            custom.append([low, high, s.get("n", 0), f"{s.get('level', 0.95):.0%}",
+                           arm.get("acceptance_rate") if arm.get("acceptance_rate") is not None else float("nan")])
+        if not xs:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=xs, y=ys, name=name, mode="markers", showlegend=True,
+                marker={"color": arm_color(index + 1), "size": 11, "symbol": "diamond"},
+                error_x={"type": "data", "symmetric": False, "array": highs, "arrayminus": lows,
+                         "color": arm_color(index + 1), "thickness": 2, "width": 6},
+                customdata=custom,
+                hovertemplate=(
+                    "<b>%{fullData.name}</b><br>%{y}: %{x:.2f}× (geometric mean over %{customdata[2]} prompts)"
+                    "<br>%{customdata[3]} interval %{customdata[0]:.2f}–%{customdata[1]:.2f}×"
+                    "<br>acceptance %{customdata[4]:.0%}<extra></extra>"
+                ),
+            )
+        )
+    _style(fig, "Speedup per category (right of 1× is faster)", "plain time ÷ assisted time", "")
+    fig.update_layout(
+        height=max(CHART_HEIGHT, 70 + 34 * len(rows) * max(1, len(names)) ** 0.5),
+        showlegend=True, legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0},
+        scattermode="group",
+    )
+    if not fig.data:
+        return _waiting(fig, "Waiting for the first prompt")
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(labels)))
+    fig.add_vline(x=1.0, line={"color": FAINT, "dash": "dash", "width": 1.5})
+    # A log axis: a speedup of 2× and a slowdown to 0.5× lie equally far from 1×.
+    ticks = [0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20]
+    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}×" for t in ticks])
+    return fig

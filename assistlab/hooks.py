@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -50,9 +51,16 @@ class DraftTrace:
 
 
 def _proxy(model):
-    """A shallow stand-in for `model`: same class, its own copy of the instance attributes."""
+    """A shallow stand-in for `model`: same class, its own copy of the instance attributes.
+
+    Methods bound to the model that sit in its instance attributes (accelerate's forward wrapper, or a
+    `generate` a patch left behind) are bound to the proxy instead, so every call goes through the proxy.
+    """
     proxy = object.__new__(type(model))
-    proxy.__dict__.update(model.__dict__)
+    for name, value in model.__dict__.items():
+        if inspect.ismethod(value) and value.__self__ is model:
+            value = types.MethodType(value.__func__, proxy)
+        proxy.__dict__[name] = value
     return proxy
 
 

@@ -255,8 +255,11 @@ def changes_from_transformers(request: BenchRequest, target: LoadedModel, strate
 
 
 def _prompt_in_assistant_tokens(prompt_ids: Sequence[int], target: LoadedModel, assistant: LoadedModel) -> int:
-    """The prompt's length in the assistant's own tokens, as universal assisted generation re-tokenises it."""
-    if same_tokenizer(target.tokenizer, assistant.tokenizer):
+    """The prompt's length in the assistant's own tokens, as universal assisted generation re-tokenises it.
+
+    A drafter with no tokenizer of its own (Gemma 4 assistants, DFlash) works in the target's tokens.
+    """
+    if assistant.tokenizer is None or same_tokenizer(target.tokenizer, assistant.tokenizer):
         return len(prompt_ids)
     text = target.tokenizer.decode(list(prompt_ids), skip_special_tokens=True)
     return len(assistant.tokenizer(text, add_special_tokens=True)["input_ids"])

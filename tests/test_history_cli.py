@@ -31,7 +31,7 @@ def test_saved_comparison_is_listed_shown_ranked_and_deleted(models_dir, tmp_pat
     assert report == json.loads((tmp_path / "r.json").read_text())
 
     board = cli("history", "leaderboard", env_extra=env)
-    assert board.returncode == 0 and "assistant: assistant-same (k=5)" in board.stdout and run_id in board.stdout
+    assert board.returncode == 0 and "assistant: assistant-same (transformers defaults)" in board.stdout and run_id in board.stdout
 
     assert cli("history", "delete", run_id, env_extra=env).returncode == 0
     gone = cli("history", "show", run_id, env_extra=env)

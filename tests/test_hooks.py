@@ -106,3 +106,18 @@ def test_timed_verification_records_how_many_tokens_each_forward_processed(setup
     assert trace.verify_tokens[1:] == [d + 1 for d in trace.drafted[1:]]
     assert trace.verify_s == [1.0] * steps and trace.draft_s == [1.0] * steps
     assert trace.generator == "AssistedCandidateGenerator"
+
+
+def test_a_method_left_on_the_model_instance_still_goes_through_the_proxy(allowed_models, store):
+    """pytest's monkeypatch (and some libraries) leave `generate` bound to the model in its instance dict;
+    the proxy must not call the model itself through it, or no step would be counted."""
+    _, target = store.get("target", torch.device("cpu"), torch.float32)
+    _, helper = store.get("assistant-same", torch.device("cpu"), torch.float32)
+    target.model.__dict__["generate"] = target.model.generate  # bound to the model, as an undone patch leaves it
+    try:
+        inputs = target.tokenizer("the quick brown fox", return_tensors="pt")
+        with hooks.instrumented(target.model) as (proxy, trace), torch.inference_mode():
+            proxy.generate(**inputs, assistant_model=helper.model, max_new_tokens=6, eos_token_id=-1, do_sample=False)
+        assert trace.drafted and len(trace.drafted) == len(trace.accepted)
+    finally:
+        target.model.__dict__.pop("generate", None)

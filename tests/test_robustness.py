@@ -151,6 +151,7 @@ def test_oom_in_the_plain_run_is_a_clear_error(allowed_models, store):
     with pytest.MonkeyPatch.context() as patch, pytest.raises(ResourceError, match="ran out of memory"):
         patch.setattr(target.model, "generate", out_of_memory)
         runner.run_to_report(_request(), store)
+    target.model.__dict__.pop("generate", None)  # the undone patch leaves the bound method in the instance
     assert runner.run_to_report(_request(), store).to_dict()["status"] == "complete"
 
 
@@ -163,5 +164,6 @@ def test_a_crashing_assistant_reports_which_arm_failed(allowed_models, store):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(helper.model, "forward", crash)
         report = runner.run_to_report(_request(), store).to_dict()
+    helper.model.__dict__.pop("forward", None)  # the undone patch leaves the bound method in the instance
     assert "assistant kernel exploded" in report["arms"][1]["error"]
     assert report["comparison"][1]["speedup"]["median"] is not None  # prompt lookup still compared

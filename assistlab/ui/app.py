@@ -15,7 +15,7 @@ from ..errors import InputError, ResourceError
 from ..history import History
 from ..models import ModelStore
 from ..slots import Finished, SlotPool, Waiting
-from . import compare_tab, gradio_private, history_tab, sweep_tab
+from . import compare_tab, gradio_private, history_tab, suite_tab, sweep_tab
 from . import form as form_mod
 from .fields import FORM_FIELDS, _blank, request_from_form
 from .form import ASSETS
@@ -53,6 +53,8 @@ def build_app(
                     with gr.Tab("Compare", id="compare", elem_id="al-tab-compare"):
                         results = compare_tab.build()
                         sweeps = sweep_tab.build()
+                    with gr.Tab("Workloads", id="workloads", elem_id="al-tab-workloads"):
+                        suites = suite_tab.build()
                     with gr.Tab("History", id="history", elem_id="al-tab-history") as history_page:
                         saved = history_tab.build_history()
                     with gr.Tab("Leaderboard", id="leaderboard", elem_id="al-tab-leaderboard") as board_page:
@@ -63,6 +65,7 @@ def build_app(
         form_mod.wire(form)
         compare_tab.wire(page, results)
         sweep_tab.wire(page, form, sweeps)
+        suite_tab.wire(page, suites)
         view = history_tab.HistoryView(**saved, **board)
         history_tab.wire(page, history, view, tabs, demo)
         history_page.select(history_tab.listing_of(history), [view.target, view.assistant, view.device, view.page],
@@ -74,6 +77,28 @@ def build_app(
             stops.forget(request.session_hash)  # a closed tab stops its run at the next boundary
 
         demo.unload(forget_session)
+
+        async def finish_job(job, request: gr.Request | None):
+            """Wait for a job's last event without holding a thread; a cancel or a departed client stops it."""
+            session = request.session_hash if request is not None else None
+            final = None
+            try:  # a cancel raises CancelledError at the sleep; the job is stopped on the way out
+                while True:
+                    try:
+                        item = job.get(timeout=0)
+                    except Finished:
+                        break
+                    if item is None:
+                        if session and gradio_private.client_gone(demo, session):
+                            job.stop()
+                        await asyncio.sleep(HEARTBEAT_S)
+                    elif not isinstance(item, Waiting):
+                        final = item
+            finally:
+                job.stop()
+            if final is None or final.report is None:
+                raise ResourceError("The comparison stopped before it started; try again.")
+            return final
 
         async def compare(
             target: str = catalog.BUNDLED_TARGET,
@@ -109,26 +134,8 @@ def build_app(
             values = {name: value for name, value in locals().items() if name in FORM_FIELDS}
             if values["prompt"] is None:
                 values["prompt"] = catalog.default_prompt(target)
-            session = request.session_hash if request is not None else None
             with user_errors():
-                job = page.start_job(request_from_form(**values), lambda: False)
-                final = None
-                try:  # a cancel raises CancelledError at the sleep; the job is stopped on the way out
-                    while True:
-                        try:
-                            item = job.get(timeout=0)
-                        except Finished:
-                            break
-                        if item is None:
-                            if session and gradio_private.client_gone(demo, session):
-                                job.stop()
-                            await asyncio.sleep(HEARTBEAT_S)
-                        elif not isinstance(item, Waiting):
-                            final = item
-                finally:
-                    job.stop()
-                if final is None or final.report is None:
-                    raise ResourceError("The comparison stopped before it started; try again.")
+                final = await finish_job(page.start_job(request_from_form(**values), lambda: False), request)
                 report = final.report.to_dict()
             result = history.save(report, owner=getattr(request, "username", None) or None)
             report["saved"] = {"id": result.id, "warning": result.warning}
@@ -157,6 +164,55 @@ def build_app(
         gr.api(history_list, api_name="history", concurrency_limit=4)
         gr.api(saved_report, api_name="report", concurrency_limit=4)
         gr.api(leaderboard, api_name="leaderboard", concurrency_limit=4)
+
+        async def compare_suite(
+            target: str = catalog.BUNDLED_TARGET,
+            assistant: str = catalog.BUNDLED_ASSISTANT,
+            strategy: str = "auto",
+            suite: str = "spec-bench",
+            categories: str = "",
+            per_category: int | None = None,
+            selection: str = "first",
+            selection_seed: int = 0,
+            turns: str = "first",
+            prompts_text: str = "",
+            prompts_filename: str = "prompts.jsonl",
+            max_new_tokens: int | None = None,
+            repeats: int | None = None,
+            warmup: int | None = None,
+            also_prompt_lookup: bool = True,
+            extra_assistants: str = "",
+            chat_template: bool = True,
+            do_sample: bool = False,
+            seed: int = 0,
+            device: str = "auto",
+            dtype: str = "auto",
+            num_assistant_tokens: int = 5,
+            schedule: str = "constant",
+            confidence_threshold: float | None = None,
+            prompt_lookup_num_tokens: int = 10,
+            early_exit_layer: int | None = None,
+            device_map_auto: bool = False,
+            request: gr.Request = None,
+        ) -> tuple[dict, str]:
+            """Measure a workload: a Spec-Bench subset (suite='spec-bench', categories 'qa,translation', per_category)
+            or your prompts (suite='file', prompts_text = the file's contents, prompts_filename for its format).
+            Returns the JSON report (per-category figures under suite) and one sentence per category.
+            """
+            arguments = locals()
+            values = {name: value for name, value in arguments.items() if name in FORM_FIELDS}
+            suite_values = {
+                "source": suite, "categories": categories, "per_category": per_category, "selection": selection,
+                "selection_seed": selection_seed, "turns": turns,
+            }
+            with user_errors():
+                bench, plan = suite_tab.suite_plan_from_api(values, suite_values, prompts_text, prompts_filename)
+                final = await finish_job(page.start_job(bench, lambda: False, plan), request)
+                report = final.report.to_dict()
+            lines = [c["best"] for c in report["suite"]["categories"]] + [report["suite"]["overall"]["best"]]
+            return report, "\n".join(lines)
+
+        gr.api(compare_suite, api_name="compare_suite", concurrency_id=GPU_GROUP, concurrency_limit=pool.size)
 
     demo.queue(max_size=queue_max_size, default_concurrency_limit=1)
     return demo

@@ -19,7 +19,7 @@ from pathlib import Path
 import gradio as gr
 
 from .. import models as models_mod
-from .. import sweep
+from .. import suite_runner, sweep
 from ..config import BenchRequest
 from ..errors import AssistLabError
 from ..history import History
@@ -28,6 +28,7 @@ from ..panels import progress_html
 from ..report import Report
 from ..runner import Event, run_benchmark
 from ..slots import Job, Placement, SlotPool, Waiting
+from ..suite import Selection
 from .fields import FORM_FIELDS, SweepPlan, in_page_words, request_from_form
 
 log = logging.getLogger(__name__)
@@ -43,27 +44,43 @@ ABANDON_S = 3.0
 LIGHT = {"queue": False, "api_visibility": "private"}
 
 
-def gpu_seconds(request: BenchRequest, plan: SweepPlan | None = None) -> int:
+@dataclass(frozen=True)
+class SuitePlan:
+    """A workload instead of one prompt: the selected prompts, each run with the request's settings."""
+
+    selection: Selection
+
+
+Plan = SweepPlan | SuitePlan | None
+
+
+def gpu_seconds(request: BenchRequest, plan: Plan = None) -> int:
     """A generous guess at how long a request holds the GPU, for ZeroGPU's per-call duration."""
+    if isinstance(plan, SuitePlan):
+        estimate = suite_runner.estimate_runs(request, plan.selection, "cuda")
+        runs = estimate["timed_runs"] + estimate["warmup_runs"]
+        return int(min(3600, 60 + runs * estimate["new_tokens"] * 0.1))
     resolved = (plan.apply(request) if plan is not None else request).resolved("cuda")
     runs = (resolved.warmup + resolved.repeats) * (1 + len(resolved.arms))
     # ~0.1 s per token covers a 27B target in bfloat16; loading is the fixed part.
     return int(min(1800, 60 + runs * resolved.max_new_tokens * 0.1))
 
 
-def _events(request: BenchRequest, store: ModelStore, plan: SweepPlan | None, should_stop) -> Iterator[Event]:
+def _events(request: BenchRequest, store: ModelStore, plan: Plan, should_stop) -> Iterator[Event]:
+    if isinstance(plan, SuitePlan):
+        return suite_runner.run_suite(request, plan.selection, store, should_stop=should_stop)
     if plan is None:
         return run_benchmark(request, store, should_stop=should_stop)
     return sweep.sweep(request, store, plan.param, plan.values, plan.schedules, should_stop=should_stop)
 
 
-Stream = Callable[[BenchRequest, Callable[[], bool], SweepPlan | None], Iterator[Event]]
+Stream = Callable[[BenchRequest, Callable[[], bool], Plan], Iterator[Event]]
 
 
 def _gpu_runner(store: ModelStore) -> Stream:
     """The runner (or a sweep) bound to the app's store; on a ZeroGPU Space, inside spaces.GPU."""
 
-    def stream(request: BenchRequest, should_stop: Callable[[], bool], plan: SweepPlan | None = None
+    def stream(request: BenchRequest, should_stop: Callable[[], bool], plan: Plan = None
                ) -> Iterator[Event]:
         yield from _events(request, store, plan, should_stop)
 
@@ -74,7 +91,7 @@ def _gpu_runner(store: ModelStore) -> Stream:
 
     # ZeroGPU runs the call in another process and pickles its arguments, so the stop flag cannot go along:
     # there a run ends when it is done, when gradio stops reading it, or when its GPU time is up.
-    def zero_stream(request: BenchRequest, plan: SweepPlan | None = None) -> Iterator[Event]:
+    def zero_stream(request: BenchRequest, plan: Plan = None) -> Iterator[Event]:
         yield from _events(request, store, plan, lambda: False)
 
     on_gpu = spaces.GPU(duration=gpu_seconds)(zero_stream)
@@ -193,7 +210,7 @@ class Page:
         """Listener options for every event that runs a model: gradio admits one per slot; the pool places it."""
         return {"concurrency_id": GPU_GROUP, "concurrency_limit": self.pool.size, "api_visibility": "private"}
 
-    def start_job(self, request: BenchRequest, should_stop: Callable[[], bool], plan: SweepPlan | None = None
+    def start_job(self, request: BenchRequest, should_stop: Callable[[], bool], plan: Plan = None
                   ) -> Job:
         """Run one comparison on its own thread, on a free GPU (every GPU for a spread target or the CPU).
 

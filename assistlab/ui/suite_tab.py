@@ -1,0 +1,313 @@
+"""The Workloads tab: Spec-Bench or a prompts file, measured prompt by prompt, with per-category results."""
+
+from __future__ import annotations
+
+import html
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from .. import charts, suite_runner
+from ..config import DEFAULT_PROMPT
+from ..errors import InputError
+from ..panels import progress_html, texts_html
+from ..suite import (
+    CPU_SUITE_DEFAULTS,
+    DEFAULT_CATEGORIES,
+    SPEC_BENCH,
+    SPEC_BENCH_CATEGORIES,
+    SUITE_LIMITS,
+    SuiteReport,
+    SuiteRequest,
+    parse_prompts,
+    select,
+)
+from .fields import FORM_FIELDS, request_from_form
+from .session import LIGHT, Page, SuitePlan
+
+SOURCE_CHOICES = [("Spec-Bench (bundled)", SPEC_BENCH), ("My prompts (a file)", "file")]
+INTRO = (
+    "One prompt cannot say whether an assistant helps *your* work. Measure a workload instead: a subset of "
+    "**Spec-Bench** (the standard benchmark of speculative decoding; 13 kinds of task) or **your own prompts** "
+    "(JSON lines `{\"category\": ..., \"prompt\": ...}`, CSV with a `prompt` column, or plain text with blank "
+    "lines between prompts). Every prompt gets the same interleaved plain and assisted runs as one comparison, "
+    "with the models and settings of the form; each arm warms up once for the whole suite. Left empty, new "
+    f"tokens and repetitions are {CPU_SUITE_DEFAULTS['max_new_tokens']} and {CPU_SUITE_DEFAULTS['repeats']} "
+    "on a CPU."
+)
+
+
+@dataclass
+class SuiteView:
+    """The Workloads tab's settings, buttons and outputs."""
+
+    source: gr.Radio
+    categories: gr.CheckboxGroup
+    per_category: gr.Number
+    selection: gr.Radio
+    selection_seed: gr.Number
+    turns: gr.Radio
+    file: gr.File
+    run: gr.Button
+    stop: gr.Button
+    progress: gr.HTML
+    panel: gr.Column
+    plot: gr.Plot
+    summary: gr.HTML
+    table: gr.HTML
+    prompts: gr.HTML
+    pick: gr.Dropdown
+    texts: gr.HTML
+    download_json: gr.DownloadButton
+    download_csv: gr.DownloadButton
+    per_prompt: gr.State
+
+    def settings(self) -> list:
+        return [self.source, self.categories, self.per_category, self.selection, self.selection_seed, self.turns,
+                self.file]
+
+    def outputs(self) -> list:
+        return [self.progress, self.panel, self.plot, self.summary, self.table, self.prompts, self.pick, self.texts,
+                self.download_json, self.download_csv, self.per_prompt]
+
+
+def build() -> SuiteView:
+    gr.Markdown(INTRO, elem_classes="al-env")
+    source = gr.Radio(SOURCE_CHOICES, value=SPEC_BENCH, label="Workload", elem_id="al-suite-source")
+    categories = gr.CheckboxGroup(list(SPEC_BENCH_CATEGORIES), value=list(DEFAULT_CATEGORIES),
+                                  label="Categories (Spec-Bench)", elem_id="al-suite-categories",
+                                  info="The 8 MT-bench categories have two turns each; the other five, one.")
+    with gr.Row():
+        per_category = gr.Number(None, label="Prompts per category", precision=0, min_width=140,
+                                 placeholder="1 of Spec-Bench, all of a file",
+                                 info=f"At most {SUITE_LIMITS['per_category']}; 0 or empty = 1 of Spec-Bench, all of a file.")
+        selection = gr.Radio([("The first N", "first"), ("A seeded sample", "sample")], value="first",
+                             label="Which prompts", min_width=180)
+        selection_seed = gr.Number(0, label="Sample seed", precision=0, min_width=100)
+        turns = gr.Radio([("First turn", "first"), ("Every turn", "both")], value="first",
+                         label="Multi-turn prompts", min_width=160,
+                         info="Every turn: each later turn follows the target's own answer.")
+    file = gr.File(label=f"My prompts file (.jsonl, .csv or .txt, at most {SUITE_LIMITS['file_bytes'] // 1_000_000} MB)",
+                   file_types=[".jsonl", ".json", ".csv", ".txt"], type="filepath", visible=False,
+                   elem_id="al-suite-file")
+    with gr.Row():
+        run = gr.Button("Run workload", variant="primary", elem_id="al-suite-run", scale=3)
+        stop = gr.Button("Stop", variant="stop", elem_id="al-suite-stop", scale=1)
+    progress = gr.HTML(progress_html("No workload yet.", 0.0, "idle"), elem_id="al-suite-progress")
+    with gr.Column(visible=False, elem_id="al-suite-results") as panel:
+        plot = gr.Plot(show_label=False, elem_id="al-plot-suite")
+        summary = gr.HTML()
+        table = gr.HTML()
+        gr.Markdown("#### Every prompt")
+        prompts = gr.HTML()
+        pick = gr.Dropdown([], label="Open a prompt's texts", elem_id="al-suite-pick", interactive=True)
+        texts = gr.HTML()
+        with gr.Row():
+            download_json = gr.DownloadButton("Download workload report (JSON)", visible=False,
+                                              elem_id="al-suite-download-json")
+            download_csv = gr.DownloadButton("Download runs (CSV)", visible=False, elem_id="al-suite-download-csv")
+    return SuiteView(source, categories, per_category, selection, selection_seed, turns, file, run, stop, progress,
+                     panel, plot, summary, table, prompts, pick, texts, download_json, download_csv, gr.State({}))
+
+
+# ---------------------------------------------------------------- requests
+
+
+def suite_request_from_form(
+    source, categories, per_category, selection, selection_seed, turns, file=None
+) -> SuiteRequest:
+    """The SuiteRequest the tab (or the API) describes; a file's own categories are all taken."""
+    source = source or SPEC_BENCH
+    is_file = source != SPEC_BENCH
+    if isinstance(categories, str):
+        categories = [c for c in categories.split(",") if c.strip()]
+    return SuiteRequest(
+        suite=source,
+        file=(str(file) if file else None) if is_file else None,
+        categories=() if is_file else tuple(categories or ()),
+        per_category=None if per_category in (None, "", 0) else per_category,
+        selection=selection or "first",
+        seed=0 if selection_seed in (None, "") else selection_seed,
+        turns=turns or "first",
+    )
+
+
+def bench_from_form(values: dict):
+    """The form's BenchRequest, with a stand-in prompt: a suite brings its own prompts."""
+    return request_from_form(**{**values, "prompt": DEFAULT_PROMPT})
+
+
+# ---------------------------------------------------------------- panels (pure HTML from the report dict)
+
+
+def _num(value, pattern: str) -> str:
+    return "–" if value is None else pattern.format(value)
+
+
+def _interval(s: dict) -> str:
+    if s.get("ci_low") is None:
+        return "–"
+    return f"{s['ci_low']:.2f}–{s['ci_high']:.2f}×"
+
+
+def summary_html(data: dict) -> str:
+    """One sentence per category and overall: which arm was fastest, never from an interval holding 1×."""
+    suite = data["suite"]
+    items = [f"<li>{html.escape(c['best'])}</li>" for c in suite["categories"]]
+    items.append(f"<li><b>{html.escape(suite['overall']['best'])}</b></li>")
+    skipped = "".join(
+        f"<li>Skipped {html.escape(s['id'])} ({html.escape(s['category'])}): {html.escape(s['reason'] or '')}</li>"
+        for s in suite["skipped"]
+    )
+    rule = html.escape(f"{suite['name']}: {suite['rule']}. Speedup: {suite['interval']}.")
+    return (f'<div class="al-suite-summary"><p class="al-env">{rule}</p><ul>{"".join(items)}</ul>'
+            + (f'<ul class="al-env">{skipped}</ul>' if skipped else "") + "</div>")
+
+
+def table_html(data: dict) -> str:
+    """Per category and overall, per arm: speedup, interval, acceptance, mean accepted tokens, identical."""
+    suite = data["suite"]
+    head = ("<tr><th>category</th><th>arm</th><th>prompts</th><th>speedup</th><th>95% interval</th>"
+            "<th>acceptance</th><th>accepted tokens / step</th><th>identical</th></tr>")
+    rows = []
+    for entry in [*suite["categories"], {**suite["overall"], "category": "overall"}]:
+        for arm in entry["arms"]:
+            s = arm["speedup"]
+            rows.append(
+                f"<tr><td>{html.escape(entry['category'])}</td><td>{html.escape(arm['arm'])}</td>"
+                f"<td>{arm['prompts']}</td><td>{_num(s['geomean'], '{:.2f}×')}</td><td>{_interval(s)}</td>"
+                f"<td>{_num(arm['acceptance_rate'], '{:.0%}')}</td><td>{_num(arm['mean_accepted_tokens'], '{:.2f}')}</td>"
+                f"<td>{arm['identical']}/{arm['prompts']}</td></tr>"
+            )
+    return f'<div style="overflow-x:auto"><table class="al-table" id="al-suite-table">{head}{"".join(rows)}</table></div>'
+
+
+def prompts_html(data: dict) -> str:
+    """Every selected prompt: its status, and per arm the paired speedup, acceptance and tokens per forward."""
+    rows = []
+    for row in data["suite"]["prompts"]:
+        text = row["prompt"].replace("\n", " ")
+        preview = html.escape(text[:90] + ("…" if len(text) > 90 else ""))
+        if row["arms"]:
+            cells = "<br>".join(
+                f"{html.escape(a['arm'])}: {_num(a['speedup'], '{:.2f}×')}, "
+                f"{_num(a['acceptance_rate'], '{:.0%}')} accepted, {_num(a['tokens_per_forward'], '{:.2f}')} tok/fwd"
+                + ("" if a["identical"] is not False else ", differs")
+                for a in row["arms"]
+            )
+        else:
+            cells = html.escape(row["reason"] or row["status"])
+        rows.append(
+            f"<tr><td>{html.escape(row['id'])}</td><td>{html.escape(row['category'])}</td><td>{row['status']}</td>"
+            f"<td>{_num(row['prompt_tokens'], '{}')}</td><td>{preview}</td><td>{cells}</td></tr>"
+        )
+    head = "<tr><th>id</th><th>category</th><th>status</th><th>tokens</th><th>prompt</th><th>per arm</th></tr>"
+    return f'<div style="overflow-x:auto"><table class="al-table" id="al-suite-prompts">{head}{"".join(rows)}</table></div>'
+
+
+def _choices(report: SuiteReport) -> list[tuple[str, str]]:
+    return [(f"{r.item.id} · {r.item.category} · {r.item.text[:50]}", r.item.id)
+            for r in report.results if r.report is not None and r.report.runs]
+
+
+def write_files(root: Path, report: SuiteReport) -> tuple[str, str]:
+    folder = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
+    json_path, csv_path = folder / f"{report.file_stem}.json", folder / f"{report.file_stem}-runs.csv"
+    json_path.write_text(report.to_json(), encoding="utf-8")
+    csv_path.write_text(report.to_csv(), encoding="utf-8")
+    return str(json_path), str(csv_path)
+
+
+def suite_progress(event: suite_runner.SuiteEvent) -> str:
+    """'Prompt i of N …, about M min left' as a progress bar."""
+    if event.kind == "done":
+        state = "stopped" if event.report is not None and event.report.status == "stopped" else "done"
+        return progress_html(event.message, 1.0, state)
+    if not event.total:
+        return progress_html(event.message, None)
+    label = event.message
+    if event.prompt and not label.startswith("Prompt"):
+        label = f"Prompt {event.prompt} of {event.prompts}: {label}"
+    return progress_html(label, event.done / event.total)
+
+
+# ---------------------------------------------------------------- listeners
+
+
+def wire(page: Page, view: SuiteView) -> None:
+    """Run streams a workload into the panels after every run; Stop keeps what was measured."""
+    names = {component: name for name, component in zip(FORM_FIELDS, page.inputs)}
+
+    def show_source(source: str):
+        is_file = source != SPEC_BENCH
+        return gr.update(visible=not is_file), gr.update(visible=is_file)
+
+    view.source.change(show_source, view.source, [view.categories, view.file], **LIGHT)
+
+    def arm_run(request: gr.Request):
+        return page.waiting_for_slot(request.session_hash, view.progress, (view.download_json, view.download_csv))
+
+    def run_stream(data: dict, request: gr.Request):
+        def prepare():
+            bench = bench_from_form({names[c]: v for c, v in data.items() if c in names})
+            selection = select(suite_request_from_form(*(data[c] for c in view.settings())))
+            return bench, SuitePlan(selection)
+
+        def render(event: suite_runner.SuiteEvent) -> dict:
+            update = {view.progress: suite_progress(event)}
+            report = event.report
+            if report is not None and (event.kind == "done" or event.kind == "run" and not event.message.startswith("Warm-up")):
+                data_ = report.to_dict()
+                update.update({
+                    view.panel: gr.update(visible=True),
+                    view.plot: charts.suite_figure(data_),
+                    view.summary: summary_html(data_),
+                    view.table: table_html(data_),
+                    view.prompts: prompts_html(data_),
+                })
+                if event.kind == "done":
+                    per_prompt = {r.item.id: r.report_dict() for r in report.results if r.report is not None}
+                    choices = _choices(report)
+                    first = choices[0][1] if choices else None
+                    update[view.per_prompt] = per_prompt
+                    update[view.pick] = gr.update(choices=choices, value=first)
+                    update[view.texts] = texts_html(per_prompt[first]) if first else ""
+                    if any(r.report is not None and r.report.runs for r in report.results):
+                        json_path, csv_path = write_files(page.files.root, report)
+                        update[view.download_json] = gr.update(value=json_path, visible=True)
+                        update[view.download_csv] = gr.update(value=csv_path, visible=True)
+            return update
+
+        yield from page.streamed(request.session_hash, view.progress, prepare, render)
+
+    view.run.click(arm_run, None, [view.progress, view.download_json, view.download_csv], **LIGHT).then(
+        run_stream,
+        {*page.inputs, *view.settings()},
+        view.outputs(),
+        show_progress="full",
+        show_progress_on=[view.progress],
+        **page.heavy,
+    )
+    view.stop.click(page.request_stop, None, view.progress, **LIGHT)
+
+    def open_prompt(item_id, per_prompt: dict):
+        data = (per_prompt or {}).get(item_id)
+        return texts_html(data) if data else ""
+
+    view.pick.change(open_prompt, [view.pick, view.per_prompt], view.texts, **LIGHT)
+
+
+def suite_plan_from_api(values: dict, suite_values: dict, prompts_text: str, prompts_filename: str):
+    """The /compare_suite API's request and plan: a prompts file comes as its text."""
+    bench = bench_from_form(values)
+    if suite_values["source"] != SPEC_BENCH:
+        if not prompts_text or not str(prompts_text).strip():
+            raise InputError("prompts_text: give the contents of a prompts file (or choose suite='spec-bench').")
+        prompts = parse_prompts(str(prompts_text).encode("utf-8"), prompts_filename or "prompts.txt")
+        request = suite_request_from_form(**{**suite_values, "file": prompts_filename or "prompts.txt"})
+        return bench, SuitePlan(select(request, prompts))
+    return bench, SuitePlan(select(suite_request_from_form(**suite_values)))

@@ -1,0 +1,311 @@
+"""Workloads: Spec-Bench's data, prompts files, the selection, per-category statistics, a suite on tiny models."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import statistics
+
+import pytest
+
+from assistlab import suite
+from assistlab.config import LIMITS, ArmSpec, BenchRequest
+from assistlab.errors import InputError
+from assistlab.suite import SuiteRequest, parse_prompts, select
+
+
+# ---------------------------------------------------------------- data and selection
+
+
+def test_spec_bench_copy_is_complete():
+    prompts = suite.load_spec_bench()
+    assert len(prompts) == 480
+    counts = {c: sum(p.category == c for p in prompts) for c in suite.SPEC_BENCH_CATEGORIES}
+    assert counts == {**{c: 10 for c in suite.MT_BENCH_CATEGORIES}, **{c: 80 for c in suite.SINGLE_TURN_CATEGORIES}}
+    assert all(len(p.turns) == 2 for p in prompts if p.category in suite.MT_BENCH_CATEGORIES)
+    assert all(len(p.turns) == 1 for p in prompts if p.category in suite.SINGLE_TURN_CATEGORIES)
+    assert (suite.DATA_DIR / "LICENSE").read_text().startswith("Apache License")
+    assert "hemingkx/Spec-Bench" in (suite.DATA_DIR / "README.md").read_text()
+
+
+def test_default_selection_is_one_prompt_per_single_turn_category():
+    selection = select(SuiteRequest())
+    assert selection.categories == suite.SINGLE_TURN_CATEGORIES
+    assert [i.id for i in selection.items] == ["161", "241", "321", "401", "481"]
+    assert "the first 1 per category" in selection.rule
+
+
+def test_sample_is_reproducible_and_recorded():
+    request = SuiteRequest(categories=("qa", "rag"), per_category=3, selection="sample", seed=7)
+    first, again = select(request), select(request)
+    assert [i.id for i in first.items] == [i.id for i in again.items]
+    assert first.to_dict()["seed"] == 7 and first.to_dict()["prompt_ids"] == [i.id for i in first.items]
+    other = select(SuiteRequest(categories=("qa", "rag"), per_category=3, selection="sample", seed=8))
+    assert [i.id for i in other.items] != [i.id for i in first.items]
+    # A category's sample does not depend on which other categories are chosen.
+    qa_only = select(SuiteRequest(categories=("qa",), per_category=3, selection="sample", seed=7))
+    assert [i.id for i in qa_only.items] == [i.id for i in first.items if i.category == "qa"]
+    assert len({i.id for i in first.items}) == 6
+
+
+def test_both_turns_ask_the_second_after_the_first():
+    selection = select(SuiteRequest(categories=("writing", "qa"), per_category=1, turns="both"))
+    assert [(i.id, i.turn, len(i.turns)) for i in selection.items] == [("81", 1, 1), ("81.2", 2, 2), ("321", 1, 1)]
+    assert "every turn" in selection.rule
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(categories=("poetry",)), "categories: Spec-Bench has no category 'poetry'"),
+        (dict(per_category=0), "per_category must be between 1"),
+        (dict(per_category="two"), "per_category must be a whole number"),
+        (dict(selection="random"), "selection must be one of first, sample"),
+        (dict(turns="all"), "turns must be one of first, both"),
+        (dict(suite="file"), "file: choose a prompts file"),
+        (dict(suite="mmlu"), "suite must be one of"),
+    ],
+)
+def test_suite_request_names_the_field(kwargs, words):
+    with pytest.raises(InputError, match=words):
+        SuiteRequest(**kwargs)
+
+
+# ---------------------------------------------------------------- prompts files
+
+
+def test_each_file_format_loads():
+    jsonl = b'{"category": "chat", "prompt": "Hello there"}\n\n{"turns": ["First", "Second"]}\n'
+    got = parse_prompts(jsonl, "mine.jsonl")
+    assert [(p.category, p.turns, p.line) for p in got] == [
+        ("chat", ("Hello there",), 1), (suite.UNCATEGORIZED, ("First", "Second"), 3)
+    ]
+    table = 'category,prompt\ncode,"Write a loop\nin Python"\n,Say hi\n'.encode()
+    got = parse_prompts(table, "mine.csv")
+    assert [(p.category, p.turns, p.line) for p in got] == [
+        ("code", ("Write a loop\nin Python",), 2), (suite.UNCATEGORIZED, ("Say hi",), 4)
+    ]
+    text = "\ufeffOne prompt\nover two lines\n\n\n\nAnother one\n".encode()
+    got = parse_prompts(text, "mine.txt")
+    assert [(p.turns, p.line) for p in got] == [(("One prompt\nover two lines",), 1), (("Another one",), 6)]
+    # No extension: JSON lines when it starts with '{', else plain text.
+    assert parse_prompts(b'{"prompt": "x"}', "upload")[0].turns == ("x",)
+    assert parse_prompts(b"just text", "upload")[0].turns == ("just text",)
+
+
+def test_a_file_selects_every_prompt_by_default(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(json.dumps({"category": c, "prompt": f"{c} {i}"}) for c in "ab" for i in range(3)))
+    selection = select(SuiteRequest(suite="file", file=str(path)))
+    assert selection.categories == ("a", "b") and len(selection.items) == 6
+    assert selection.name == "p.jsonl" and "every prompt" in selection.rule
+    two = select(SuiteRequest(suite="file", file=str(path), categories="b", per_category=2))
+    assert [i.text for i in two.items] == ["b 0", "b 1"]
+    with pytest.raises(InputError, match="categories: p.jsonl has no category 'c'; it has a, b"):
+        select(SuiteRequest(suite="file", file=str(path), categories="c"))
+
+
+def _many(n: int) -> bytes:
+    return "\n".join(json.dumps({"prompt": f"p{i}"}) for i in range(n)).encode()
+
+
+@pytest.mark.parametrize(
+    "name, data, words",
+    [
+        ("a.txt", b"", "The prompts file is empty"),
+        ("a.txt", b"  \n\n ", "The prompts file is empty"),
+        ("a.txt", b"PK\x03\x04\x00\x00binary", "is not text"),
+        ("a.txt", b"ok\n\xff\xfe bad", r"not UTF-8 text \(line 2"),
+        ("a.jsonl", b'{"prompt": "fine"}\n{"prompt": oops}\n', "Line 2 of the prompts file is not valid JSON"),
+        ("a.jsonl", b'{"prompt": "fine"}\n\n{"category": "qa"}\n', "Line 3 of the prompts file has no prompt"),
+        ("a.jsonl", b'["a list"]\n', "Line 1 of the prompts file must be a JSON object"),
+        ("a.jsonl", b'{"prompt": "  "}\n', "Line 1 of the prompts file has an empty prompt"),
+        ("a.jsonl", b'{"turns": []}\n', 'Line 1 of the prompts file: "turns" must be a non-empty list'),
+        ("a.jsonl", _many(suite.SUITE_LIMITS["prompts"] + 1), "has 501 prompts; the limit is 500"),
+        ("a.jsonl", json.dumps({"prompt": "x" * (LIMITS["prompt_chars"] + 1)}).encode(),
+         "The prompt on line 1 of the prompts file has 32,001 characters; the limit is 32,000"),
+        ("a.csv", b"question,category\nhi,qa\n", "has no 'prompt' column"),
+        ("a.csv", b"prompt,category\nhi,qa\n,qa\n", "Line 3 of the prompts file has no prompt"),
+    ],
+)
+def test_each_bad_file_gets_one_sentence(name, data, words):
+    with pytest.raises(InputError, match=words) as caught:
+        parse_prompts(data, name)
+    message = str(caught.value)
+    assert message.endswith(".") and "\n" not in message and "Traceback" not in message
+
+
+def test_a_file_over_the_size_limit_is_refused_before_reading(tmp_path, monkeypatch):
+    monkeypatch.setitem(suite.SUITE_LIMITS, "file_bytes", 100)
+    path = tmp_path / "big.txt"
+    path.write_text("x" * 200)
+    with pytest.raises(InputError, match="the limit is 0 MB|the limit is"):
+        suite.read_prompts_file(path)
+    with pytest.raises(InputError, match="Cannot read the prompts file 'missing.txt'"):
+        suite.read_prompts_file(tmp_path / "missing.txt")
+
+
+# ---------------------------------------------------------------- statistics over prompts
+
+
+def test_geomean_interval_by_hand():
+    s = suite.geomean_interval([1.0, 2.0, 4.0])
+    assert s["geomean"] == pytest.approx(2.0) and s["median"] == 2.0 and s["n"] == 3 and s["level"] == 0.95
+    # logs 0, ln2, 2 ln2: mean ln2, sd ln2; t(0.975, 2) = 4.303.
+    half = 4.303 * math.log(2) / math.sqrt(3)
+    assert s["ci_low"] == pytest.approx(2 * math.exp(-half)) and s["ci_high"] == pytest.approx(2 * math.exp(half))
+    one = suite.geomean_interval([1.5])
+    assert one["geomean"] == pytest.approx(1.5) and one["ci_low"] is None and one["n"] == 1
+    assert suite.geomean_interval([])["geomean"] is None
+
+
+def test_t_quantiles_match_scipy():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    for df in (1, 2, 5, 10, 30, 31, 40, 60, 120, 499):
+        assert suite.t_quantile(df) == pytest.approx(scipy_stats.t.ppf(0.975, df), abs=2e-3)
+
+
+def _entry(*arms):
+    return {"prompts": 4, "arms": [
+        {"arm": name, "speedup": {"geomean": g, "ci_low": lo, "ci_high": hi, "level": 0.95, "n": 4}}
+        for name, g, lo, hi in arms
+    ]}
+
+
+def test_best_sentence_never_calls_a_winner_from_an_interval_holding_one():
+    unclear = suite.best_sentence("qa", _entry(("A", 1.3, 0.9, 1.8), ("B", 1.1, 1.02, 1.2)))
+    assert "no arm was clearly faster than plain" in unclear and "A at 1.30×" in unclear
+    clear = suite.best_sentence("qa", _entry(("A", 1.5, 1.2, 1.8), ("B", 1.1, 0.9, 1.3)))
+    assert clear.startswith("qa (4 prompts): A was fastest, 1.50×") and "not clearly ahead of B" in clear
+    alone = suite.best_sentence("qa", _entry(("A", 1.5, 1.3, 1.8), ("B", 1.1, 1.0, 1.2)))
+    assert "not clearly ahead" not in alone
+    slower = suite.best_sentence("qa", _entry(("A", 0.8, 0.7, 0.9), ("B", 0.5, 0.4, 0.6)))
+    assert "every assisted arm was slower than plain" in slower
+    single = suite.best_sentence("qa", {"prompts": 1, "arms": [
+        {"arm": "A", "speedup": {"geomean": 1.4, "ci_low": None, "ci_high": None, "level": 0.95, "n": 1}}]})
+    assert "too few prompts to call it clearly faster" in single and "one prompt, so no interval" in single
+
+
+# ---------------------------------------------------------------- a suite on tiny models
+
+
+@pytest.fixture(scope="module")
+def tiny_suite(models_dir, store, tmp_path_factory):
+    """Two categories of two prompts, one too long for the tiny target's 512-token context."""
+    from assistlab import suite_runner
+
+    path = tmp_path_factory.mktemp("suite") / "mine.jsonl"
+    long_prompt = " ".join(["speculative decoding lets a small model draft tokens"] * 120)
+    rows = [
+        {"category": "short", "prompt": "the quick brown fox"},
+        {"category": "short", "prompt": "deep learning is a field"},
+        {"category": "chat", "turns": ["write me a long essay", "and now a short one"]},
+        {"category": "chat", "prompt": long_prompt},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    selection = select(SuiteRequest(suite="file", file=str(path), turns="both"))
+    bench = BenchRequest(
+        target="target", arms=(ArmSpec("assistant", "target-copy"),), max_new_tokens=6, repeats=2, warmup=1
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+        events = list(suite_runner.run_suite(bench, selection, store))
+    return events
+
+
+def test_suite_warms_up_once_and_measures_every_prompt_that_fits(tiny_suite):
+    warmups = [e for e in tiny_suite if e.message.startswith("Warm-up")]
+    assert len(warmups) == 2  # one per arm for the whole suite, not per prompt
+    final = tiny_suite[-1]
+    assert final.kind == "done" and final.report.status == "complete"
+    statuses = {r.item.id: r.status for r in final.report.results}
+    assert statuses == {"1": "measured", "2": "measured", "3": "measured", "3.2": "measured", "4": "skipped"}
+    data = final.report.to_dict()
+    skipped = data["suite"]["skipped"]
+    assert len(skipped) == 1 and skipped[0]["id"] == "4"
+    assert "reads at most 512 tokens" in skipped[0]["reason"] and "target" in skipped[0]["reason"]
+    progress = [e for e in tiny_suite if e.kind == "run" and "Prompt" in e.message]
+    assert progress[0].message.startswith("Prompt 1 of 5 (1, short)") and progress[-1].prompt == 4
+    assert all(e.eta_s is not None and e.eta_s >= 0 for e in progress)
+    assert final.done == final.total == 4 * 2 * 2
+
+
+def test_second_turn_follows_the_targets_own_first_answer(tiny_suite):
+    results = {r.item.id: r for r in tiny_suite[-1].report.results}
+    first, second = results["3"], results["3.2"]
+    assert second.item.turns == ("write me a long essay", "and now a short one")
+    # The second conversation holds the first prompt, the plain answer (6 tokens) and the new turn.
+    assert second.prompt_tokens > first.prompt_tokens + 6
+
+
+def test_per_category_figures_equal_those_computed_from_the_runs(tiny_suite):
+    report = tiny_suite[-1].report
+    data = report.to_dict()
+    arm = data["arms"][0]
+    by_category: dict[str, list] = {}
+    for result in report.results:
+        if result.status == "measured":
+            by_category.setdefault(result.item.category, []).append(result.report)
+    for entry in data["suite"]["categories"]:
+        reports = by_category[entry["category"]]
+        speedups, drafted, accepted, steps = [], 0, 0, 0
+        for r in reports:
+            plain = {run.repetition: run.latency_s for run in r.runs if run.arm == 0}
+            ratios = [plain[run.repetition] / run.latency_s for run in r.runs if run.arm == 1]
+            speedups.append(statistics.median(ratios))
+            for run in r.runs:
+                if run.arm == 1:
+                    drafted += sum(run.drafted)
+                    accepted += sum(run.accepted)
+                    steps += len(run.drafted)
+        figures = entry["arms"][0]
+        assert figures["arm"] == arm and entry["prompts"] == figures["prompts"] == len(reports)
+        geomean = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+        assert figures["speedup"]["geomean"] == pytest.approx(geomean)
+        assert figures["acceptance_rate"] == pytest.approx(accepted / drafted)
+        assert figures["mean_accepted_tokens"] == pytest.approx(1 + accepted / steps)
+        assert figures["identical"] == len(reports)  # greedy: assisted text equals plain
+        assert figures["acceptance_rate"] == pytest.approx(1.0)  # the assistant is a copy of the target
+    assert [e["category"] for e in data["suite"]["categories"]] == ["short", "chat"]
+    assert data["suite"]["overall"]["prompts"] == 4
+    for entry in data["suite"]["categories"]:
+        assert set(entry["arms"][0]["speedup"]) >= {"median", "ci_low", "ci_high", "level"}
+
+
+def test_suite_report_json_and_csv(tiny_suite):
+    report = tiny_suite[-1].report
+    data = json.loads(report.to_json())
+    suite_data = data["suite"]
+    assert set(suite_data) >= {"name", "source", "rule", "selection", "categories", "overall", "prompts"}
+    assert suite_data["name"] == "mine.jsonl" and suite_data["turns"] == "both"
+    row = next(p for p in suite_data["prompts"] if p["id"] == "1")
+    assert set(row["arms"][0]) >= {"speedup", "acceptance_rate", "tokens_per_forward", "identical"}
+    assert [r["name"] for r in row["runs"]] == ["plain", data["arms"][0]]
+    assisted = row["runs"][1]
+    assert len(assisted["token_origins"]) == 6 and "".join(t for t, _ in assisted["text_segments"]) == assisted["text"]
+    rows = list(csv.DictReader(io.StringIO(report.to_csv())))
+    assert len(rows) == 4 * 2 * 2
+    assert {(r["prompt_id"], r["category"]) for r in rows} == {("1", "short"), ("2", "short"), ("3", "chat"), ("3.2", "chat")}
+
+
+def test_stop_keeps_what_was_measured(models_dir, store, monkeypatch):
+    from assistlab import suite_runner
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo\n\nthree", "x.txt"))
+    bench = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), max_new_tokens=4, repeats=1, warmup=0)
+    runs = []
+
+    def stop() -> bool:
+        return len(runs) >= 3  # after the first prompt and half of the second
+
+    for event in suite_runner.run_suite(bench, selection, store, should_stop=stop):
+        if event.kind == "run":
+            runs.append(event)
+    report = event.report
+    assert event.kind == "done" and report.status == "stopped" and "Stopped after 2 of 3 prompts" in report.message
+    assert [r.status for r in report.results] == ["measured", "stopped", "not run"]
+    data = report.to_dict()
+    assert data["suite"]["overall"]["arms"][0]["prompts"] == 1  # the half-measured prompt has no pair yet
