@@ -395,3 +395,10 @@ def test_on_zero_gpu_the_run_goes_through_spaces_gpu(allowed_models, store, monk
     events = list(ui._gpu_runner(store)(request, threading.Event().is_set))
     assert events[-1].kind == "done" and events[-1].report.status == "complete"
     assert asked == [ui.gpu_seconds(request)]
+
+
+def test_every_strategy_can_be_chosen_by_name_on_the_page():
+    from assistlab.config import STRATEGIES
+    from assistlab.ui.fields import STRATEGY_CHOICES
+
+    assert [value for _label, value in STRATEGY_CHOICES] == list(STRATEGIES)

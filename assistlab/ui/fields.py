@@ -37,11 +37,14 @@ DRAFT_DEFAULT_TEXT = {
 SCHEDULE_CHOICES = [(DRAFT_DEFAULT_TEXT["schedule"], ""), *((name, name) for name in SCHEDULES)]
 
 STRATEGY_CHOICES = [
-    ("Auto: pick from the tokenizers", "auto"),
+    ("Auto: pick from the models' configs and tokenizers", "auto"),
     ("Assistant model (same tokenizer)", "assistant"),
     ("Universal (different tokenizers)", "universal"),
     ("Prompt lookup (no second model)", "prompt-lookup"),
     ("Early exit (the target's own first layers)", "early-exit"),
+    ("Gemma 4 assistant (drafts from the target's own cache)", "gemma4-assistant"),
+    ("Multi-token prediction (the target's MTP layers, no assistant)", "mtp"),
+    ("DFlash (a block-drafting model)", "dflash"),
 ]
 
 EXAMPLES = [
