@@ -16,7 +16,7 @@ from .config import MODEL_STRATEGIES, BenchRequest
 from .errors import AssistLabError, InputError, ResourceError
 from .models import LoadedModel, ModelStore
 from .report import ArmInfo, Report, RunRecord
-from .runner import Clock, build_arms, encode_prompt, timed_generate
+from .runner import Clock, build_arms, encode_prompt, stoppable, timed_generate
 from .suite import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, PromptResult, Selection, SuiteReport
 
 
@@ -228,8 +228,9 @@ def run_suite(
                     if bench.do_sample:
                         torch.manual_seed(bench.seed + w)
                     arm.configure()
+                    kwargs, criterion = stoppable(arm.kwargs, should_stop)  # a Stop ends the run within a step
                     try:
-                        timed = timed_generate(target, inputs, arm.kwargs, clock, arm.info.assisted)
+                        timed = timed_generate(target, inputs, kwargs, clock, arm.info.assisted)
                     except Exception as exc:
                         reason, oom = _failure(exc)
                         if oom:
@@ -240,6 +241,8 @@ def run_suite(
                         failed_arms[index] = reason
                         done += 1
                         continue
+                    if criterion.fired:
+                        break  # cut short by a stop; the next check of should_stop ends the suite
                     done += 1
                     yield event("run", f"Warm-up {w + 1}/{bench.warmup}: {arm.info.name}, {timed.latency:.2f} s", position)
             warmed = True
@@ -268,8 +271,9 @@ def run_suite(
                 if bench.do_sample:
                     torch.manual_seed(bench.seed + repetition)
                 arm.configure()
+                kwargs, criterion = stoppable(arm.kwargs, should_stop)  # a Stop ends the run within a step
                 try:
-                    timed = timed_generate(target, inputs, arm.kwargs, clock, arm.info.assisted)
+                    timed = timed_generate(target, inputs, kwargs, clock, arm.info.assisted)
                 except Exception as exc:
                     reason, oom = _failure(exc)
                     if oom:
@@ -280,6 +284,9 @@ def run_suite(
                     if index == 0:
                         break
                     continue
+                if criterion.fired:  # cut short: not a measurement of the work asked for
+                    stopped = True
+                    break
                 run = _record(index, repetition, timed, inputs, target)
                 report.runs.append(run)
                 report.segments[index] = explain.text_segments(target.tokenizer, run)

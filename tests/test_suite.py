@@ -309,3 +309,24 @@ def test_stop_keeps_what_was_measured(models_dir, store, monkeypatch):
     assert [r.status for r in report.results] == ["measured", "stopped", "not run"]
     data = report.to_dict()
     assert data["suite"]["overall"]["arms"][0]["prompts"] == 1  # the half-measured prompt has no pair yet
+
+
+def test_a_stop_ends_a_suite_run_within_a_step_and_drops_the_cut_run(models_dir, store, monkeypatch):
+    from assistlab import suite_runner
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo", "x.txt"))
+    bench = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), max_new_tokens=200, repeats=2, warmup=0)
+    calls = []
+
+    def stop() -> bool:  # the per-step criterion asks too: true from the 10th question on, inside the first run
+        calls.append(1)
+        return len(calls) >= 10
+
+    for event in suite_runner.run_suite(bench, selection, store, should_stop=stop):
+        pass
+    report = event.report
+    assert event.kind == "done" and report.status == "stopped"
+    # The plain run cut short after a few of its 200 steps is not kept as a measurement.
+    assert all(run.new_tokens == 200 for r in report.results if r.report is not None for run in r.report.runs)
+    assert len(calls) < 40  # stopped within steps, not after finishing 200-token runs
