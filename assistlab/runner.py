@@ -71,6 +71,9 @@ class Event:
     # Estimated seconds left: for the whole comparison once a run has been timed (from the runs so far); while
     # a bundled model is converted, for that conversion (a fixed measured estimate); otherwise None.
     eta_s: float | None = None
+    # True on the last run of a warm-up round or repetition: every arm has just run once more. The page
+    # redraws its charts on these only, so its drawing falls between repetitions.
+    round_done: bool = False
 
 
 HEARTBEAT_S = 2.0  # how often a loading step reports its elapsed time while the model loads
@@ -507,10 +510,11 @@ class Progress:
         return self.pace.left(runs, probes, self.assisted)
 
     def event(self, kind: str, message: str, report: Report | None = None, warmup: bool = False, step: str = "",
-              eta_s: float | None = None) -> Event:
+              eta_s: float | None = None, round_done: bool = False) -> Event:
         """An Event with the runs done, the time so far and the time left (the estimate unless `eta_s` is given)."""
         return Event(kind, message, self.done, self.total, report, warmup, step=step,
-                     elapsed_s=self.pace.elapsed(), eta_s=self.eta() if eta_s is None else eta_s)
+                     elapsed_s=self.pace.elapsed(), eta_s=self.eta() if eta_s is None else eta_s,
+                     round_done=round_done)
 
 
 def run_round(
@@ -536,6 +540,7 @@ def run_round(
     (report.warmup_orders if warmup else report.orders).append(order)
     for position, index in enumerate(order):
         arm = arms[index]
+        last = position == len(order) - 1
         if should_stop():
             return True
         if arm.info.error:
@@ -560,7 +565,7 @@ def run_round(
                 report.status = "failed"
                 report.message = f"The plain (unassisted) run {outcome.reason}"
                 raise (ResourceError if outcome.oom else AssistLabError)(report.message)
-            yield progress.event("run", f"{arm.info.name} {outcome.reason}", report, warmup, step)
+            yield progress.event("run", f"{arm.info.name} {outcome.reason}", report, warmup, step, round_done=last)
             continue
         most = "at most " if request.precision else ""
         if warmup:
@@ -571,7 +576,7 @@ def run_round(
                 report.stopping["elapsed_s"] = clock() - progress.started
             phase = f"repetition {round_index + 1}/{most}{request.repeats}"
         message = f"{arm.info.name}: {phase}, {outcome.latency:.2f} s"
-        yield progress.event("run", message, report, warmup, step)
+        yield progress.event("run", message, report, warmup, step, round_done=last)
     return False
 
 

@@ -145,6 +145,9 @@ class Job(Generic[T]):
     in `work` is raised from `get()`. The work is told to stop when `stop()` is called or when nobody has
     pulled for `abandon_after_s` (a closed tab, a killed client, a cancelled request whose handler is no
     longer called). The slots are released only after `work` has returned, on its own thread.
+
+    With `lockstep`, the work waits after each item until the reader comes back for the next one: whatever the
+    reader does with an item (building a report, drawing charts) is done before the next timed run starts.
     """
 
     def __init__(
@@ -154,13 +157,18 @@ class Job(Generic[T]):
         *,
         whole: bool = False,
         abandon_after_s: float = 5.0,
+        lockstep: bool = False,
         clock: Clock = time.monotonic,
     ) -> None:
-        self.pool, self.work, self.whole = pool, work, whole
+        self.pool, self.work, self.whole, self.lockstep = pool, work, whole, lockstep
         self.abandon_after_s, self.clock = abandon_after_s, clock
         self._stop = threading.Event()
         self._items: queue.Queue = queue.Queue()
         self._last_pull = clock()
+        self._given = 0  # items the work has handed over
+        self._handled = 0  # items the reader is done with: all it had taken when it last came back
+        self._taken = 0
+        self._back = threading.Condition()
         self._finished = threading.Event()
         self.placement: Placement | None = None
         self._thread = threading.Thread(target=self._run, name="assistlab-job", daemon=True)
@@ -195,13 +203,15 @@ class Job(Generic[T]):
 
     def _run(self) -> None:
         try:
-            placement = self.pool.acquire(self.whole, should_stop=self.should_stop, on_wait=self._items.put)
+            placement = self.pool.acquire(self.whole, should_stop=self.should_stop, on_wait=self._give)
             if placement is None:
                 return
             self.placement = placement
             try:
                 for item in self.work(placement, self.should_stop):
-                    self._items.put(item)
+                    self._give(item)
+                    if self.lockstep:
+                        self._wait_for_reader()
             finally:
                 self.pool.release(placement)
         except BaseException as exc:  # handed to the reader, who turns it into a message
@@ -210,9 +220,26 @@ class Job(Generic[T]):
             self._finished.set()
             self._items.put(_DONE)
 
+    def _give(self, item: T | Waiting) -> None:
+        with self._back:
+            self._given += 1
+        self._items.put(item)
+
+    def _wait_for_reader(self) -> None:
+        """Until the reader is done with every item handed over so far, or the job is told to stop."""
+        with self._back:
+            while self._handled < self._given and not self.should_stop():
+                self._back.wait(0.1)
+
     def get(self, timeout: float | None = None) -> T | Waiting | None:
-        """The next item, None when none came within `timeout`; raises Finished when the job is over."""
+        """The next item, None when none came within `timeout`; raises Finished when the job is over.
+
+        Calling it says the reader is done with every item it took before.
+        """
         self.touch()
+        with self._back:
+            self._handled = self._taken
+            self._back.notify_all()
         try:
             item = self._items.get(timeout=timeout)
         except queue.Empty:
@@ -224,6 +251,8 @@ class Job(Generic[T]):
             raise Finished
         if isinstance(item, BaseException):
             raise item
+        with self._back:
+            self._taken += 1
         return item
 
     def items(self, heartbeat_s: float | None = None) -> Iterator[T | Waiting | None]:

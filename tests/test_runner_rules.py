@@ -267,6 +267,16 @@ def test_fixed_count_runs_exactly_that_many(store, fake):
     assert data["orders"] == [[0, 1], [1, 0], [0, 1]] and data["warmup_orders"] == [[0, 1]]
 
 
+def test_a_round_is_done_on_its_last_run_only(store, fake):
+    """The page redraws on `round_done` events: one per warm-up round and per repetition, after every arm ran."""
+    events, data = run(store, fake, arms=(ArmSpec("prompt-lookup"), ArmSpec("prompt-lookup", prompt_lookup_num_tokens=3)),
+                       repeats=3)
+    runs = [e for e in events if e.kind == "run"]
+    assert [e.round_done for e in runs] == [False, False, True] * 4
+    assert [e.warmup for e in runs if e.round_done] == [True, False, False, False]
+    assert not any(e.round_done for e in events if e.kind != "run")
+
+
 def test_drafting_settings_are_reset_before_every_run(store, fake):
     events, data = run(store, fake, arms=(ArmSpec("assistant", "assistant-same"),), repeats=3, warmup=2)
     defaults = strategies.transformers_defaults()

@@ -172,3 +172,50 @@ def test_a_cpu_only_machine_has_one_slot():
     spans = sorted((r[2], r[3]) for r in log.rows)
     assert all(end <= start for (_s, end), (start, _e) in zip(spans, spans[1:]))
     assert Placement((0,), False).device == "cpu" and Placement((3,), True).device == "cuda:3"
+
+
+def test_a_lockstep_job_waits_until_the_reader_is_done_with_each_item():
+    """The page draws between timed runs only: the work does not go on while the reader handles an item."""
+    produced: list[int] = []
+
+    def work(placement: Placement, should_stop):
+        for i in range(3):
+            produced.append(i)
+            yield i
+
+    job = Job(SlotPool(0), work, lockstep=True).start()
+    assert job.get(timeout=WAIT) == 0
+    time.sleep(0.3)  # the reader is busy with item 0 (drawing charts): nothing new is produced meanwhile
+    assert produced == [0]
+    assert job.get(timeout=WAIT) == 1  # coming back for the next item releases the work
+    time.sleep(0.3)
+    assert produced == [0, 1]
+    assert drain(job) == [2]
+
+
+def test_a_job_that_is_not_lockstep_runs_ahead_of_its_reader():
+    produced: list[int] = []
+
+    def work(placement: Placement, should_stop):
+        for i in range(3):
+            produced.append(i)
+            yield i
+
+    job = Job(SlotPool(0), work).start()
+    assert job.wait(WAIT)
+    assert produced == [0, 1, 2] and drain(job) == [0, 1, 2]
+
+
+def test_a_lockstep_job_whose_reader_left_stops_instead_of_waiting_for_ever():
+    now = [0.0]
+
+    def work(placement: Placement, should_stop):
+        for i in range(100):
+            yield i
+
+    job = Job(SlotPool(0), work, lockstep=True, abandon_after_s=5.0, clock=lambda: now[0]).start()
+    assert job.get(timeout=WAIT) == 0
+    time.sleep(0.2)
+    assert not job.finished
+    now[0] = 6.0  # the reader never came back
+    assert job.wait(WAIT) and job.stopped

@@ -103,7 +103,7 @@ def _report_updates(results: Results, report: dict) -> dict:
 
 
 def wire(page: Page, results: Results) -> None:
-    """Run streams one comparison into the panels, redrawing after every counted run; Stop ends it."""
+    """Run streams one comparison into the panels, redrawing after every counted repetition; Stop ends it."""
 
     def arm_run(request: gr.Request):
         # The previous result is cleared as the new run starts, so a run that fails never leaves an old
@@ -115,7 +115,7 @@ def wire(page: Page, results: Results) -> None:
     def run_stream(data: dict, request: gr.Request):
         def render(event: Event) -> dict:
             update = {results.progress: event_progress(event)}
-            if event.report is not None and (event.kind == "done" or not event.warmup):
+            if event.report is not None and (event.kind == "done" or event.round_done and not event.warmup):
                 report = event.report.to_dict()
                 if report["counted_repetitions"] or event.kind == "done":
                     update.update(_report_updates(results, report))

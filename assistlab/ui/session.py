@@ -210,11 +210,12 @@ class Page:
         """Listener options for every event that runs a model: gradio admits one per slot; the pool places it."""
         return {"concurrency_id": GPU_GROUP, "concurrency_limit": self.pool.size, "api_visibility": "private"}
 
-    def start_job(self, request: BenchRequest, should_stop: Callable[[], bool], plan: Plan = None
-                  ) -> Job:
+    def start_job(self, request: BenchRequest, should_stop: Callable[[], bool], plan: Plan = None,
+                  lockstep: bool = False) -> Job:
         """Run one comparison on its own thread, on a free GPU (every GPU for a spread target or the CPU).
 
-        Its slot is held until the runner has returned, whatever happens to the request that started it.
+        Its slot is held until the runner has returned, whatever happens to the request that started it. With
+        `lockstep`, each run waits until the reader has handled the previous event (see `Job`).
         """
         whole = not self.pool.cuda or request.device == "cpu" or request.device_map_auto
 
@@ -222,7 +223,7 @@ class Page:
             with models_mod.placed_on(placement.slots if placement.cuda else ()):
                 yield from self.stream(request, lambda: job_should_stop() or should_stop(), plan)
 
-        return Job(self.pool, work, whole=whole, abandon_after_s=ABANDON_S).start()
+        return Job(self.pool, work, whole=whole, abandon_after_s=ABANDON_S, lockstep=lockstep).start()
 
     def form_request(self, data: dict) -> BenchRequest:
         """The request a {component: value} dict from the form describes."""
@@ -243,7 +244,8 @@ class Page:
                     yield {progress: progress_html("Stopped before it started.", 0.0, "stopped")}
                     return
                 request, plan = prepare()
-                job = self.start_job(request, stop.is_set, plan)
+                # In lockstep: the page builds its report, figures and texts while no timed run is going on.
+                job = self.start_job(request, stop.is_set, plan, lockstep=True)
                 for item in job.items(heartbeat_s=HEARTBEAT_S):
                     if item is None:
                         yield gr.skip()  # nothing new; lets gradio see a cancel or a departed client

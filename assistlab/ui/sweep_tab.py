@@ -94,7 +94,7 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
 
         def render(event: Event) -> dict:
             update = {view.progress: event_progress(event)}
-            if event.report is not None and (event.kind == "done" or not event.warmup):
+            if event.report is not None and (event.kind == "done" or event.round_done and not event.warmup):
                 report = event.report.to_dict()
                 report.setdefault("sweep", sweep.summarize_sweep(report, param))
                 if report["counted_repetitions"] or event.kind == "done":
