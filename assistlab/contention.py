@@ -136,6 +136,34 @@ def warnings(contention: dict | None) -> list[dict]:
     }]
 
 
+def settle(
+    max_s: float = 3.0,
+    step_s: float = 0.2,
+    read: Callable[[], CpuReading] = read_cpu,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float:
+    """Wait until others use less than CPU_BUSY_CORES over one `step_s`, at most `max_s`; the seconds waited.
+
+    For work this process set off elsewhere that would otherwise overlap the next timed run: a browser on the
+    same machine drawing the charts it was just sent. A machine that stays busy costs `max_s` and is then
+    named by the timed runs' own windows. Without psutil it returns at once.
+    """
+    try:
+        before = read()
+    except Exception:  # noqa: BLE001 - psutil missing or /proc unreadable: nothing to wait for
+        return 0.0
+    waited = 0.0
+    while waited < max_s:
+        sleep(step_s)
+        after = read()
+        wall, others, _steal = cpu_window(before, after)
+        waited += wall
+        if wall > 0 and others / wall < CPU_BUSY_CORES:
+            break
+        before = after
+    return waited
+
+
 class _Nvml:
     """The GPU a device index names, through NVML; `status` says why not when it cannot be read."""
 

@@ -52,6 +52,30 @@ def test_a_busy_cpu_is_named_at_the_threshold_and_not_below():
     assert "may not hold" in warning["message"]
 
 
+def test_settle_waits_while_others_are_busy_and_no_longer():
+    # Others use 1.0, then 0.6, then 0.1 cores over 0.2 s steps: quiet on the third step.
+    read = readings((0, 10, 0, 0), (0.2, 10.2, 0, 0), (0.4, 10.32, 0, 0), (0.6, 10.34, 0, 0), (0.8, 10.8, 0, 0))
+    slept = []
+    assert contention.settle(read=read, sleep=slept.append) == pytest.approx(0.6)
+    assert slept == [0.2, 0.2, 0.2]
+
+
+def test_settle_gives_up_on_a_machine_that_stays_busy():
+    values = [(0.2 * i, 10 + 0.4 * i, 0, 0) for i in range(40)]  # others always use 2 cores
+    slept = []
+    assert contention.settle(max_s=1.0, read=readings(*values), sleep=slept.append) == pytest.approx(1.0)
+    assert len(slept) == 5
+
+
+def test_settle_returns_at_once_on_an_idle_machine_or_without_readings():
+    assert contention.settle(read=readings((0, 10, 0, 0), (0.2, 10.01, 0, 0)), sleep=lambda s: None) == pytest.approx(0.2)
+
+    def unreadable():
+        raise OSError("no /proc")
+
+    assert contention.settle(read=unreadable, sleep=lambda s: None) == 0.0
+
+
 def test_the_average_is_weighted_by_time_and_the_busiest_window_is_kept():
     record = contention.summarize([Window(9.0, 0.9, 0.0), Window(1.0, 1.5, 0.5)], cpu_count=4)
     assert record["other_cpu_cores"] == pytest.approx(0.24)  # 2.4 s over 10 s

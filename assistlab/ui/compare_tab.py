@@ -20,7 +20,7 @@ from ..panels import (
 from ..runner import Event
 from .fields import INTRO
 from .history_tab import save_report
-from .session import LIGHT, Page
+from .session import LIGHT, Page, repetition_end
 
 
 @dataclass
@@ -115,7 +115,7 @@ def wire(page: Page, results: Results) -> None:
     def run_stream(data: dict, request: gr.Request):
         def render(event: Event) -> dict:
             update = {results.progress: event_progress(event)}
-            if event.report is not None and (event.kind == "done" or event.round_done and not event.warmup):
+            if event.report is not None and repetition_end(event):
                 report = event.report.to_dict()
                 if report["counted_repetitions"] or event.kind == "done":
                     update.update(_report_updates(results, report))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from .. import contention
 from .. import models as models_mod
 from .. import suite_runner, sweep
 from ..config import BenchRequest
@@ -194,6 +195,11 @@ def user_errors(words: Callable[[str], str] = str) -> Iterator[None]:
 
 
 
+def repetition_end(event: Event) -> bool:
+    """Whether the page redraws its results on this event: a counted repetition has ended, or the comparison."""
+    return event.kind == "done" or event.round_done and not event.warmup
+
+
 @dataclass
 class Page:
     """What every part of the page shares: the runner, the slots, stop flags, report files and the form's inputs."""
@@ -211,28 +217,35 @@ class Page:
         return {"concurrency_id": GPU_GROUP, "concurrency_limit": self.pool.size, "api_visibility": "private"}
 
     def start_job(self, request: BenchRequest, should_stop: Callable[[], bool], plan: Plan = None,
-                  lockstep: bool = False) -> Job:
+                  redraws: Callable[[Event], bool] | None = None) -> Job:
         """Run one comparison on its own thread, on a free GPU (every GPU for a spread target or the CPU).
 
-        Its slot is held until the runner has returned, whatever happens to the request that started it. With
-        `lockstep`, each run waits until the reader has handled the previous event (see `Job`).
+        Its slot is held until the runner has returned, whatever happens to the request that started it.
+        With `redraws` (for a page that draws what it reads), the job is in lockstep with its reader (see
+        `Job`), and after each event `redraws` names, the next run waits for the machine to settle
+        (`contention.settle`): a browser on this machine draws the charts it was just sent.
         """
         whole = not self.pool.cuda or request.device == "cpu" or request.device_map_auto
 
         def work(placement: Placement, job_should_stop: Callable[[], bool]) -> Iterator[Event]:
             with models_mod.placed_on(placement.slots if placement.cuda else ()):
-                yield from self.stream(request, lambda: job_should_stop() or should_stop(), plan)
+                for event in self.stream(request, lambda: job_should_stop() or should_stop(), plan):
+                    yield event
+                    if redraws is not None and event.kind != "done" and redraws(event):
+                        contention.settle()
 
-        return Job(self.pool, work, whole=whole, abandon_after_s=ABANDON_S, lockstep=lockstep).start()
+        return Job(self.pool, work, whole=whole, abandon_after_s=ABANDON_S, lockstep=redraws is not None).start()
 
     def form_request(self, data: dict) -> BenchRequest:
         """The request a {component: value} dict from the form describes."""
         names = {component: name for name, component in zip(FORM_FIELDS, self.inputs)}
         return request_from_form(**{names[c]: value for c, value in data.items() if c in names})
 
-    def streamed(self, session: str, progress: gr.HTML, prepare: Callable, render: Callable):
+    def streamed(self, session: str, progress: gr.HTML, prepare: Callable, render: Callable,
+                 redraws: Callable = repetition_end):
         """Run the comparison `prepare()` describes ((request, plan or None)) for one session, yielding
-        `render(event)`; a failure ends in the progress bar.
+        `render(event)`; a failure ends in the progress bar. `render` draws results only on events `redraws`
+        names; each timed run starts after the page has drawn (see `start_job`).
 
         The work runs in a Job. This handler yields at least every HEARTBEAT_S, so a cancel closes it promptly;
         closing it (or gradio ceasing to read it) stops the work, which frees its slot when it has stopped.
@@ -244,8 +257,7 @@ class Page:
                     yield {progress: progress_html("Stopped before it started.", 0.0, "stopped")}
                     return
                 request, plan = prepare()
-                # In lockstep: the page builds its report, figures and texts while no timed run is going on.
-                job = self.start_job(request, stop.is_set, plan, lockstep=True)
+                job = self.start_job(request, stop.is_set, plan, redraws=redraws)
                 for item in job.items(heartbeat_s=HEARTBEAT_S):
                     if item is None:
                         yield gr.skip()  # nothing new; lets gradio see a cancel or a departed client

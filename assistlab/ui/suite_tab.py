@@ -208,6 +208,11 @@ def prompts_html(data: dict) -> str:
     return f'<div style="overflow-x:auto"><table class="al-table" id="al-suite-prompts">{head}{"".join(rows)}</table></div>'
 
 
+def redraws(event: suite_runner.SuiteEvent) -> bool:
+    """Whether the suite's results are redrawn on this event: after each counted run, and at the end."""
+    return event.kind == "done" or event.kind == "run" and not event.message.startswith("Warm-up")
+
+
 def _choices(report: SuiteReport) -> list[tuple[str, str]]:
     return [(f"{r.item.id} · {r.item.category} · {r.item.text[:50]}", r.item.id)
             for r in report.results if r.report is not None and r.report.runs]
@@ -260,7 +265,7 @@ def wire(page: Page, view: SuiteView) -> None:
         def render(event: suite_runner.SuiteEvent) -> dict:
             update = {view.progress: suite_progress(event)}
             report = event.report
-            if report is not None and (event.kind == "done" or event.kind == "run" and not event.message.startswith("Warm-up")):
+            if report is not None and redraws(event):
                 data_ = report.to_dict()
                 update.update({
                     view.panel: gr.update(visible=True),
@@ -282,7 +287,7 @@ def wire(page: Page, view: SuiteView) -> None:
                         update[view.download_csv] = gr.update(value=csv_path, visible=True)
             return update
 
-        yield from page.streamed(request.session_hash, view.progress, prepare, render)
+        yield from page.streamed(request.session_hash, view.progress, prepare, render, redraws)
 
     view.run.click(arm_run, None, [view.progress, view.download_json, view.download_csv], **LIGHT).then(
         run_stream,

@@ -12,7 +12,7 @@ from ..runner import Event
 from .fields import HINTS, SWEEP_INTRO, SWEEP_VALUES, sweep_plan
 from .form import Form
 from .history_tab import save_report
-from .session import LIGHT, Page
+from .session import LIGHT, Page, repetition_end
 
 
 @dataclass
@@ -94,7 +94,7 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
 
         def render(event: Event) -> dict:
             update = {view.progress: event_progress(event)}
-            if event.report is not None and (event.kind == "done" or event.round_done and not event.warmup):
+            if event.report is not None and repetition_end(event):
                 report = event.report.to_dict()
                 report.setdefault("sweep", sweep.summarize_sweep(report, param))
                 if report["counted_repetitions"] or event.kind == "done":

@@ -1,0 +1,58 @@
+"""The page's own work falls between timed runs (issue 9, item 6): it draws while the runner waits, and the
+next run starts once the machine has settled from the drawing."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from assistlab.runner import Event
+from assistlab.slots import SlotPool
+from assistlab.ui import session
+from assistlab.ui.session import Page, ReportFiles, SessionStops, repetition_end
+
+
+def events():
+    yield Event("status", "warm-up", 0, 6, warmup=True)
+    yield Event("run", "warm-up done", 2, 6, warmup=True, round_done=True)
+    yield Event("status", "repetition 1", 2, 6)
+    yield Event("run", "plain", 3, 6)
+    yield Event("run", "assisted", 4, 6, round_done=True)
+    yield Event("done", "complete", 6, 6)
+
+
+def test_the_page_redraws_at_the_end_of_a_counted_repetition_and_at_the_end_only():
+    assert [repetition_end(e) for e in events()] == [False, False, False, False, True, True]
+
+
+def test_the_next_run_waits_for_the_page_to_draw_and_for_the_machine_to_settle(monkeypatch, tmp_path):
+    log: list[str] = []
+    lock = threading.Lock()
+
+    def note(text: str) -> None:
+        with lock:
+            log.append(text)
+
+    def stream(request, should_stop, plan=None):
+        for event in events():
+            note(f"runner: {event.message}")
+            yield event
+
+    monkeypatch.setattr(session.contention, "settle", lambda: note("settle") or 0.0)
+    page = Page(stream, SessionStops(), ReportFiles(tmp_path), [], SlotPool(0))
+    job = page.start_job(None, lambda: False, redraws=repetition_end)
+    seen = []
+    for item in job.items(heartbeat_s=5.0):
+        if isinstance(item, Event):
+            seen.append(item.message)
+            note(f"page: {item.message}")
+            time.sleep(0.05)  # drawing: the runner must not move on meanwhile
+    assert seen == [e.message for e in events()]
+    assert log == [
+        "runner: warm-up", "page: warm-up",
+        "runner: warm-up done", "page: warm-up done",
+        "runner: repetition 1", "page: repetition 1",
+        "runner: plain", "page: plain",
+        "runner: assisted", "page: assisted", "settle",  # the repetition's charts were drawn
+        "runner: complete", "page: complete",  # nothing follows the end: no wait for it
+    ]
