@@ -92,6 +92,19 @@ def test_compare_suite_api(client):
                           "selection_seed", "turns", "prompts_text", "prompts_filename"]
 
 
+def test_compare_suite_api_takes_the_same_defaults_as_compare(client):
+    """A workload measures what a single comparison would: transformers' drafting defaults, not fixed numbers."""
+    endpoints = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+
+    def defaults(name: str) -> dict:
+        return {p["parameter_name"]: p.get("parameter_default") for p in endpoints[name]["parameters"]}
+
+    single, suite = defaults("/compare"), defaults("/compare_suite")
+    shared = set(single) & set(suite)
+    assert {"num_assistant_tokens", "schedule", "confidence_threshold", "prompt_lookup_num_tokens"} <= shared
+    assert {name: suite[name] for name in shared} == {name: single[name] for name in shared if name != "prompt"}
+
+
 def test_compare_suite_api_refuses_a_bad_file(client):
     from gradio_client.exceptions import AppError
 

@@ -187,17 +187,19 @@ def build_app(
             seed: int = 0,
             device: str = "auto",
             dtype: str = "auto",
-            num_assistant_tokens: int = 5,
-            schedule: str = "constant",
+            num_assistant_tokens: int | None = None,
+            schedule: str | None = None,
             confidence_threshold: float | None = None,
-            prompt_lookup_num_tokens: int = 10,
+            prompt_lookup_num_tokens: int | None = None,
             early_exit_layer: int | None = None,
             device_map_auto: bool = False,
             request: gr.Request = None,
         ) -> tuple[dict, str]:
             """Measure a workload: a Spec-Bench subset (suite='spec-bench', categories 'qa,translation', per_category)
             or your prompts (suite='file', prompts_text = the file's contents, prompts_filename for its format).
-            Returns the JSON report (per-category figures under suite) and one sentence per category.
+            Returns the JSON report (per-category figures under suite) and one sentence per category. The
+            comparison's parameters mean what they mean for /compare, with the same defaults (transformers' own
+            for the drafting knobs); the suite's own defaults fill new tokens and repetitions.
             """
             arguments = locals()
             values = {name: value for name, value in arguments.items() if name in FORM_FIELDS}

@@ -1,0 +1,112 @@
+"""The README's screenshots, taken from the page as a person sees it with the bundled pair.
+
+Starts the app with the bundled models and drives it in Chromium: a default comparison at 1440 px
+(assets/screenshot.png), a short one at a phone's 390 px (assets/screenshot-phone.png), and the default
+Spec-Bench workload on the Workloads tab (assets/workloads.png). Every figure on them is measured on this
+machine at the time. Takes about as long as the three runs (minutes on a CPU).
+
+Run: python tests/make_screenshots.py [--out assets] [--skip-suite]
+Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import argparse
+import time
+
+from bench_page_vs_cli import CHROMIUM, free_port
+
+
+def settings(page, tokens: int | None, repeats: int | None) -> None:
+    page.locator("#al-settings").get_by_text("Settings", exact=True).click()
+    for label, value in (("New tokens per run", tokens), ("Repetitions", repeats)):
+        if value is None:
+            continue
+        box = page.get_by_label(label)
+        box.wait_for()
+        for _ in range(5):
+            box.fill(str(value))
+            box.press("Tab")
+            page.wait_for_timeout(150)
+            if box.input_value() == str(value):
+                break
+    page.locator("#al-settings").get_by_text("Settings", exact=True).click()
+
+
+def compare(browser, url: str, width: int, height: int, path: Path, tokens=None, repeats=None) -> float:
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url)
+        page.wait_for_selector("#al-run")
+        if tokens or repeats:
+            settings(page, tokens, repeats)
+        began = time.monotonic()
+        page.click("#al-run")
+        page.wait_for_selector("#al-download-json", state="visible", timeout=1_800_000)
+        took = time.monotonic() - began
+        page.wait_for_timeout(1500)  # plotly finishes drawing
+        page.screenshot(path=str(path), full_page=True)
+        return took
+    finally:
+        context.close()
+
+
+def workloads(browser, url: str, path: Path) -> float:
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url)
+        page.wait_for_selector("#al-run")
+        page.get_by_role("tab", name="Workloads").click()
+        began = time.monotonic()
+        page.click("#al-suite-run")
+        page.wait_for_selector("#al-suite-download-json", state="visible", timeout=3_600_000)
+        took = time.monotonic() - began
+        page.wait_for_timeout(1500)
+        page.locator("#al-tab-workloads").screenshot(path=str(path))
+        return took
+    finally:
+        context.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "assets")
+    parser.add_argument("--skip-suite", action="store_true")
+    args = parser.parse_args()
+
+    from playwright.sync_api import sync_playwright
+
+    from assistlab import ui
+    from assistlab.models import ModelStore
+
+    demo = ui.build_app(ModelStore())
+    _app, url, _share = demo.launch(prevent_thread_lock=True, server_port=free_port(), quiet=True,
+                                    **ui.launch_options({}))
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            took = compare(browser, url, 1440, 1000, args.out / "screenshot.png")
+            print(f"screenshot.png: the default comparison took {took:.0f} s")
+            took = compare(browser, url, 390, 844, args.out / "screenshot-phone.png", tokens=16, repeats=2)
+            print(f"screenshot-phone.png: 16 tokens, 2 repetitions, {took:.0f} s")
+            if not args.skip_suite:
+                took = workloads(browser, url, args.out / "workloads.png")
+                print(f"workloads.png: the default Spec-Bench workload took {took:.0f} s")
+            browser.close()
+    finally:
+        demo.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
