@@ -22,7 +22,7 @@ import statistics
 import subprocess
 import tempfile
 
-CHROMIUM = "/usr/bin/chromium"
+from test_browser import CHROMIUM, set_run_size
 
 
 def free_port() -> int:
@@ -40,16 +40,7 @@ def through_page(browser, url: str, tokens: int, repeats: int, folder: Path) -> 
         page.goto(url)
         page.wait_for_selector("#al-run")
         prompt = page.locator("#al-prompt textarea").input_value()
-        page.locator("#al-settings").get_by_text("Settings", exact=True).click()
-        for label, value in (("New tokens per run", tokens), ("Repetitions", repeats)):
-            box = page.get_by_label(label)
-            box.wait_for()
-            for _ in range(5):  # the accordion may reset a value typed while it opens
-                box.fill(str(value))
-                box.press("Tab")
-                page.wait_for_timeout(150)
-                if box.input_value() == str(value):
-                    break
+        set_run_size(page, tokens, repeats)
         page.click("#al-run")
         page.wait_for_selector("#al-download-json", state="visible", timeout=900_000)
         with page.expect_download() as download:
@@ -90,7 +81,7 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="assistlab-page-vs-cli-"))
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
             prompt = None  # the page's default prompt, read in the first round (the page goes first there)
             for r in range(args.rounds):
                 for side in ("page", "cli") if r % 2 == 0 else ("cli", "page"):

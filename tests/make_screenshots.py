@@ -20,23 +20,8 @@ sys.path.insert(0, str(ROOT))
 import argparse
 import time
 
-from bench_page_vs_cli import CHROMIUM, free_port
-
-
-def settings(page, tokens: int | None, repeats: int | None) -> None:
-    page.locator("#al-settings").get_by_text("Settings", exact=True).click()
-    for label, value in (("New tokens per run", tokens), ("Repetitions", repeats)):
-        if value is None:
-            continue
-        box = page.get_by_label(label)
-        box.wait_for()
-        for _ in range(5):
-            box.fill(str(value))
-            box.press("Tab")
-            page.wait_for_timeout(150)
-            if box.input_value() == str(value):
-                break
-    page.locator("#al-settings").get_by_text("Settings", exact=True).click()
+from bench_page_vs_cli import free_port
+from test_browser import CHROMIUM, set_run_size
 
 
 def compare(browser, url: str, width: int, height: int, path: Path, tokens=None, repeats=None) -> float:
@@ -47,7 +32,7 @@ def compare(browser, url: str, width: int, height: int, path: Path, tokens=None,
         page.goto(url)
         page.wait_for_selector("#al-run")
         if tokens or repeats:
-            settings(page, tokens, repeats)
+            set_run_size(page, tokens, repeats)
         began = time.monotonic()
         page.click("#al-run")
         page.wait_for_selector("#al-download-json", state="visible", timeout=1_800_000)
@@ -94,7 +79,7 @@ def main() -> int:
                                     **ui.launch_options({}))
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
             took = compare(browser, url, 1440, 1000, args.out / "screenshot.png")
             print(f"screenshot.png: the default comparison took {took:.0f} s")
             took = compare(browser, url, 390, 844, args.out / "screenshot-phone.png", tokens=16, repeats=2)

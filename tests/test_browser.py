@@ -66,6 +66,11 @@ def choose(page, target: str, assistant: str, tokens: int, repeats: int) -> None
         page.fill(selector, value)
         page.keyboard.press("Enter")
     page.fill("#al-prompt textarea", "write me a long essay on deep learning")
+    set_run_size(page, tokens, repeats)
+
+
+def set_run_size(page, tokens: int, repeats: int) -> None:
+    """Open Settings and type the new tokens per run and the repetitions, as a person does."""
     page.locator("#al-settings").get_by_text("Settings", exact=True).click()
     for label, value in (("New tokens per run", tokens), ("Repetitions", repeats)):
         box = page.get_by_label(label)
