@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import math
@@ -330,3 +331,88 @@ def test_a_stop_ends_a_suite_run_within_a_step_and_drops_the_cut_run(models_dir,
     # The stop came inside the first 200-token run: it ended there, and the cut run is not kept.
     assert [run for r in report.results if r.report is not None for run in r.report.runs] == []
     assert len(calls) < 40
+
+
+def test_each_prompt_rotates_the_arms_as_a_comparison_does(tiny_suite):
+    report = tiny_suite[-1].report
+    measured = [r for r in report.results if r.status == "measured"]
+    assert len(measured) == 4
+    for result in measured:
+        assert result.report.orders == [[0, 1], [1, 0]]  # plain first, then the assistant first
+        runs = {(run.repetition, run.arm): run.position for run in result.report.runs}
+        assert runs == {(0, 0): 0, (0, 1): 1, (1, 1): 0, (1, 0): 1}
+    rows = {row["id"]: row for row in report.to_dict()["suite"]["prompts"]}
+    assert rows["2"]["orders"] == [[0, 1], [1, 0]]
+    assert measured[0].report.warmup_orders == [[0, 1]]  # the suite's one warm-up ran on the first prompt
+    assert all(r.report.warmup_orders == [] for r in measured[1:])
+
+
+def test_a_suite_watches_every_counted_run_for_others_use(tiny_suite):
+    from assistlab import contention
+
+    data = tiny_suite[-1].report.to_dict()
+    record = data["environment"]["contention"]
+    assert record["windows"] == 4 * 2 * 2  # every counted run of every prompt; warm-up runs are not watched
+    timed = sum(sum(run["latencies_s"]) for row in data["suite"]["prompts"] for run in row.get("runs", []))
+    assert timed <= record["timed_seconds"] <= timed + 1.0
+    assert data["warnings"] == contention.warnings(record)  # whatever this machine's load was meanwhile
+
+
+def _watched(monkeypatch, others_cores: float) -> None:
+    """Every contention.Monitor reads a machine where others use `others_cores` of its 2 cores all along."""
+    import itertools
+
+    from assistlab import contention
+
+    real = contention.Monitor
+
+    def monitor(device=None):
+        ticks = itertools.count()
+
+        def read():
+            t = float(next(ticks))  # one second between the reads around each run
+            return contention.CpuReading(t, others_cores * t, 0.0, 0.0)
+
+        return real(device, read_cpu=read, cpu_count=2)
+
+    monkeypatch.setattr(contention, "Monitor", monitor)
+
+
+def _three_prompts(models_dir, store, monkeypatch):
+    from assistlab import suite_runner
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo\n\nthree", "x.txt"))
+    bench = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), max_new_tokens=4, repeats=1, warmup=1)
+    return suite_runner.run_suite_to_report(bench, selection, store)
+
+
+def test_an_idle_machine_gives_a_suite_no_warning(models_dir, store, monkeypatch):
+    from assistlab.__main__ import format_suite_table
+    from assistlab.ui import suite_tab
+
+    _watched(monkeypatch, 0.0)
+    report = _three_prompts(models_dir, store, monkeypatch)
+    # One repetition per prompt: the order rotates over the suite, not within each prompt only.
+    assert [r.report.orders for r in report.results] == [[[0, 1]], [[1, 0]], [[0, 1]]]
+    data = report.to_dict()
+    assert data["environment"]["contention"]["windows"] == 3 * 2
+    assert data["environment"]["contention"]["other_cpu_cores"] == 0.0 and data["warnings"] == []
+    assert "al-warning" not in suite_tab.summary_html(data) and "Warning" not in format_suite_table(data)
+    assert suite.summary_sentences(data)[-1] == data["suite"]["overall"]["best"]
+
+
+def test_a_busy_machine_is_named_in_a_suite_where_a_comparison_names_it(models_dir, store, monkeypatch):
+    from assistlab.__main__ import format_suite_table
+    from assistlab.ui import suite_tab
+
+    _watched(monkeypatch, 1.5)
+    data = _three_prompts(models_dir, store, monkeypatch).to_dict()
+    assert data["environment"]["contention"]["other_cpu_cores"] == pytest.approx(1.5)
+    [warning] = data["warnings"]
+    assert warning["code"] == "busy-machine" and "1.50 CPU cores" in warning["message"]
+    assert "may not hold" in warning["message"]
+    shown = f'<p class="al-warning" role="alert">⚠ {html.escape(warning["message"])}</p>'
+    assert shown in suite_tab.summary_html(data)
+    assert f"Warning (busy-machine): {warning['message']}" in format_suite_table(data)
+    assert suite.summary_sentences(data)[-1] == warning["message"]
