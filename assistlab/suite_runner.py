@@ -240,11 +240,10 @@ def run_suite(
                 for r in range(bench.repeats):
                     if stopped:
                         break
-                    stopped = yield from relay(
-                        run_round(bench, target, inputs, mine, report, r, False, clock, should_stop, progress,
-                                  monitor, turn),
-                        position, item)
-                    turn += 1
+                    counted = run_round(bench, target, inputs, mine, report, r, False, clock, should_stop, progress,
+                                        monitor, turn)
+                    turn += 1  # a round that fails still took its place in the rotation
+                    stopped = yield from relay(counted, position, item)
             except AssistLabError as exc:  # the plain run failed (run_round says how): no baseline for this prompt
                 result.status, result.reason = "failed", str(exc)
                 if warmed:
@@ -267,13 +266,15 @@ def run_suite(
 
     measured = sum(1 for r in suite.results if r.status in ("measured", "stopped"))
     skipped = sum(1 for r in suite.results if r.status == "skipped")
+    failed = sum(1 for r in suite.results if r.status == "failed")
     if should_stop() and any(r.status in ("pending", "stopped") for r in suite.results):
         suite.status = "stopped"
         suite.message = f"Stopped after {measured} of {n_items} prompts; the figures use what was measured."
     else:
         suite.status = "complete"
+        others = ", ".join(f"{count} {what}" for count, what in ((skipped, "skipped"), (failed, "failed")) if count)
         suite.message = f"Complete: {measured} of {n_items} prompts measured" + (
-            f", {skipped} skipped (see the reasons)." if skipped else "."
+            f", {others} (see the reasons)." if others else "."
         )
     for result in suite.results:
         if result.status == "pending":

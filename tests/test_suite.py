@@ -416,3 +416,61 @@ def test_a_busy_machine_is_named_in_a_suite_where_a_comparison_names_it(models_d
     assert shown in suite_tab.summary_html(data)
     assert f"Warning (busy-machine): {warning['message']}" in format_suite_table(data)
     assert suite.summary_sentences(data)[-1] == warning["message"]
+
+
+def _failing(monkeypatch, fail: dict) -> list:
+    """runner.timed_generate raising on the calls numbered in `fail` (1-based, warm-up included): {call: exc}."""
+    from assistlab import runner
+
+    real, calls = runner.timed_generate, []
+
+    def timed_generate(target, inputs, kwargs, clock, assisted, monitor=None):
+        calls.append(assisted)
+        if len(calls) in fail:
+            raise fail[len(calls)]
+        return real(target, inputs, kwargs, clock, assisted, monitor)
+
+    monkeypatch.setattr(runner, "timed_generate", timed_generate)
+    return calls
+
+
+def test_a_failure_is_marked_on_its_own_prompt_and_the_suite_goes_on(models_dir, store, monkeypatch):
+    from assistlab import suite_runner
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    # Runs in order: prompt 1 plain, assisted; prompt 2 assisted, plain (rotated); prompt 3 plain, assisted.
+    calls = _failing(monkeypatch, {2: RuntimeError("drafter broke"), 4: MemoryError()})
+    selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo\n\nthree", "x.txt"))
+    bench = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), max_new_tokens=4, repeats=1, warmup=0)
+    events = list(suite_runner.run_suite(bench, selection, store))
+    assert calls == [False, True, True, False, False, True]
+    report = events[-1].report
+    assert [r.status for r in report.results] == ["measured", "failed", "measured"]
+    first, second, third = (r.report for r in report.results)
+    assert first.arms[1].error == "failed: RuntimeError: drafter broke"
+    assert second.arms[1].error is None and third.arms[1].error is None  # not carried to later prompts
+    assert report.results[1].reason.startswith("The plain (unassisted) run ran out of memory")
+    assert len(third.runs) == 2 and report.status == "complete"
+    assert report.message == "Complete: 2 of 3 prompts measured, 1 failed (see the reasons)."
+    assert events[-1].done == events[-1].total == 3 * 2  # the failed prompt's two runs were both attempted
+
+
+def test_a_failed_warm_up_fails_its_prompt_and_the_next_prompt_warms_up(models_dir, store, monkeypatch):
+    from assistlab import suite_runner
+    from assistlab.__main__ import format_suite_table
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    calls = _failing(monkeypatch, {1: MemoryError(), 3: RuntimeError("drafter broke")})
+    selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo\n\nthree", "x.txt"))
+    bench = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), max_new_tokens=4, repeats=1, warmup=1)
+    events = list(suite_runner.run_suite(bench, selection, store))
+    # Prompt 1: its plain warm-up fails. Prompt 2: warm-up (plain, assisted fails), then plain only.
+    assert calls == [False, False, True, False, False]
+    report = events[-1].report
+    assert [r.status for r in report.results] == ["failed", "measured", "measured"]
+    assert [r.report.warmup_orders for r in report.results] == [[[0, 1]], [[0, 1]], []]
+    # An arm that failed its warm-up is left out of every later prompt, as before.
+    assert [r.report.arms[1].error for r in report.results[1:]] == ["failed: RuntimeError: drafter broke"] * 2
+    assert events[-1].done == events[-1].total == 2 * 2  # counted run slots of prompts 2 and 3, the failed arm's too
+    table = format_suite_table(report.to_dict())
+    assert "failed 1 (uncategorized): The plain (unassisted) run ran out of memory" in table
