@@ -304,6 +304,10 @@ def format_suite_table(data: dict) -> str:
     out.append("  " + suite["overall"]["best"])
     for skipped in suite["skipped"]:
         out.append(f"  skipped {skipped['id']} ({skipped['category']}): {skipped['reason']}")
+    for row in suite["prompts"]:
+        if row["status"] == "failed":
+            out.append(f"  failed {row['id']} ({row['category']}): {row['reason']}")
+    out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
     out.append(f"{data['message']} ({data['elapsed_s']:.0f} s)")
     return "\n".join(out)
 

@@ -529,14 +529,17 @@ def run_round(
     should_stop: Callable[[], bool],
     progress: Progress,
     monitor: contention.Monitor | None = None,
+    turn: int | None = None,
 ) -> Generator[Event, None, bool]:
     """One warm-up round or counted repetition: every arm once, in `rotation` order, each run stoppable.
 
     Yields a 'status' event naming each run before it starts and a 'run' event after it; counted runs go into
-    `report` (with their position) and the order into `report.orders` (or `warmup_orders`). Returns True when a stop ended the round: a run cut short by the
-    stopping criterion is discarded. A failing plain run raises; another failing arm is marked and skipped.
+    `report` (with their position) and the order into `report.orders` (or `warmup_orders`). Returns True when a
+    stop ended the round: a run cut short by the stopping criterion is discarded. A failing plain run raises;
+    another failing arm is marked and skipped. `turn` is the round's place in the rotation when it is not
+    `round_index` (a suite keeps rotating from one prompt's repetitions to the next).
     """
-    order = rotation(len(arms), round_index)
+    order = rotation(len(arms), round_index if turn is None else turn)
     (report.warmup_orders if warmup else report.orders).append(order)
     for position, index in enumerate(order):
         arm = arms[index]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import contention
 from .config import LIMITS, _as_int, _choice
 from .errors import InputError
 from .report import Report
@@ -556,6 +557,13 @@ def best_sentence(label: str, entry: dict) -> str:
     )
 
 
+def summary_sentences(data: dict) -> list[str]:
+    """A suite report dict in sentences: which arm was best per category and overall, then any warning."""
+    suite = data["suite"]
+    return ([c["best"] for c in suite["categories"]] + [suite["overall"]["best"]]
+            + [w["message"] for w in data.get("warnings") or []])
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "suite"
 
@@ -592,6 +600,7 @@ class SuiteReport:
             if data is not None and data["counted_repetitions"]:
                 row["arms"] = arm_figures(data)
                 row["repetitions"] = data["counted_repetitions"]
+                row["orders"] = data["orders"]  # the arms' order in each repetition, rotated as in a comparison
                 row["runs"] = [
                     {key: arm[key] for key in (
                         "name", "strategy", "error", "latencies_s", "new_tokens", "tokens_per_s", "text",
@@ -633,6 +642,8 @@ class SuiteReport:
             "request": self.request,
             "suite_request": self.selection.request.to_dict(),
             "environment": self.environment,
+            # What a single comparison warns of (busy-machine), from what was watched during every prompt's runs.
+            "warnings": contention.warnings(self.environment.get("contention")),
             "arms": self.arm_names,
             "suite": suite,
         }

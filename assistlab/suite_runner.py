@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
-import torch
-
-from . import catalog, explain
+from . import catalog, contention
 from . import models as models_mod
 from . import report as report_mod
 from .config import MODEL_STRATEGIES, BenchRequest
-from .errors import AssistLabError, InputError, ResourceError
+from .errors import AssistLabError, InputError
 from .models import LoadedModel, ModelStore
-from .report import ArmInfo, Report, RunRecord
-from .runner import Clock, build_arms, encode_prompt, stoppable, timed_generate
+from .report import Report
+from .runner import Clock, Event, Progress, build_arms, encode_prompt, run_round
 from .suite import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, PromptResult, Selection, SuiteReport
 
 
@@ -111,31 +109,6 @@ def encode_turns(bench: BenchRequest, target: LoadedModel, turns: tuple[str, ...
     return inputs
 
 
-def _failure(exc: Exception) -> tuple[str, bool]:
-    oom = isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
-    )
-    if isinstance(exc, AssistLabError):
-        return str(exc), oom
-    if oom:
-        return "ran out of memory; lower max_new_tokens, use a smaller model, or leave out long prompts.", True
-    detail = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return f"failed: {type(exc).__name__}: {detail}", False
-
-
-def _record(index: int, repetition: int, timed, inputs: dict, target: LoadedModel) -> RunRecord:
-    prompt_len = inputs["input_ids"].shape[1]
-    new_ids = timed.output[0, prompt_len:].tolist()
-    times = timed.streamer.times
-    return RunRecord(
-        arm=index, repetition=repetition, latency_s=timed.latency, new_tokens=len(new_ids),
-        ttft_s=times[0] if times else None, step_times=times, step_tokens=timed.streamer.tokens,
-        drafted=timed.drafted, accepted=timed.accepted, token_ids=new_ids,
-        text=target.tokenizer.decode(new_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False),
-        memory_bytes=timed.memory, wall_window=timed.wall_window,
-    )
-
-
 def run_suite(
     bench: BenchRequest,
     selection: Selection,
@@ -147,7 +120,10 @@ def run_suite(
 
     `bench` gives the target, the arms and the timing settings shared by every prompt (its `prompt` is
     not used). Models load once; each arm warms up `warmup` times on the first prompt that fits, not once
-    per prompt. A prompt that does not fit the target's context is skipped with its reason.
+    per prompt. Every prompt's runs are `runner.run_round`'s, as in a single comparison: the order of the
+    arms rotates from one repetition to the next over the whole suite, and what else used the machine is
+    watched during every counted run. A prompt that does not fit the target's context is skipped with its
+    reason; one whose plain run fails is marked failed, and the suite goes on with the next.
     """
     device = models_mod.choose_device(bench.device)
     dtype = models_mod.choose_dtype(bench.dtype, device)
@@ -175,6 +151,8 @@ def run_suite(
         described[f"assistant {text}"] = helper.describe()
     environment = report_mod.environment(device, models_mod.dtype_name(dtype), described)
     environment["load_messages"] = messages
+    monitor = contention.Monitor(device)  # one window per counted run of every prompt; its record is live
+    environment["contention"] = monitor.record
     suite = SuiteReport(
         selection=selection,
         request={k: v for k, v in bench.to_dict().items() if k != "prompt"},  # each prompt is in suite.prompts
@@ -183,153 +161,126 @@ def run_suite(
         results=[PromptResult(item) for item in selection.items],
     )
     per_prompt = bench.repeats * len(arms)
-    total = bench.warmup * len(arms) + n_items * per_prompt
-    done = 0
+    progress = Progress(total=bench.warmup * len(arms) + n_items * per_prompt)
     started = began = clock()
-    failed_arms: dict[int, str] = {}
+    failed_arms: dict[int, str] = {}  # arms that failed their warm-up: not run on any prompt
     answers: dict[str, list[str]] = {}  # prompt id -> the plain arm's answers to its turns so far
+    turn = 0  # counted rounds so far over the whole suite: the order keeps rotating from prompt to prompt
 
     def eta() -> float | None:
-        counted = done
-        return (clock() - started) / counted * (total - counted) if counted else None
+        counted = progress.done
+        return (clock() - started) / counted * (progress.total - counted) if counted else None
 
     def event(kind: str, message: str, position: int) -> SuiteEvent:
         suite.elapsed_s = clock() - began
-        return SuiteEvent(kind, message, done, total, position, n_items, eta(), suite)
+        return SuiteEvent(kind, message, progress.done, progress.total, position, n_items, eta(), suite)
+
+    def relay(round_: Generator[Event, None, bool], position: int, item) -> Generator[SuiteEvent, None, bool]:
+        """A round's events named by prompt, with the time left; returns whether a stop ended the round."""
+        while True:
+            try:
+                step = next(round_)
+            except StopIteration as end:
+                return end.value
+            if step.warmup and step.kind == "run":
+                text = f"Warm-up on prompt {position} (not counted): {step.message}"
+            else:
+                text = f"Prompt {position} of {n_items} ({item.id}, {item.category}): {step.message}"
+                left = eta()
+                if step.kind == "run" and left is not None:
+                    text += f"; about {_minutes(left)} left"
+            yield event(step.kind, text, position)
 
     warmed = bench.warmup == 0
-    for position, result in enumerate(suite.results, start=1):
-        item = result.item
-        if should_stop():
-            break
-        earlier = answers.get(item.prompt_id, [])
-        if item.turn > 1 and len(earlier) < item.turn - 1:
-            result.status, result.reason = "skipped", f"turn {item.turn - 1} of this prompt was not measured."
-            total -= per_prompt
-            yield event("status", f"Prompt {position} of {n_items} ({item.id}) skipped: {result.reason}", position)
-            continue
-        try:
-            inputs = encode_turns(bench, target, item.turns, earlier)
-        except InputError as exc:
-            result.status, result.reason = "skipped", str(exc)
-            total -= per_prompt
-            yield event("status", f"Prompt {position} of {n_items} ({item.id}, {item.category}) skipped: {exc}", position)
-            continue
-        result.prompt_tokens = int(inputs["input_ids"].shape[1])
-        if not warmed:
-            # One warm-up per arm for the whole suite, on the first prompt that fits.
-            for w in range(bench.warmup):
-                for index, arm in enumerate(arms):
-                    if should_stop():
-                        break
-                    if index in failed_arms:
-                        done += 1
-                        continue
-                    if bench.do_sample:
-                        torch.manual_seed(bench.seed + w)
-                    arm.configure()
-                    kwargs, criterion = stoppable(arm.kwargs, should_stop)  # a Stop ends the run within a step
-                    try:
-                        timed = timed_generate(target, inputs, kwargs, clock, arm.info.assisted)
-                    except Exception as exc:
-                        reason, oom = _failure(exc)
-                        if oom:
-                            models_mod.release_memory()
-                        if index == 0:
-                            suite.status, suite.message = "failed", f"The plain (unassisted) warm-up run {reason}"
-                            raise (ResourceError if oom else AssistLabError)(suite.message) from None
-                        failed_arms[index] = reason
-                        done += 1
-                        continue
-                    if criterion.fired:
-                        break  # cut short by a stop; the next check of should_stop ends the suite
-                    done += 1
-                    yield event("run", f"Warm-up {w + 1}/{bench.warmup}: {arm.info.name}, {timed.latency:.2f} s", position)
-            warmed = True
-            started = clock()  # the time left is estimated from counted runs only
-            total -= done
-            done = 0
-        report = Report(
-            request={**bench.to_dict(), "prompt": item.text},
-            environment={"prompt_tokens": result.prompt_tokens},
-            arms=[ArmInfo(a.info.name, a.info.strategy, a.info.spec, failed_arms.get(i), a.info.settings)
-                  for i, a in enumerate(arms)],
-            planned_repeats=bench.repeats,
-        )
-        result.report, result.status = report, "running"
-        stopped, attempted = False, 0
-        for repetition in range(bench.repeats):
-            for index, arm in enumerate(arms):
-                if should_stop():
-                    stopped = True
-                    break
-                info = report.arms[index]
-                attempted += 1
-                if info.error:
-                    done += 1
-                    continue
-                if bench.do_sample:
-                    torch.manual_seed(bench.seed + repetition)
-                arm.configure()
-                kwargs, criterion = stoppable(arm.kwargs, should_stop)  # a Stop ends the run within a step
-                try:
-                    timed = timed_generate(target, inputs, kwargs, clock, arm.info.assisted)
-                except Exception as exc:
-                    reason, oom = _failure(exc)
-                    if oom:
-                        models_mod.release_memory()
-                    info.error = reason
-                    done += 1
-                    yield event("run", f"Prompt {position} of {n_items}: {info.name} {reason}", position)
-                    if index == 0:
-                        break
-                    continue
-                if criterion.fired:  # cut short: not a measurement of the work asked for
-                    stopped = True
-                    break
-                run = _record(index, repetition, timed, inputs, target)
-                report.runs.append(run)
-                report.segments[index] = explain.text_segments(target.tokenizer, run)
-                done += 1
-                left = eta()
-                yield event(
-                    "run",
-                    f"Prompt {position} of {n_items} ({item.id}, {item.category}): {info.name}, repetition "
-                    f"{repetition + 1}/{bench.repeats}, {timed.latency:.2f} s"
-                    + (f"; about {_minutes(left)} left" if left is not None else ""),
-                    position,
-                )
-            if stopped or report.arms[0].error:
+    try:
+        for position, result in enumerate(suite.results, start=1):
+            item = result.item
+            if should_stop():
                 break
-        if report.arms[0].error:
-            result.status, result.reason = "failed", f"The plain run {report.arms[0].error}"
-            total -= per_prompt - attempted
-        elif stopped:
-            result.status = "stopped"
-        else:
-            result.status = "measured"
-        result.finish()
-        plain = report.plain
-        if plain:
-            answers[item.prompt_id] = earlier + [plain[-1].text]
-        if stopped:
-            break
+            earlier = answers.get(item.prompt_id, [])
+            if item.turn > 1 and len(earlier) < item.turn - 1:
+                result.status, result.reason = "skipped", f"turn {item.turn - 1} of this prompt was not measured."
+                progress.total -= per_prompt
+                yield event("status", f"Prompt {position} of {n_items} ({item.id}) skipped: {result.reason}", position)
+                continue
+            try:
+                inputs = encode_turns(bench, target, item.turns, earlier)
+            except InputError as exc:
+                result.status, result.reason = "skipped", str(exc)
+                progress.total -= per_prompt
+                yield event("status", f"Prompt {position} of {n_items} ({item.id}, {item.category}) skipped: {exc}",
+                            position)
+                continue
+            result.prompt_tokens = int(inputs["input_ids"].shape[1])
+            # This prompt's own arms: an assisted arm failing here is marked for this prompt only.
+            mine = [dataclasses.replace(a, info=dataclasses.replace(a.info, error=failed_arms.get(i)))
+                    for i, a in enumerate(arms)]
+            report = Report(
+                request={**bench.to_dict(), "prompt": item.text},
+                environment={"prompt_tokens": result.prompt_tokens},
+                arms=[a.info for a in mine],
+                planned_repeats=bench.repeats,
+            )
+            result.report, result.status = report, "running"
+            before, stopped = progress.done, False
+            try:
+                if not warmed:
+                    # One warm-up per arm for the whole suite, on the first prompt that fits.
+                    for w in range(bench.warmup):
+                        stopped = yield from relay(
+                            run_round(bench, target, inputs, mine, report, w, True, clock, should_stop, progress),
+                            position, item)
+                        if stopped:
+                            break
+                    warmed = True
+                    failed_arms = {i: a.info.error for i, a in enumerate(mine) if a.info.error}
+                    started = clock()  # the time left is estimated from counted runs only
+                    progress.total -= progress.done
+                    progress.done = before = 0
+                for r in range(bench.repeats):
+                    if stopped:
+                        break
+                    counted = run_round(bench, target, inputs, mine, report, r, False, clock, should_stop, progress,
+                                        monitor, turn)
+                    turn += 1  # a round that fails still took its place in the rotation
+                    stopped = yield from relay(counted, position, item)
+            except AssistLabError as exc:  # the plain run failed (run_round says how): no baseline for this prompt
+                result.status, result.reason = "failed", str(exc)
+                if warmed:
+                    progress.total -= per_prompt - (progress.done - before)
+                else:  # a failed warm-up is tried again on the next prompt
+                    progress.total -= per_prompt
+                    progress.done = before
+                yield event("status", f"Prompt {position} of {n_items} ({item.id}, {item.category}) failed: {exc}",
+                            position)
+            if result.status != "failed":
+                result.status = "stopped" if stopped else "measured"
+            result.finish()
+            plain = report.plain
+            if plain:
+                answers[item.prompt_id] = earlier + [plain[-1].text]
+            if stopped:
+                break
+    finally:
+        monitor.close()
 
     measured = sum(1 for r in suite.results if r.status in ("measured", "stopped"))
     skipped = sum(1 for r in suite.results if r.status == "skipped")
+    failed = sum(1 for r in suite.results if r.status == "failed")
     if should_stop() and any(r.status in ("pending", "stopped") for r in suite.results):
         suite.status = "stopped"
         suite.message = f"Stopped after {measured} of {n_items} prompts; the figures use what was measured."
     else:
         suite.status = "complete"
+        others = ", ".join(f"{count} {what}" for count, what in ((skipped, "skipped"), (failed, "failed")) if count)
         suite.message = f"Complete: {measured} of {n_items} prompts measured" + (
-            f", {skipped} skipped (see the reasons)." if skipped else "."
+            f", {others} (see the reasons)." if others else "."
         )
     for result in suite.results:
         if result.status == "pending":
             result.status, result.reason = "not run", "the suite was stopped before this prompt."
     suite.elapsed_s = clock() - began
-    yield SuiteEvent("done", suite.message, done, total, n_items, n_items, 0.0, suite)
+    yield SuiteEvent("done", suite.message, progress.done, progress.total, n_items, n_items, 0.0, suite)
 
 
 def run_suite_to_report(bench: BenchRequest, selection: Selection, store: ModelStore, **kwargs) -> SuiteReport:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import math
@@ -330,3 +331,146 @@ def test_a_stop_ends_a_suite_run_within_a_step_and_drops_the_cut_run(models_dir,
     # The stop came inside the first 200-token run: it ended there, and the cut run is not kept.
     assert [run for r in report.results if r.report is not None for run in r.report.runs] == []
     assert len(calls) < 40
+
+
+def test_each_prompt_rotates_the_arms_as_a_comparison_does(tiny_suite):
+    report = tiny_suite[-1].report
+    measured = [r for r in report.results if r.status == "measured"]
+    assert len(measured) == 4
+    for result in measured:
+        assert result.report.orders == [[0, 1], [1, 0]]  # plain first, then the assistant first
+        runs = {(run.repetition, run.arm): run.position for run in result.report.runs}
+        assert runs == {(0, 0): 0, (0, 1): 1, (1, 1): 0, (1, 0): 1}
+    rows = {row["id"]: row for row in report.to_dict()["suite"]["prompts"]}
+    assert rows["2"]["orders"] == [[0, 1], [1, 0]]
+    assert measured[0].report.warmup_orders == [[0, 1]]  # the suite's one warm-up ran on the first prompt
+    assert all(r.report.warmup_orders == [] for r in measured[1:])
+
+
+def test_a_suite_watches_every_counted_run_for_others_use(tiny_suite):
+    from assistlab import contention
+
+    data = tiny_suite[-1].report.to_dict()
+    record = data["environment"]["contention"]
+    assert record["windows"] == 4 * 2 * 2  # every counted run of every prompt; warm-up runs are not watched
+    timed = sum(sum(run["latencies_s"]) for row in data["suite"]["prompts"] for run in row.get("runs", []))
+    assert timed <= record["timed_seconds"] <= timed + 1.0
+    assert data["warnings"] == contention.warnings(record)  # whatever this machine's load was meanwhile
+
+
+def _watched(monkeypatch, others_cores: float) -> None:
+    """Every contention.Monitor reads a machine where others use `others_cores` of its 2 cores all along."""
+    import itertools
+
+    from assistlab import contention
+
+    real = contention.Monitor
+
+    def monitor(device=None):
+        ticks = itertools.count()
+
+        def read():
+            t = float(next(ticks))  # one second between the reads around each run
+            return contention.CpuReading(t, others_cores * t, 0.0, 0.0)
+
+        return real(device, read_cpu=read, cpu_count=2)
+
+    monkeypatch.setattr(contention, "Monitor", monitor)
+
+
+def _three_prompts(models_dir, store, monkeypatch):
+    from assistlab import suite_runner
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo\n\nthree", "x.txt"))
+    bench = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), max_new_tokens=4, repeats=1, warmup=1)
+    return suite_runner.run_suite_to_report(bench, selection, store)
+
+
+def test_an_idle_machine_gives_a_suite_no_warning(models_dir, store, monkeypatch):
+    from assistlab.__main__ import format_suite_table
+    from assistlab.ui import suite_tab
+
+    _watched(monkeypatch, 0.0)
+    report = _three_prompts(models_dir, store, monkeypatch)
+    # One repetition per prompt: the order rotates over the suite, not within each prompt only.
+    assert [r.report.orders for r in report.results] == [[[0, 1]], [[1, 0]], [[0, 1]]]
+    data = report.to_dict()
+    assert data["environment"]["contention"]["windows"] == 3 * 2
+    assert data["environment"]["contention"]["other_cpu_cores"] == 0.0 and data["warnings"] == []
+    assert "al-warning" not in suite_tab.summary_html(data) and "Warning" not in format_suite_table(data)
+    assert suite.summary_sentences(data)[-1] == data["suite"]["overall"]["best"]
+
+
+def test_a_busy_machine_is_named_in_a_suite_where_a_comparison_names_it(models_dir, store, monkeypatch):
+    from assistlab.__main__ import format_suite_table
+    from assistlab.ui import suite_tab
+
+    _watched(monkeypatch, 1.5)
+    data = _three_prompts(models_dir, store, monkeypatch).to_dict()
+    assert data["environment"]["contention"]["other_cpu_cores"] == pytest.approx(1.5)
+    [warning] = data["warnings"]
+    assert warning["code"] == "busy-machine" and "1.50 CPU cores" in warning["message"]
+    assert "may not hold" in warning["message"]
+    shown = f'<p class="al-warning" role="alert">⚠ {html.escape(warning["message"])}</p>'
+    assert shown in suite_tab.summary_html(data)
+    assert f"Warning (busy-machine): {warning['message']}" in format_suite_table(data)
+    assert suite.summary_sentences(data)[-1] == warning["message"]
+
+
+def _failing(monkeypatch, fail: dict) -> list:
+    """runner.timed_generate raising on the calls numbered in `fail` (1-based, warm-up included): {call: exc}."""
+    from assistlab import runner
+
+    real, calls = runner.timed_generate, []
+
+    def timed_generate(target, inputs, kwargs, clock, assisted, monitor=None):
+        calls.append(assisted)
+        if len(calls) in fail:
+            raise fail[len(calls)]
+        return real(target, inputs, kwargs, clock, assisted, monitor)
+
+    monkeypatch.setattr(runner, "timed_generate", timed_generate)
+    return calls
+
+
+def test_a_failure_is_marked_on_its_own_prompt_and_the_suite_goes_on(models_dir, store, monkeypatch):
+    from assistlab import suite_runner
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    # Runs in order: prompt 1 plain, assisted; prompt 2 assisted, plain (rotated); prompt 3 plain, assisted.
+    calls = _failing(monkeypatch, {2: RuntimeError("drafter broke"), 4: MemoryError()})
+    selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo\n\nthree", "x.txt"))
+    bench = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), max_new_tokens=4, repeats=1, warmup=0)
+    events = list(suite_runner.run_suite(bench, selection, store))
+    assert calls == [False, True, True, False, False, True]
+    report = events[-1].report
+    assert [r.status for r in report.results] == ["measured", "failed", "measured"]
+    first, second, third = (r.report for r in report.results)
+    assert first.arms[1].error == "failed: RuntimeError: drafter broke"
+    assert second.arms[1].error is None and third.arms[1].error is None  # not carried to later prompts
+    assert report.results[1].reason.startswith("The plain (unassisted) run ran out of memory")
+    assert len(third.runs) == 2 and report.status == "complete"
+    assert report.message == "Complete: 2 of 3 prompts measured, 1 failed (see the reasons)."
+    assert events[-1].done == events[-1].total == 3 * 2  # the failed prompt's two runs were both attempted
+
+
+def test_a_failed_warm_up_fails_its_prompt_and_the_next_prompt_warms_up(models_dir, store, monkeypatch):
+    from assistlab import suite_runner
+    from assistlab.__main__ import format_suite_table
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    calls = _failing(monkeypatch, {1: MemoryError(), 3: RuntimeError("drafter broke")})
+    selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo\n\nthree", "x.txt"))
+    bench = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), max_new_tokens=4, repeats=1, warmup=1)
+    events = list(suite_runner.run_suite(bench, selection, store))
+    # Prompt 1: its plain warm-up fails. Prompt 2: warm-up (plain, assisted fails), then plain only.
+    assert calls == [False, False, True, False, False]
+    report = events[-1].report
+    assert [r.status for r in report.results] == ["failed", "measured", "measured"]
+    assert [r.report.warmup_orders for r in report.results] == [[[0, 1]], [[0, 1]], []]
+    # An arm that failed its warm-up is left out of every later prompt, as before.
+    assert [r.report.arms[1].error for r in report.results[1:]] == ["failed: RuntimeError: drafter broke"] * 2
+    assert events[-1].done == events[-1].total == 2 * 2  # counted run slots of prompts 2 and 3, the failed arm's too
+    table = format_suite_table(report.to_dict())
+    assert "failed 1 (uncategorized): The plain (unassisted) run ran out of memory" in table

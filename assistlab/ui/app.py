@@ -15,6 +15,7 @@ from ..errors import InputError, ResourceError
 from ..history import History
 from ..models import ModelStore
 from ..slots import Finished, SlotPool, Waiting
+from ..suite import summary_sentences
 from . import compare_tab, gradio_private, history_tab, suite_tab, sweep_tab
 from . import form as form_mod
 from .fields import FORM_FIELDS, _blank, request_from_form
@@ -197,9 +198,10 @@ def build_app(
         ) -> tuple[dict, str]:
             """Measure a workload: a Spec-Bench subset (suite='spec-bench', categories 'qa,translation', per_category)
             or your prompts (suite='file', prompts_text = the file's contents, prompts_filename for its format).
-            Returns the JSON report (per-category figures under suite) and one sentence per category. The
-            comparison's parameters mean what they mean for /compare, with the same defaults (transformers' own
-            for the drafting knobs); the suite's own defaults fill new tokens and repetitions.
+            Returns the JSON report (per-category figures under suite) and one sentence per category and overall,
+            then the busy-machine warning when others used the machine during the timed runs. The comparison's
+            parameters mean what they mean for /compare, with the same defaults (transformers' own for the
+            drafting knobs); the suite's own defaults fill new tokens and repetitions.
             """
             arguments = locals()
             values = {name: value for name, value in arguments.items() if name in FORM_FIELDS}
@@ -211,8 +213,7 @@ def build_app(
                 bench, plan = suite_tab.suite_plan_from_api(values, suite_values, prompts_text, prompts_filename)
                 final = await finish_job(page.start_job(bench, lambda: False, plan), request)
                 report = final.report.to_dict()
-            lines = [c["best"] for c in report["suite"]["categories"]] + [report["suite"]["overall"]["best"]]
-            return report, "\n".join(lines)
+            return report, "\n".join(summary_sentences(report))
 
         gr.api(compare_suite, api_name="compare_suite", concurrency_id=GPU_GROUP, concurrency_limit=pool.size)
 

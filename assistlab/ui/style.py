@@ -21,7 +21,7 @@ CSS = """
 .al-headline { border-radius: 12px; padding: 14px 18px; background: var(--primary-50);
   border: 1px solid var(--primary-200); }
 .al-headline p { margin: 4px 0; line-height: 1.45; }
-.al-headline p.al-warning { color: #b45309; font-weight: 560; }
+.al-headline p.al-warning, .al-suite-summary p.al-warning { color: #b45309; font-weight: 560; }
 .al-headline p.al-arm { font-size: 1.08rem; font-weight: 560; }
 .al-headline p.al-note { color: var(--body-text-color-subdued); font-size: .92rem; }
 .al-dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 7px; }

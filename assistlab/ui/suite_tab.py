@@ -163,7 +163,9 @@ def summary_html(data: dict) -> str:
         for s in suite["skipped"]
     )
     rule = html.escape(f"{suite['name']}: {suite['rule']}. Speedup: {suite['interval']}.")
-    return (f'<div class="al-suite-summary"><p class="al-env">{rule}</p><ul>{"".join(items)}</ul>'
+    warned = "".join(f'<p class="al-warning" role="alert">⚠ {html.escape(w["message"])}</p>'
+                     for w in data.get("warnings") or [])  # marked as beside a single comparison's verdict
+    return (f'<div class="al-suite-summary"><p class="al-env">{rule}</p>{warned}<ul>{"".join(items)}</ul>'
             + (f'<ul class="al-env">{skipped}</ul>' if skipped else "") + "</div>")
 
 
