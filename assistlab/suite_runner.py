@@ -24,6 +24,7 @@ class SuiteEvent:
 
     `done`/`total` count timed runs including warm-up; `prompt` is the 1-based item being measured of
     `prompts`; `eta_s` is the time left estimated from the runs so far (None until one has finished).
+    `prompt_done` marks the event that follows a prompt's last run, once its figures are in the report.
     """
 
     kind: str  # "status", "run" or "done"
@@ -34,6 +35,7 @@ class SuiteEvent:
     prompts: int
     eta_s: float | None = None
     report: SuiteReport | None = None
+    prompt_done: bool = False
 
 
 def suite_bench(bench: BenchRequest, device_type: str) -> BenchRequest:
@@ -171,9 +173,10 @@ def run_suite(
         counted = progress.done
         return (clock() - started) / counted * (progress.total - counted) if counted else None
 
-    def event(kind: str, message: str, position: int) -> SuiteEvent:
+    def event(kind: str, message: str, position: int, prompt_done: bool = False) -> SuiteEvent:
         suite.elapsed_s = clock() - began
-        return SuiteEvent(kind, message, progress.done, progress.total, position, n_items, eta(), suite)
+        return SuiteEvent(kind, message, progress.done, progress.total, position, n_items, eta(), suite,
+                          prompt_done)
 
     def relay(round_: Generator[Event, None, bool], position: int, item) -> Generator[SuiteEvent, None, bool]:
         """A round's events named by prompt, with the time left; returns whether a stop ended the round."""
@@ -256,6 +259,9 @@ def run_suite(
             if result.status != "failed":
                 result.status = "stopped" if stopped else "measured"
             result.finish()
+            if result.status == "measured":
+                yield event("status", f"Prompt {position} of {n_items} ({item.id}, {item.category}) measured.",
+                            position, prompt_done=True)
             plain = report.plain
             if plain:
                 answers[item.prompt_id] = earlier + [plain[-1].text]

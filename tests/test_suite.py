@@ -233,6 +233,17 @@ def test_suite_warms_up_once_and_measures_every_prompt_that_fits(tiny_suite):
     assert final.done == final.total == 4 * 2 * 2
 
 
+def test_each_measured_prompt_is_marked_done_after_its_last_run(tiny_suite):
+    """The page redraws a workload on these events only: once per prompt, not after every run."""
+    done = [(i, e) for i, e in enumerate(tiny_suite) if e.prompt_done]
+    assert [e.prompt for _, e in done] == [1, 2, 3, 4]  # the fifth prompt was skipped
+    for i, event in done:
+        runs = [e.prompt for e in tiny_suite if e.kind == "run" and not e.message.startswith("Warm-up")]
+        assert event.prompt in runs
+        assert all(e.prompt > event.prompt for e in tiny_suite[i + 1:] if e.kind == "run")
+        assert any(e.kind == "run" and e.prompt == event.prompt for e in tiny_suite[:i])
+
+
 def test_second_turn_follows_the_targets_own_first_answer(tiny_suite):
     results = {r.item.id: r for r in tiny_suite[-1].report.results}
     first, second = results["3"], results["3.2"]

@@ -211,8 +211,8 @@ def prompts_html(data: dict) -> str:
 
 
 def redraws(event: suite_runner.SuiteEvent) -> bool:
-    """Whether the suite's results are redrawn on this event: after each counted run, and at the end."""
-    return event.kind == "done" or event.kind == "run" and not event.message.startswith("Warm-up")
+    """Whether the suite's results are redrawn on this event: once each prompt is measured, and at the end."""
+    return event.kind == "done" or event.prompt_done
 
 
 def _choices(report: SuiteReport) -> list[tuple[str, str]]:
@@ -246,7 +246,7 @@ def suite_progress(event: suite_runner.SuiteEvent) -> str:
 
 
 def wire(page: Page, view: SuiteView) -> None:
-    """Run streams a workload into the panels after every run; Stop keeps what was measured."""
+    """Run streams a workload into the panels after every prompt; Stop keeps what was measured."""
     names = {component: name for name, component in zip(FORM_FIELDS, page.inputs)}
 
     def show_source(source: str):
