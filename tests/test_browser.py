@@ -361,9 +361,9 @@ TABS = (("Compare", "#al-tab-compare #al-run"), ("Workloads", "#al-suite-run"),
 # What sticks out of the window, widest first: the elements that make the page scroll sideways.
 _STICKING_OUT = """() => [...document.querySelectorAll('body *')]
     .map(e => [e, e.getBoundingClientRect()])
-    .filter(([e, r]) => r.width > 0 && (r.right > window.innerWidth + 1 || r.left < -1))
+    .filter(([e, r]) => r.width > 0 && r.right > 0 && (r.right > window.innerWidth + 1 || r.left < -1))
     .sort((a, b) => b[1].width - a[1].width).slice(0, 8)
-    .map(([e, r]) => `${e.tagName.toLowerCase()}#${e.id}.${String(e.className).split(' ').join('.')}`
+    .map(([e, r]) => `${e.tagName.toLowerCase()}#${e.id}.${(e.getAttribute('class') || '').split(' ').join('.')}`
                      + ` ${Math.round(r.left)}..${Math.round(r.right)}`)"""
 
 
