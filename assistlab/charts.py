@@ -274,9 +274,10 @@ def acceptance_figure(report: dict) -> go.Figure:
     return fig
 
 
+# The setting's name on a line of its own, so the title fits a phone-wide chart (about 370 px).
 SWEEP_AXIS = {
-    "num_assistant_tokens": "draft length (num_assistant_tokens)",
-    "prompt_lookup_num_tokens": "prompt-lookup length (prompt_lookup_num_tokens)",
+    "num_assistant_tokens": "draft length<br>(num_assistant_tokens)",
+    "prompt_lookup_num_tokens": "prompt-lookup length<br>(prompt_lookup_num_tokens)",
 }
 
 
@@ -337,7 +338,8 @@ def sweep_figure(report: dict) -> go.Figure:
     fig.add_hline(y=1.0, line={"color": FAINT, "dash": "dash", "width": 1.5})
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels)
     fig.update_yaxes(ticksuffix="×")
-    fig.update_layout(showlegend=True)
+    # The axis title takes two lines: the legend sits lower, and the chart grows by a row per entry, as others do.
+    fig.update_layout(showlegend=True, legend={**LEGEND, "y": -0.36}, height=CHART_HEIGHT + LEGEND_ROW * len(fig.data))
     return fig
 
 

@@ -66,8 +66,9 @@ def entries_html(page: Page, base: str = "") -> str:
     first = (page.page - 1) * page.page_size + 1
     caption = f"{first}–{first + len(page.entries) - 1} of {page.total} saved comparisons, newest first"
     return (
-        f'<table class="al-table al-history"><caption>{escape(caption)}</caption><thead><tr>'
-        + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        f'<div class="al-wrap"><table class="al-table al-history"><caption>{escape(caption)}</caption><thead><tr>'
+        + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr></thead><tbody>" + "".join(rows)
+        + "</tbody></table></div>"
     )
 
 
@@ -102,8 +103,9 @@ def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
         parts.append(
             f'<h4>{escape(section.target)} <span class="al-sub">on {escape(section.device_name)}</span></h4>'
             f'<p class="al-note">{escape(section.note)}</p>'
-            '<table class="al-table al-board"><thead><tr>' + "".join(f"<th>{escape(h)}</th>" for h in head)
-            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+            '<div class="al-wrap"><table class="al-table al-board"><thead><tr>'
+            + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr></thead><tbody>" + "".join(rows)
+            + "</tbody></table></div>"
         )
     parts.append(
         '<p class="al-sub">Speedup: the median, over the comparisons that tried a pairing, of each one\'s median '

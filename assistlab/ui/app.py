@@ -50,7 +50,7 @@ def build_app(
             with gr.Column(scale=4, min_width=340):
                 form = form_mod.build()
             with gr.Column(scale=7, min_width=320):
-                with gr.Tabs(elem_id="al-tabs") as tabs:
+                with gr.Tabs(elem_id="al-tabs", overflow_behavior="wrap") as tabs:  # all four stay in sight
                     with gr.Tab("Compare", id="compare", elem_id="al-tab-compare"):
                         results = compare_tab.build()
                         sweeps = sweep_tab.build()

@@ -3,7 +3,14 @@
 import gradio as gr
 
 CSS = """
-.gradio-container { max-width: 1760px !important; margin: 0 auto !important; }
+/* width: the auto margins that centre the page would otherwise size it to its content (a flex item with auto
+   margins is not stretched), so one wide table or tab bar made the whole page wider than a phone's screen. */
+.gradio-container { max-width: 1760px !important; margin: 0 auto !important; width: 100% !important; }
+/* Gradio pads the page 32 px a side at every width. Gradio scopes the rules inside a @media block to what lies
+   within .contain, and this padding lies outside it, so it narrows with the window instead: 8 px a side up to
+   736 px, growing to gradio's 32 px at 760 px and above. */
+.gradio-container .main.fillable.app { padding-left: clamp(8px, 100vw - 728px, 32px) !important;
+  padding-right: clamp(8px, 100vw - 728px, 32px) !important; }
 #al-header { display: flex; align-items: center; gap: 14px; padding: 6px 2px 2px; }
 #al-header svg { width: 46px; height: 46px; flex: none; }
 #al-header h1 { margin: 0; font-size: 1.55rem; font-weight: 650; letter-spacing: -0.01em; }
@@ -33,7 +40,8 @@ CSS = """
 .al-table th:first-child, .al-table td:first-child { text-align: left; white-space: normal; min-width: 140px; }
 .al-table th { font-weight: 600; color: var(--body-text-color-subdued); white-space: normal; vertical-align: bottom; }
 .al-sub { color: var(--body-text-color-subdued); font-size: .8rem; }
-.al-wrap { overflow-x: auto; }
+/* Wide tables scroll inside their own box instead of widening the page. */
+.al-wrap { overflow-x: auto; max-width: 100%; }
 .al-texts { display: grid; grid-template-columns: repeat(auto-fit, minmax(260px, 1fr)); gap: 12px; }
 .al-text-card { border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 10px 12px;
   background: var(--background-fill-primary); min-width: 0; }
@@ -99,11 +107,9 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
 @media (max-width: 760px) {
   #al-main { flex-direction: column !important; flex-wrap: nowrap !important; }
   #al-main > .column, #al-main > div { min-width: 0 !important; width: 100% !important; }
-  .gradio-container .main.fillable.app, .gradio-container .app.fill_width { padding-left: 8px !important;
-    padding-right: 8px !important; }
   #al-main .form { min-width: 0 !important; }
-  /* Wide tables scroll inside their own box instead of widening the page (flex items grow to fit them). */
-  .al-wrap { max-width: calc(100vw - 40px); }
+  /* The four tabs in one row where they fit (they wrap onto a second row where they do not). */
+  #al-tabs .tab-container button { padding: 0 10px; }
   .al-glossary dl { grid-template-columns: 1fr; }
   .al-glossary dd { margin-bottom: 6px; }
 }
