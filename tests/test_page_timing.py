@@ -56,3 +56,30 @@ def test_the_next_run_waits_for_the_page_to_draw_and_for_the_machine_to_settle(m
         "runner: assisted", "page: assisted", "settle",  # the repetition's charts were drawn
         "runner: complete", "page: complete",  # nothing follows the end: no wait for it
     ]
+
+
+def test_an_idle_server_does_not_poll_the_cpu(tmp_path):
+    """Gradio's queue polls every millisecond unless told otherwise: 4% of a core taken, in wake-ups, from the
+    timed generate() on another thread of the same process."""
+    import os
+    import socket
+
+    from assistlab import ui
+    from assistlab.models import ModelStore
+    from assistlab.ui import gradio_private
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    demo = ui.build_app(ModelStore(), reports_dir=tmp_path)
+    demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **ui.launch_options({}))
+    try:
+        assert demo._queue.sleep_when_free == gradio_private.QUEUE_POLL_S
+        time.sleep(1.0)
+        before = os.times()
+        time.sleep(4.0)
+        after = os.times()
+        used = (after.user - before.user) + (after.system - before.system)
+        assert used < 0.08, f"the idle server used {used:.2f} CPU seconds in 4 s"
+    finally:
+        demo.close()

@@ -218,6 +218,7 @@ def build_app(
         gr.api(compare_suite, api_name="compare_suite", concurrency_id=GPU_GROUP, concurrency_limit=pool.size)
 
     demo.queue(max_size=queue_max_size, default_concurrency_limit=1)
+    gradio_private.quiet_queue(demo)
     return demo
 
 
