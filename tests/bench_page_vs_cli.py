@@ -2,7 +2,9 @@
 
 The page is driven in Chromium as a person would (Run, wait, download the JSON report); the command line runs
 `python -m assistlab bench` with the same prompt, tokens and repetitions. Rounds alternate which goes first.
-Per arm it prints the median latency from each, and each assisted arm's speedup, with the page/CLI ratio.
+The same comparison also goes through the server's /compare API from a client in another process (the server
+as it is when the browser is on another machine). Per arm it prints the median latency from each, and each
+assisted arm's speedup, with the ratio to the command line's in brackets, and what other processes used.
 
 Run: python tests/bench_page_vs_cli.py [--tokens N] [--repeats R] [--rounds K]
 Not collected by pytest: it is a benchmark (it proves speed), and its numbers depend on the machine.
@@ -31,6 +33,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_quietly(page, selector: str, timeout_s: float) -> None:
+    """Wait until `selector` is visible, looking once a second. Playwright's wait_for_selector looks on every
+    animation frame, which keeps the browser drawing 60 times a second, as no person's browser does; here that
+    took about 0.1 cores from the timed runs."""
+    page.wait_for_function(
+        "s => { const e = document.querySelector(s); return !!e && e.offsetParent !== null; }",
+        arg=selector, polling=1000, timeout=timeout_s * 1000,
+    )
+
+
 def through_page(browser, url: str, tokens: int, repeats: int, folder: Path) -> tuple[dict, str]:
     """One comparison from the page with the default pair; returns its downloaded report and the prompt used."""
     context = browser.new_context(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
@@ -42,7 +54,7 @@ def through_page(browser, url: str, tokens: int, repeats: int, folder: Path) -> 
         prompt = page.locator("#al-prompt textarea").input_value()
         set_run_size(page, tokens, repeats)
         page.click("#al-run")
-        page.wait_for_selector("#al-download-json", state="visible", timeout=900_000)
+        wait_quietly(page, "#al-download-json", 900)
         with page.expect_download() as download:
             page.click("#al-download-json")
         path = folder / f"page-{len(list(folder.iterdir()))}.json"
@@ -50,6 +62,19 @@ def through_page(browser, url: str, tokens: int, repeats: int, folder: Path) -> 
         return json.loads(path.read_text()), prompt
     finally:
         context.close()
+
+
+def through_api(url: str, prompt: str, tokens: int, repeats: int, folder: Path) -> dict:
+    """The same comparison through the running server's /compare API, from a client in its own process: the
+    server as a browser on another machine sees it."""
+    path = folder / f"api-{len(list(folder.iterdir()))}.json"
+    script = (
+        "import json, sys; from gradio_client import Client; "
+        "report, _ = Client(sys.argv[1], verbose=False).predict(prompt=sys.argv[2], max_new_tokens=int(sys.argv[3]), "
+        "repeats=int(sys.argv[4]), api_name='/compare'); open(sys.argv[5], 'w').write(json.dumps(report))"
+    )
+    subprocess.run([sys.executable, "-c", script, url, prompt, str(tokens), str(repeats), str(path)], check=True)
+    return json.loads(path.read_text())
 
 
 def through_cli(prompt: str, tokens: int, repeats: int, folder: Path) -> dict:
@@ -71,23 +96,26 @@ def main() -> int:
 
     from playwright.sync_api import sync_playwright
 
-    from assistlab import ui
+    from assistlab import catalog, ui
     from assistlab.models import ModelStore
 
     demo = ui.build_app(ModelStore())
     _app, url, _share = demo.launch(prevent_thread_lock=True, server_port=free_port(), quiet=True,
                                     **ui.launch_options({}))
-    reports: dict[str, list[dict]] = {"page": [], "cli": []}
+    reports: dict[str, list[dict]] = {"page": [], "api": [], "cli": []}
     folder = Path(tempfile.mkdtemp(prefix="assistlab-page-vs-cli-"))
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
-            prompt = None  # the page's default prompt, read in the first round (the page goes first there)
+            prompt = catalog.default_prompt(catalog.BUNDLED_TARGET)  # what the page starts with
             for r in range(args.rounds):
-                for side in ("page", "cli") if r % 2 == 0 else ("cli", "page"):
+                for side in ("page", "api", "cli")[r % 3:] + ("page", "api", "cli")[:r % 3]:
                     if side == "page":
-                        report, prompt = through_page(browser, url, args.tokens, args.repeats, folder)
+                        report, shown = through_page(browser, url, args.tokens, args.repeats, folder)
+                        assert shown == prompt, f"the page's default prompt is {shown!r}, not {prompt!r}"
                         reports["page"].append(report)
+                    elif side == "api":
+                        reports["api"].append(through_api(url, prompt, args.tokens, args.repeats, folder))
                     else:
                         reports["cli"].append(through_cli(prompt, args.tokens, args.repeats, folder))
             browser.close()
@@ -95,16 +123,27 @@ def main() -> int:
         demo.close()
 
     names = [a["name"] for a in reports["page"][0]["arms"]]
-    print(f"{args.tokens} tokens, {args.repeats} repetitions, {len(reports['page'])} page and "
-          f"{len(reports['cli'])} command-line comparisons")
+    print(f"{args.tokens} tokens, {args.repeats} repetitions, {args.rounds} comparisons each from the page (Chromium "
+          f"on this machine), the API (a client in another process) and the command line")
+
+    def latency(side: str, index: int) -> float:
+        return statistics.median(x for rep in reports[side] for x in rep["arms"][index]["latencies_s"])
+
+    def speedup(side: str, index: int) -> float:
+        return statistics.median(rep["comparison"][index]["speedup"]["median"] for rep in reports[side])
+
     for index, name in enumerate(names):
-        page_s = statistics.median(x for rep in reports["page"] for x in rep["arms"][index]["latencies_s"])
-        cli_s = statistics.median(x for rep in reports["cli"] for x in rep["arms"][index]["latencies_s"])
-        print(f"{name:55s} page {page_s:.3f} s  cli {cli_s:.3f} s  page/cli {page_s / cli_s:.3f}")
+        cli = latency("cli", index)
+        print(f"{name:55s} " + "  ".join(f"{side} {latency(side, index):.3f} s ({latency(side, index) / cli:.3f})"
+                                          for side in ("page", "api")) + f"  cli {cli:.3f} s")
     for index, name in enumerate(names[1:]):
-        page_x = statistics.median(rep["comparison"][index]["speedup"]["median"] for rep in reports["page"])
-        cli_x = statistics.median(rep["comparison"][index]["speedup"]["median"] for rep in reports["cli"])
-        print(f"speedup {name:47s} page {page_x:.3f}×  cli {cli_x:.3f}×  page/cli {page_x / cli_x:.3f}")
+        cli = speedup("cli", index)
+        print(f"speedup {name:47s} " + "  ".join(f"{side} {speedup(side, index):.3f}× ({speedup(side, index) / cli:.3f})"
+                                                 for side in ("page", "api")) + f"  cli {cli:.3f}×")
+    for side, reps in reports.items():
+        cores = [rep["environment"]["contention"].get("other_cpu_cores") for rep in reps]
+        print(f"{side}: other processes used " + ", ".join(f"{c:.2f}" for c in cores if c is not None)
+              + " CPU cores during the timed runs")
     busy = [w for side in reports.values() for rep in side for w in rep.get("warnings") or []]
     print("warnings:", busy or "none")
     return 0

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 import argparse
 import time
 
-from bench_page_vs_cli import free_port
+from bench_page_vs_cli import free_port, wait_quietly
 from test_browser import CHROMIUM, set_run_size
 
 
@@ -35,7 +35,7 @@ def compare(browser, url: str, width: int, height: int, path: Path, tokens=None,
             set_run_size(page, tokens, repeats)
         began = time.monotonic()
         page.click("#al-run")
-        page.wait_for_selector("#al-download-json", state="visible", timeout=1_800_000)
+        wait_quietly(page, "#al-download-json", 1800)
         took = time.monotonic() - began
         page.wait_for_timeout(1500)  # plotly finishes drawing
         page.screenshot(path=str(path), full_page=True)
@@ -54,7 +54,7 @@ def workloads(browser, url: str, path: Path) -> float:
         page.get_by_role("tab", name="Workloads").click()
         began = time.monotonic()
         page.click("#al-suite-run")
-        page.wait_for_selector("#al-suite-download-json", state="visible", timeout=3_600_000)
+        wait_quietly(page, "#al-suite-download-json", 3600)
         took = time.monotonic() - began
         page.wait_for_timeout(1500)
         page.locator("#al-tab-workloads").screenshot(path=str(path))

@@ -37,8 +37,10 @@ log = logging.getLogger(__name__)
 QUEUE_SIZE = 16  # people waiting beyond this are told the queue is full instead of waiting for ever
 GPU_GROUP = "gpu"  # every event that runs a model shares this group; as many run at once as there are slots
 REPORT_FILES_MAX_AGE_S = 3600  # report files older than this go at the next write
-# A streaming handler yields at least this often, so gradio can close it promptly when its request is cancelled.
-HEARTBEAT_S = 0.25
+# A streaming handler yields at least this often, so gradio can close it promptly when its request is cancelled
+# (and the job notices a reader that has gone: ABANDON_S must be longer). Each yield is a message the browser
+# handles: at 0.25 s, a browser on the same machine used 0.08 cores doing so while the runs were timed.
+HEARTBEAT_S = 1.0
 # A comparison nobody has read for this long (a killed client, a closed tab, a cancelled request) stops.
 ABANDON_S = 3.0
 # Listener options for instant, page-only events.
