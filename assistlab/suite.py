@@ -539,6 +539,11 @@ def best_sentence(label: str, entry: dict) -> str:
     best, s = arms[0], arms[0]["speedup"]
     figure = f"{s['geomean']:.2f}× ({_interval_text(s)})"
     if s["ci_low"] is None:
+        if s["geomean"] < 1.0:  # plain was the fastest measured: say that first
+            return (
+                f"{label} ({count}): plain was fastest; every assisted arm was slower, the least slow "
+                f"{best['arm']} at {figure}; too few prompts to be sure."
+            )
         return (
             f"{label} ({count}): {best['arm']} was fastest at {figure}; too few prompts to call it clearly "
             f"faster than plain."
@@ -550,7 +555,8 @@ def best_sentence(label: str, entry: dict) -> str:
             sentence += f", though not clearly ahead of {close[0]['arm']} ({close[0]['speedup']['geomean']:.2f}×)"
         return sentence + "."
     if all(a["speedup"]["ci_high"] is not None and a["speedup"]["ci_high"] < 1.0 for a in arms):
-        return f"{label} ({count}): every assisted arm was slower than plain; the least slow was {best['arm']}, {figure}."
+        return (f"{label} ({count}): plain was fastest; every assisted arm was clearly slower, the least slow "
+                f"{best['arm']}, {figure}.")
     return (
         f"{label} ({count}): no arm was clearly faster than plain; the highest, {best['arm']} at {figure}, "
         f"has an interval that contains 1×."

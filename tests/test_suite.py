@@ -183,10 +183,16 @@ def test_best_sentence_never_calls_a_winner_from_an_interval_holding_one():
     alone = suite.best_sentence("qa", _entry(("A", 1.5, 1.3, 1.8), ("B", 1.1, 1.0, 1.2)))
     assert "not clearly ahead" not in alone
     slower = suite.best_sentence("qa", _entry(("A", 0.8, 0.7, 0.9), ("B", 0.5, 0.4, 0.6)))
-    assert "every assisted arm was slower than plain" in slower
+    assert slower.startswith("qa (4 prompts): plain was fastest; every assisted arm was clearly slower")
+    assert "the least slow A, 0.80×" in slower
     single = suite.best_sentence("qa", {"prompts": 1, "arms": [
         {"arm": "A", "speedup": {"geomean": 1.4, "ci_low": None, "ci_high": None, "level": 0.95, "n": 1}}]})
     assert "too few prompts to call it clearly faster" in single and "one prompt, so no interval" in single
+    # One prompt where every arm was slower: plain is named the fastest, not the least slow arm.
+    behind = suite.best_sentence("qa", {"prompts": 1, "arms": [
+        {"arm": "A", "speedup": {"geomean": 0.86, "ci_low": None, "ci_high": None, "level": 0.95, "n": 1}}]})
+    assert behind.startswith("qa (1 prompt): plain was fastest; every assisted arm was slower, the least slow A at 0.86×")
+    assert "A was fastest" not in behind
 
 
 # ---------------------------------------------------------------- a suite on tiny models
