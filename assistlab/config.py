@@ -50,7 +50,7 @@ MIN_PRECISION_REPEATS = 5
 DEFAULT_MAX_TIME_S = 300.0
 
 # Defaults that finish quickly on a CPU; on CUDA the reference benchmark's 256 tokens.
-CPU_DEFAULTS = {"max_new_tokens": 64, "repeats": 3, "warmup": 1}
+CPU_DEFAULTS = {"max_new_tokens": 64, "repeats": 5, "warmup": 1}
 CUDA_DEFAULTS = {"max_new_tokens": 256, "repeats": 5, "warmup": 1}
 
 DEFAULT_PROMPT = "Write me a long essay on Deep Learning"

@@ -39,9 +39,15 @@ class SuiteEvent:
 
 
 def suite_bench(bench: BenchRequest, device_type: str) -> BenchRequest:
-    """The suite's settings: empty fields take the suite defaults (shorter than a single comparison's)."""
+    """The suite's settings: empty fields take the suite defaults (shorter than a single comparison's).
+
+    A suite runs a fixed number of repetitions per prompt: a precision target (the page's "Careful") and its
+    time budget are for one comparison, and are dropped here.
+    """
     defaults = CUDA_SUITE_DEFAULTS if device_type == "cuda" else CPU_SUITE_DEFAULTS
     changes = {k: v for k, v in defaults.items() if getattr(bench, k) is None}
+    if bench.precision is not None:
+        changes.update(precision=None, max_time_s=None)
     return dataclasses.replace(bench, **changes) if changes else bench
 
 

@@ -1,11 +1,12 @@
 """The README's screenshots, taken from the page as a person sees it with the bundled pair.
 
 Starts the app with the bundled models and drives it in Chromium: a default comparison at 1440 px
-(assets/screenshot.png), a short one at a phone's 390 px (assets/screenshot-phone.png), and the default
+(assets/screenshot.png), a short one at a phone's 390 px (assets/screenshot-phone.png, two screens from Run
+down), and the default
 Spec-Bench workload on the Workloads tab (assets/workloads.png). Every figure on them is measured on this
 machine at the time. Takes about as long as the three runs (minutes on a CPU).
 
-Run: python tests/make_screenshots.py [--out assets] [--skip-suite]
+Run: python tests/make_screenshots.py [--out assets] [--only desktop|phone|workloads]
 Not collected by pytest.
 """
 
@@ -24,7 +25,10 @@ from bench_page_vs_cli import free_port, wait_quietly
 from test_browser import CHROMIUM, set_run_size
 
 
-def compare(browser, url: str, width: int, height: int, path: Path, tokens=None, repeats=None) -> float:
+def compare(browser, url: str, width: int, height: int, path: Path, tokens=None, repeats=None,
+            crop_from: str | None = None) -> float:
+    """Run the default pair from the page and save the page; with `crop_from`, only two screens' height from
+    that element down (a phone's whole page is many screens long)."""
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     page.set_default_timeout(60_000)
@@ -38,7 +42,13 @@ def compare(browser, url: str, width: int, height: int, path: Path, tokens=None,
         wait_quietly(page, "#al-download-json", 1800)
         took = time.monotonic() - began
         page.wait_for_timeout(1500)  # plotly finishes drawing
-        page.screenshot(path=str(path), full_page=True)
+        if crop_from is None:
+            page.screenshot(path=str(path), full_page=True)
+        else:
+            top = page.evaluate("s => document.querySelector(s).getBoundingClientRect().top + window.scrollY",
+                                crop_from)
+            page.screenshot(path=str(path), full_page=True,
+                            clip={"x": 0, "y": max(0, top - 16), "width": width, "height": 2 * height})
         return took
     finally:
         context.close()
@@ -66,7 +76,7 @@ def workloads(browser, url: str, path: Path) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "assets")
-    parser.add_argument("--skip-suite", action="store_true")
+    parser.add_argument("--only", choices=("desktop", "phone", "workloads"), help="take one screenshot")
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -80,11 +90,14 @@ def main() -> int:
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
-            took = compare(browser, url, 1440, 1000, args.out / "screenshot.png")
-            print(f"screenshot.png: the default comparison took {took:.0f} s")
-            took = compare(browser, url, 390, 844, args.out / "screenshot-phone.png", tokens=16, repeats=2)
-            print(f"screenshot-phone.png: 16 tokens, 2 repetitions, {took:.0f} s")
-            if not args.skip_suite:
+            if args.only in (None, "desktop"):
+                took = compare(browser, url, 1440, 1000, args.out / "screenshot.png")
+                print(f"screenshot.png: the default comparison took {took:.0f} s")
+            if args.only in (None, "phone"):
+                took = compare(browser, url, 390, 844, args.out / "screenshot-phone.png", tokens=16, repeats=2,
+                               crop_from="#al-run")
+                print(f"screenshot-phone.png: 16 tokens, 2 repetitions, {took:.0f} s")
+            if args.only in (None, "workloads"):
                 took = workloads(browser, url, args.out / "workloads.png")
                 print(f"workloads.png: the default Spec-Bench workload took {took:.0f} s")
             browser.close()

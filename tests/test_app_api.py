@@ -9,7 +9,7 @@ import pytest
 import html
 
 from assistlab import panels, strategies, ui
-from assistlab.config import CPU_DEFAULTS
+from assistlab.config import CPU_DEFAULTS, LIMITS
 from assistlab.errors import InputError
 from assistlab.ui.fields import HINTS
 from assistlab.report import is_busy, speedup_sentence
@@ -21,6 +21,7 @@ API_PARAMETERS = [
     "target", "assistant", "strategy", "prompt", "max_new_tokens", "repeats", "warmup", "also_prompt_lookup",
     "extra_assistants", "chat_template", "do_sample", "seed", "device", "dtype", "num_assistant_tokens",
     "schedule", "confidence_threshold", "prompt_lookup_num_tokens", "early_exit_layer", "device_map_auto",
+    "measure",  # added last, so positional callers of the earlier parameters are unaffected
 ]
 
 
@@ -120,6 +121,26 @@ def test_empty_counts_mean_the_device_default_and_zero_is_refused():
     for field in ("max_new_tokens", "repeats"):  # as on the command line: 0 runs nothing, so it is a mistake
         with pytest.raises(InputError, match=f"{field} must be between 1"):
             ui.request_from_form("target", "x", "auto", "hi", **{field: 0})
+
+
+def test_how_sure_chooses_a_fixed_count_or_a_precision_target():
+    quick = ui.request_from_form("target", "x", "auto", "hi")
+    assert (quick.precision, quick.max_time_s, quick.resolved("cpu").repeats) == (None, None, CPU_DEFAULTS["repeats"])
+    careful = ui.request_from_form("target", "x", "auto", "hi", measure="careful")
+    assert (careful.precision, careful.max_time_s) == (0.05, 300.0)
+    assert careful.resolved("cpu").repeats == LIMITS["repeats"]  # the target, not a count, ends it
+    capped = ui.request_from_form("target", "x", "auto", "hi", measure="careful", repeats="12")
+    assert (capped.precision, capped.repeats) == (0.05, 12)  # Repetitions caps the count
+    with pytest.raises(InputError, match=r"How sure \(measure\) must be one of quick, careful; got 'thorough'"):
+        ui.request_from_form("target", "x", "auto", "hi", measure="thorough")
+
+
+def test_careful_through_the_api_repeats_until_the_target_or_the_budget(client):
+    report, _ = compare(client, repeats=6, measure="careful")
+    stop = report["stopping"]
+    assert stop["rule"] == "precision" and stop["target"] == 0.05 and stop["max_time_s"] == 300.0
+    assert stop["max_repetitions"] == 6 and 5 <= stop["repetitions"] <= 6
+    assert stop["ended_by"] in ("precision", "repetitions", "time budget")
 
 
 def test_empty_drafting_boxes_leave_the_settings_to_transformers():

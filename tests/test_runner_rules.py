@@ -11,7 +11,7 @@ from transformers import GenerationConfig
 
 from assistlab import __main__ as cli_mod
 from assistlab import explain, hooks, runner, stats, strategies, sweep
-from assistlab.config import LIMITS, MIN_PRECISION_REPEATS, PROMPT_LOOKUP_DEFAULT, ArmSpec, BenchRequest
+from assistlab.config import CPU_DEFAULTS, LIMITS, MIN_PRECISION_REPEATS, PROMPT_LOOKUP_DEFAULT, ArmSpec, BenchRequest
 from assistlab.errors import InputError
 
 PROMPT = "write me a long essay on deep learning"
@@ -130,7 +130,7 @@ def test_precision_makes_repeats_a_maximum():
     assert r.max_time_s is not None and r.max_time_s > 0
     assert BenchRequest(target="t", precision=0.05, repeats=12, max_time_s=30).resolved("cpu").repeats == 12
     fixed = BenchRequest(target="t").resolved("cpu")
-    assert fixed.stopping_rule == "fixed" and fixed.max_time_s is None and fixed.repeats == 3
+    assert fixed.stopping_rule == "fixed" and fixed.max_time_s is None and fixed.repeats == CPU_DEFAULTS["repeats"] == 5
 
 
 # --- pure rules: rotation and precision ---------------------------------------------------------------------

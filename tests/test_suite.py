@@ -162,6 +162,15 @@ def test_geomean_interval_by_hand():
     assert suite.geomean_interval([])["geomean"] is None
 
 
+def test_a_workload_runs_a_fixed_count_even_when_careful_was_chosen():
+    from assistlab.suite_runner import suite_bench
+
+    careful = BenchRequest(target="t", precision=0.05, max_time_s=300)
+    bench = suite_bench(careful, "cpu").resolved("cpu")
+    assert (bench.precision, bench.max_time_s, bench.stopping_rule) == (None, None, "fixed")
+    assert bench.repeats == suite.CPU_SUITE_DEFAULTS["repeats"]
+
+
 def test_t_quantiles_match_scipy():
     scipy_stats = pytest.importorskip("scipy.stats")
     for df in (1, 2, 5, 10, 30, 31, 40, 60, 120, 499):

@@ -122,6 +122,7 @@ def build_app(
             prompt_lookup_num_tokens: int | None = None,
             early_exit_layer: int | None = None,
             device_map_auto: bool = False,
+            measure: str = "quick",
             request: gr.Request = None,
         ) -> tuple[dict, str]:
             """Compare a target with and without assistance; returns the JSON report and its headline.
@@ -129,8 +130,10 @@ def build_app(
             max_new_tokens, repeats and warmup left empty (None) take the device defaults; a prompt left empty
             (None) is the target's preset prompt (a continuation for the bundled base model), else the reference
             prompt. num_assistant_tokens, schedule and confidence_threshold left empty (None) take transformers'
-            defaults (a confidence of 0 switches it off), prompt_lookup_num_tokens AssistLab's. The comparison is
-            saved to the history; report["saved"] holds its id (for /report and ?run=<id>) or why it was not.
+            defaults (a confidence of 0 switches it off), prompt_lookup_num_tokens AssistLab's. measure='careful'
+            repeats until every speedup is known to ±5% (at most 5 minutes of timed runs; repeats then caps the
+            count). The comparison is saved to the history; report["saved"] holds its id (for /report and
+            ?run=<id>) or why it was not.
             """
             values = {name: value for name, value in locals().items() if name in FORM_FIELDS}
             if values["prompt"] is None:
@@ -194,6 +197,7 @@ def build_app(
             prompt_lookup_num_tokens: int | None = None,
             early_exit_layer: int | None = None,
             device_map_auto: bool = False,
+            measure: str = "quick",
             request: gr.Request = None,
         ) -> tuple[dict, str]:
             """Measure a workload: a Spec-Bench subset (suite='spec-bench', categories 'qa,translation', per_category)

@@ -13,6 +13,7 @@ from ..config import (
     CPU_DEFAULTS,
     CONTINUATION_PROMPT,
     CUDA_DEFAULTS,
+    DEFAULT_MAX_TIME_S,
     DEFAULT_PROMPT,
     LIMITS,
     MODEL_STRATEGIES,
@@ -34,6 +35,16 @@ DRAFT_DEFAULT_TEXT = {
     "prompt_lookup_num_tokens": f"AssistLab's default ({PROMPT_LOOKUP_DEFAULT})",
 }
 # The schedule box: its first choice (value "") leaves the schedule to transformers.
+# How sure a comparison should be, in the page's words. "careful" is the command line's
+# `--precision 0.05 --max-time 300`; a workload always runs its fixed count per prompt.
+CAREFUL_PRECISION = 0.05
+MEASURES = ("quick", "careful")
+MEASURE_CHOICES = [
+    (f"Quick: a fixed number of repetitions ({CPU_DEFAULTS['repeats']} on a CPU, {CUDA_DEFAULTS['repeats']} on a GPU, "
+     "or Repetitions in Settings)", "quick"),
+    (f"Careful: repeat until every speedup is known to ±{CAREFUL_PRECISION:.0%}, for at most "
+     f"{DEFAULT_MAX_TIME_S / 60:.0f} minutes of timed runs", "careful"),
+]
 SCHEDULE_CHOICES = [(DRAFT_DEFAULT_TEXT["schedule"], ""), *((name, name) for name in SCHEDULES)]
 
 STRATEGY_CHOICES = [
@@ -85,6 +96,11 @@ HINTS = {
     "repeats": (
         f"Timed runs per arm. Empty = the device default ({CPU_DEFAULTS['repeats']} on a CPU, "
         f"{CUDA_DEFAULTS['repeats']} on a GPU), at most {LIMITS['repeats']}. More runs narrow the interval."
+    ),
+    "measure": (
+        "Quick gives a first answer. Careful keeps measuring until the interval around every speedup is within "
+        f"±{CAREFUL_PRECISION:.0%}, so small differences can be told apart; the progress bar counts against the "
+        "most that may run."
     ),
     "warmup": (
         f"Untimed runs first, so start-up costs are not counted; {CPU_DEFAULTS['warmup']} is usually enough, "
@@ -185,13 +201,18 @@ def request_from_form(
     prompt_lookup_num_tokens=None,
     early_exit_layer=None,
     device_map_auto=False,
+    measure="quick",
 ) -> BenchRequest:
     """The request the form (or the API) describes; the dataclasses check every value.
 
     A drafting setting left empty (None or blank) is left to transformers, as the command line leaves it:
     num_assistant_tokens, schedule and confidence_threshold take transformers' defaults (a confidence of 0
-    switches early stopping of drafts off), prompt_lookup_num_tokens AssistLab's default.
+    switches early stopping of drafts off), prompt_lookup_num_tokens AssistLab's default. `measure` is how sure
+    to be: "quick" runs a fixed number of repetitions, "careful" repeats until every speedup is known to
+    CAREFUL_PRECISION or DEFAULT_MAX_TIME_S of timed runs are spent (Repetitions then caps the count).
     """
+    if measure not in MEASURES:
+        raise InputError(f"How sure (measure) must be one of {', '.join(MEASURES)}; got {measure!r}.")
     for name, text in (("target", target), ("assistant", assistant), ("extra_assistants", extra_assistants)):
         capped_text(name, text)  # before anything splits or parses them
     knobs = {
@@ -220,6 +241,8 @@ def request_from_form(
         device=device or "auto",
         dtype=dtype or "auto",
         device_map_auto=bool(device_map_auto),
+        precision=CAREFUL_PRECISION if measure == "careful" else None,
+        max_time_s=DEFAULT_MAX_TIME_S if measure == "careful" else None,
     )
 
 
@@ -249,6 +272,7 @@ FORM_FIELDS = (
     "target", "assistant", "strategy", "prompt", "max_new_tokens", "repeats", "warmup", "also_prompt_lookup",
     "extra_assistants", "chat_template", "do_sample", "seed", "device", "dtype", "num_assistant_tokens",
     "schedule", "confidence_threshold", "prompt_lookup_num_tokens", "early_exit_layer", "device_map_auto",
+    "measure",
 )
 
 # What the page calls each field, so a message can name the box a person sees rather than a code identifier.
@@ -273,6 +297,7 @@ LABELS = {
     "prompt_lookup_num_tokens": "Prompt lookup tokens",
     "early_exit_layer": "Early-exit layer",
     "device_map_auto": "Spread the target over all GPUs",
+    "measure": "How sure",
 }
 # Names the request (and so its messages) uses where the form's field has another name.
 REQUEST_NAMES = {

@@ -9,7 +9,15 @@ import gradio as gr
 
 from .. import catalog
 from ..config import CPU_DEFAULTS, DEVICES, DTYPES, LIMITS
-from .fields import DRAFT_DEFAULT_TEXT, EXAMPLES, FORM_FIELDS, HINTS, SCHEDULE_CHOICES, STRATEGY_CHOICES
+from .fields import (
+    DRAFT_DEFAULT_TEXT,
+    EXAMPLES,
+    FORM_FIELDS,
+    HINTS,
+    MEASURE_CHOICES,
+    SCHEDULE_CHOICES,
+    STRATEGY_CHOICES,
+)
 from .session import LIGHT
 
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
@@ -39,6 +47,7 @@ class Form:
     prompt_lookup_num_tokens: gr.Textbox
     early_exit_layer: gr.Number
     device_map_auto: gr.Checkbox
+    measure: gr.Radio
     preset: gr.Dropdown
     preset_note: gr.Markdown
 
@@ -95,6 +104,7 @@ def build() -> Form:
                         max_length=LIMITS["prompt_chars"])
     gr.Examples([[text] for _, text in EXAMPLES], inputs=[prompt], example_labels=[name for name, _ in EXAMPLES],
                 label="Example prompts")
+    measure = gr.Radio(MEASURE_CHOICES, value="quick", label="How sure", info=HINTS["measure"], elem_id="al-measure")
     with gr.Accordion("Settings", open=False, elem_id="al-settings"):
         gr.Markdown("**How much to measure**")
         with gr.Row():
@@ -135,7 +145,8 @@ def build() -> Form:
     return Form(
         target, assistant, strategy, prompt, max_new_tokens, repeats, warmup, also_prompt_lookup,
         extra_assistants, chat_template, do_sample, seed, device, dtype, num_assistant_tokens, schedule,
-        confidence_threshold, prompt_lookup_num_tokens, early_exit_layer, device_map_auto, preset, preset_note,
+        confidence_threshold, prompt_lookup_num_tokens, early_exit_layer, device_map_auto, measure, preset,
+        preset_note,
     )
 
 
