@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from assistlab.config import CPU_DEFAULTS
+
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
@@ -83,6 +85,22 @@ def set_run_size(page, tokens: int, repeats: int) -> None:
             if box.input_value() == str(value):
                 break
         assert box.input_value() == str(value)
+
+
+def test_careful_repeats_to_a_precision_target_capped_by_repetitions(page):
+    """A person picks Careful under How sure and runs: the report says the precision rule ended it."""
+    choose(page, "target", "assistant-other", tokens=4, repeats=6)
+    page.get_by_role("radio", name=re.compile("^Careful")).check()
+    page.click("#al-run")
+    page.wait_for_selector("#al-download-json", state="visible", timeout=120_000)
+    progress = page.inner_text("#al-progress")
+    assert "±5%" in progress or "time budget" in progress, progress
+    with page.expect_download() as download:
+        page.click("#al-download-json")
+    report = json.loads(Path(download.value.path()).read_text())
+    stop = report["stopping"]
+    assert (stop["rule"], stop["target"], stop["max_repetitions"]) == ("precision", 0.05, 6)
+    assert 5 <= stop["repetitions"] <= 6
 
 
 def test_a_bad_model_shows_its_message_not_a_traceback(page):
@@ -240,8 +258,9 @@ def test_opening_settings_and_pressing_run_with_nothing_typed_uses_the_defaults(
     for label in ("New tokens per run", "Repetitions"):
         assert page.get_by_label(label).input_value() == ""  # empty stays empty: it means the device default
     page.click("#al-run")
-    # 2 arms x (1 warm-up + 3 repetitions), the CPU defaults: the run is under way with them, not refused.
-    page.get_by_text(re.compile(r"[1-8] of 8 runs done")).wait_for(timeout=120_000)
+    # 2 arms x (1 warm-up + the default repetitions), the CPU defaults: the run is under way with them, not refused.
+    runs = 2 * (CPU_DEFAULTS["warmup"] + CPU_DEFAULTS["repeats"])
+    page.get_by_text(re.compile(rf"\d+ of {runs} runs done")).wait_for(timeout=120_000)
     assert page.locator("#al-progress .al-failed").count() == 0
     assert "must be between" not in page.inner_text("#al-progress")
     page.click("#al-stop")  # a person who has seen enough stops it; what was measured stays

@@ -40,8 +40,8 @@ DRAFT_DEFAULT_TEXT = {
 CAREFUL_PRECISION = 0.05
 MEASURES = ("quick", "careful")
 MEASURE_CHOICES = [
-    (f"Quick: a fixed number of repetitions ({CPU_DEFAULTS['repeats']} on a CPU, {CUDA_DEFAULTS['repeats']} on a GPU, "
-     "or Repetitions in Settings)", "quick"),
+    (f"Quick: a fixed count of timed runs per arm ({CPU_DEFAULTS['repeats']} on a CPU, {CUDA_DEFAULTS['repeats']} on a "
+     "GPU, or the count set in Settings)", "quick"),
     (f"Careful: repeat until every speedup is known to ±{CAREFUL_PRECISION:.0%}, for at most "
      f"{DEFAULT_MAX_TIME_S / 60:.0f} minutes of timed runs", "careful"),
 ]
