@@ -141,8 +141,10 @@ def settle(
     step_s: float = 0.2,
     read: Callable[[], CpuReading] = read_cpu,
     sleep: Callable[[float], None] = time.sleep,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> float:
-    """Wait until others use less than CPU_BUSY_CORES over one `step_s`, at most `max_s`; the seconds waited.
+    """Wait until others use less than CPU_BUSY_CORES over one `step_s`, at most `max_s` or until
+    `should_stop()`; the seconds waited.
 
     For work this process set off elsewhere that would otherwise overlap the next timed run: a browser on the
     same machine drawing the charts it was just sent. A machine that stays busy costs `max_s` and is then
@@ -153,7 +155,7 @@ def settle(
     except Exception:  # noqa: BLE001 - psutil missing or /proc unreadable: nothing to wait for
         return 0.0
     waited = 0.0
-    while waited < max_s:
+    while waited < max_s and not should_stop():
         sleep(step_s)
         after = read()
         wall, others, _steal = cpu_window(before, after)

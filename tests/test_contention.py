@@ -67,6 +67,13 @@ def test_settle_gives_up_on_a_machine_that_stays_busy():
     assert len(slept) == 5
 
 
+def test_settle_ends_when_told_to_stop():
+    values = [(0.2 * i, 10 + 0.4 * i, 0, 0) for i in range(40)]  # a machine that stays busy
+    slept = []
+    waited = contention.settle(read=readings(*values), sleep=slept.append, should_stop=lambda: len(slept) >= 2)
+    assert waited == pytest.approx(0.4) and len(slept) == 2  # Stop pressed: no point waiting for a quiet machine
+
+
 def test_settle_returns_at_once_on_an_idle_machine_or_without_readings():
     assert contention.settle(read=readings((0, 10, 0, 0), (0.2, 10.01, 0, 0)), sleep=lambda s: None) == pytest.approx(0.2)
 

@@ -38,7 +38,7 @@ def test_the_next_run_waits_for_the_page_to_draw_and_for_the_machine_to_settle(m
             note(f"runner: {event.message}")
             yield event
 
-    monkeypatch.setattr(session.contention, "settle", lambda: note("settle") or 0.0)
+    monkeypatch.setattr(session.contention, "settle", lambda should_stop: note("settle") or 0.0)
     page = Page(stream, SessionStops(), ReportFiles(tmp_path), [], SlotPool(0))
     job = page.start_job(None, lambda: False, redraws=repetition_end)
     seen = []

@@ -231,10 +231,13 @@ class Page:
 
         def work(placement: Placement, job_should_stop: Callable[[], bool]) -> Iterator[Event]:
             with models_mod.placed_on(placement.slots if placement.cuda else ()):
-                for event in self.stream(request, lambda: job_should_stop() or should_stop(), plan):
+                def stopping() -> bool:
+                    return job_should_stop() or should_stop()
+
+                for event in self.stream(request, stopping, plan):
                     yield event
                     if redraws is not None and event.kind != "done" and redraws(event):
-                        contention.settle()
+                        contention.settle(should_stop=stopping)
 
         return Job(self.pool, work, whole=whole, abandon_after_s=ABANDON_S, lockstep=redraws is not None).start()
 
