@@ -34,7 +34,6 @@ DRAFT_DEFAULT_TEXT = {
     "confidence_threshold": f"transformers' default ({TRANSFORMERS_DEFAULTS['assistant_confidence_threshold']:g})",
     "prompt_lookup_num_tokens": f"AssistLab's default ({PROMPT_LOOKUP_DEFAULT})",
 }
-# The schedule box: its first choice (value "") leaves the schedule to transformers.
 # How sure a comparison should be, in the page's words. "careful" is the command line's
 # `--precision 0.05 --max-time 300`; a workload always runs its fixed count per prompt.
 CAREFUL_PRECISION = 0.05
@@ -45,6 +44,7 @@ MEASURE_CHOICES = [
     (f"Careful: repeat until every speedup is known to ±{CAREFUL_PRECISION:.0%}, for at most "
      f"{DEFAULT_MAX_TIME_S / 60:.0f} minutes of timed runs", "careful"),
 ]
+# The schedule box: its first choice (value "") leaves the schedule to transformers.
 SCHEDULE_CHOICES = [(DRAFT_DEFAULT_TEXT["schedule"], ""), *((name, name) for name in SCHEDULES)]
 
 STRATEGY_CHOICES = [
@@ -211,6 +211,7 @@ def request_from_form(
     to be: "quick" runs a fixed number of repetitions, "careful" repeats until every speedup is known to
     CAREFUL_PRECISION or DEFAULT_MAX_TIME_S of timed runs are spent (Repetitions then caps the count).
     """
+    measure = "quick" if _blank(measure) else measure
     if measure not in MEASURES:
         raise InputError(f"How sure (measure) must be one of {', '.join(MEASURES)}; got {measure!r}.")
     for name, text in (("target", target), ("assistant", assistant), ("extra_assistants", extra_assistants)):
