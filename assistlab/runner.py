@@ -259,14 +259,20 @@ def encode_prompt(request: BenchRequest, target: LoadedModel) -> dict:
         )
     else:
         encoded = tok(request.prompt, return_tensors="pt")
+    return fitted_inputs(encoded, target, request.max_new_tokens)
+
+
+def fitted_inputs(encoded, target: LoadedModel, max_new_tokens: int, what: str = "The prompt") -> dict:
+    """The tokenizer's output on the target's device, refused (naming `what`) when it is empty or when it and
+    the new tokens do not fit the target's context."""
     inputs = {k: v.to(target.device) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}
     length = int(inputs["input_ids"].shape[1])
     if length == 0:
-        raise InputError("The prompt became no tokens at all; type some text.")
+        raise InputError(f"{what} became no tokens at all; type some text.")
     limit = target.context_length
-    if limit and length + request.max_new_tokens > limit:
+    if limit and length + max_new_tokens > limit:
         raise InputError(
-            f"The prompt is {length} tokens and {request.max_new_tokens} new tokens are asked for, but "
+            f"{what} is {length} tokens and {max_new_tokens} new tokens are asked for, but "
             f"{target.name} reads at most {limit} tokens; shorten the prompt or lower max_new_tokens."
         )
     return inputs

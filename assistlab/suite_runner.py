@@ -14,7 +14,7 @@ from .config import MODEL_STRATEGIES, BenchRequest
 from .errors import AssistLabError, InputError
 from .models import LoadedModel, ModelStore
 from .report import Report
-from .runner import Clock, Event, Progress, build_arms, encode_prompt, run_round
+from .runner import Clock, Event, Progress, build_arms, encode_prompt, fitted_inputs, run_round
 from .suite import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, PromptResult, Selection, SuiteReport
 
 
@@ -106,15 +106,7 @@ def encode_turns(bench: BenchRequest, target: LoadedModel, turns: tuple[str, ...
     else:
         parts = [p for pair in zip(turns[:-1], answers) for p in pair] + [turns[-1]]
         encoded = tok("\n\n".join(parts), return_tensors="pt")
-    inputs = {k: v.to(target.device) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}
-    length = int(inputs["input_ids"].shape[1])
-    limit = target.context_length
-    if limit and length + bench.max_new_tokens > limit:
-        raise InputError(
-            f"The conversation up to turn {len(turns)} is {length} tokens and {bench.max_new_tokens} new tokens "
-            f"are asked for, but {target.name} reads at most {limit} tokens."
-        )
-    return inputs
+    return fitted_inputs(encoded, target, bench.max_new_tokens, f"The conversation up to turn {len(turns)}")
 
 
 def run_suite(
