@@ -24,7 +24,7 @@ import statistics
 import subprocess
 import tempfile
 
-from test_browser import CHROMIUM, set_run_size
+from test_browser import CHROMIUM, opened, set_run_size
 
 
 def free_port() -> int:
@@ -45,12 +45,7 @@ def wait_quietly(page, selector: str, timeout_s: float) -> None:
 
 def through_page(browser, url: str, tokens: int, repeats: int, folder: Path) -> tuple[dict, str]:
     """One comparison from the page with the default pair; returns its downloaded report and the prompt used."""
-    context = browser.new_context(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(url)
-        page.wait_for_selector("#al-run")
+    with opened(browser, url, timeout_ms=60_000, accept_downloads=True) as page:
         prompt = page.locator("#al-prompt textarea").input_value()
         set_run_size(page, tokens, repeats)
         page.click("#al-run")
@@ -60,8 +55,6 @@ def through_page(browser, url: str, tokens: int, repeats: int, folder: Path) -> 
         path = folder / f"page-{len(list(folder.iterdir()))}.json"
         download.value.save_as(path)
         return json.loads(path.read_text()), prompt
-    finally:
-        context.close()
 
 
 def through_api(url: str, prompt: str, tokens: int, repeats: int, folder: Path) -> dict:

@@ -22,19 +22,14 @@ import argparse
 import time
 
 from bench_page_vs_cli import free_port, wait_quietly
-from test_browser import CHROMIUM, set_run_size
+from test_browser import CHROMIUM, opened, set_run_size
 
 
 def compare(browser, url: str, width: int, height: int, path: Path, tokens=None, repeats=None,
             crop_from: str | None = None) -> float:
     """Run the default pair from the page and save the page; with `crop_from`, only two screens' height from
     that element down (a phone's whole page is many screens long)."""
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(url)
-        page.wait_for_selector("#al-run")
+    with opened(browser, url, width, height, timeout_ms=60_000) as page:
         if tokens or repeats:
             set_run_size(page, tokens, repeats)
         began = time.monotonic()
@@ -50,17 +45,10 @@ def compare(browser, url: str, width: int, height: int, path: Path, tokens=None,
             page.screenshot(path=str(path), full_page=True,
                             clip={"x": 0, "y": max(0, top - 16), "width": width, "height": 2 * height})
         return took
-    finally:
-        context.close()
 
 
 def workloads(browser, url: str, path: Path) -> float:
-    context = browser.new_context(viewport={"width": 1440, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(url)
-        page.wait_for_selector("#al-run")
+    with opened(browser, url, timeout_ms=60_000) as page:
         page.get_by_role("tab", name="Workloads").click()
         began = time.monotonic()
         page.click("#al-suite-run")
@@ -69,8 +57,6 @@ def workloads(browser, url: str, path: Path) -> float:
         page.wait_for_timeout(1500)
         page.locator("#al-tab-workloads").screenshot(path=str(path))
         return took
-    finally:
-        context.close()
 
 
 def main() -> int:

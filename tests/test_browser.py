@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -40,17 +41,24 @@ def browser():
             chromium.close()
 
 
-@pytest.fixture
-def page(browser, app_url):
-    context = browser.new_context(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    page.goto(app_url)
-    page.wait_for_selector("#al-run")
+@contextlib.contextmanager
+def opened(browser, url: str, width: int = 1440, height: int = 1000, timeout_ms: int = 30_000, **options):
+    """The page in a fresh browser context of the given window size, loaded and ready; closed afterwards."""
+    context = browser.new_context(viewport={"width": width, "height": height}, **options)
     try:
+        page = context.new_page()
+        page.set_default_timeout(timeout_ms)
+        page.goto(url)
+        page.wait_for_selector("#al-run")
         yield page
     finally:
         context.close()
+
+
+@pytest.fixture
+def page(browser, app_url):
+    with opened(browser, app_url, accept_downloads=True) as page:
+        yield page
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +71,7 @@ def artifacts(tmp_path_factory) -> Path:
 
 def choose(page, target: str, assistant: str, tokens: int, repeats: int) -> None:
     """Type folder names into the model boxes (they accept custom values) and set the run size."""
-    for selector, value in (("#al-target input", target), ("#al-assistant input", assistant)):
-        page.click(selector)
-        page.fill(selector, value)
-        page.keyboard.press("Enter")
+    pick_models(page, target, assistant)
     page.fill("#al-prompt textarea", "write me a long essay on deep learning")
     set_run_size(page, tokens, repeats)
 
@@ -310,12 +315,7 @@ def _nothing_covers_stop(page) -> None:
 
 @pytest.mark.parametrize("width, height", [(1440, 1000), (390, 844)])
 def test_a_failed_run_after_a_success_leaves_no_old_result_and_covers_nothing(browser, app_url, width, height):
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        page.goto(app_url)
-        page.wait_for_selector("#al-run")
+    with opened(browser, app_url, width, height) as page:
         choose(page, "target", "assistant-other", tokens=4, repeats=1)
         page.click("#al-run")
         page.wait_for_selector("#al-download-json", state="visible", timeout=90_000)
@@ -328,8 +328,6 @@ def test_a_failed_run_after_a_success_leaves_no_old_result_and_covers_nothing(br
         assert not page.locator("#al-headline").is_visible()
         assert not page.locator("#al-results").is_visible()
         _nothing_covers_stop(page)
-    finally:
-        context.close()
 
 
 def _charts_fit(page) -> None:
@@ -350,12 +348,7 @@ def _charts_fit(page) -> None:
 
 @pytest.mark.parametrize("width, height, name", [(1440, 1000, "screenshot.png"), (390, 844, "screenshot-phone.png")])
 def test_the_page_is_usable_at_a_desktop_and_a_phone_width(browser, app_url, artifacts, width, height, name):
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        page.goto(app_url)
-        page.wait_for_selector("#al-run")
+    with opened(browser, app_url, width, height) as page:
         choose(page, "target", "assistant-other", tokens=12, repeats=3)
         page.locator("#al-settings").get_by_text("Settings", exact=True).click()  # closed again, as most leave it
         page.click("#al-run")
@@ -374,8 +367,6 @@ def test_the_page_is_usable_at_a_desktop_and_a_phone_width(browser, app_url, art
             page.get_by_role("tab", name=tab).click()
             page.wait_for_selector(ready)
             _no_sideways_scroll(page, f"{tab}, after a run")
-    finally:
-        context.close()
 
 
 # The four tabs, each with what shows once it has opened.
@@ -418,12 +409,7 @@ def app_with_a_saved_run(models_dir, store, launch_app, tmp_path_factory):
 def test_every_tab_fits_a_phone_screen(browser, app_with_a_saved_run):
     """At 390 px a person opens each tab in turn, typing nothing: all four tabs stay in sight, no tab scrolls the
     page sideways, and the history's wide table scrolls inside its own box instead."""
-    context = browser.new_context(viewport={"width": 390, "height": 844})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        page.goto(app_with_a_saved_run)
-        page.wait_for_selector("#al-run")
+    with opened(browser, app_with_a_saved_run, 390, 844) as page:
         _no_sideways_scroll(page, "Compare, as the page opens")
         for tab, ready in TABS[1:] + TABS[:1]:
             button = page.get_by_role("tab", name=tab)
@@ -441,5 +427,3 @@ def test_every_tab_fits_a_phone_screen(browser, app_with_a_saved_run):
             "t => { const box = t.closest('.al-wrap'); return box !== null && getComputedStyle(box).overflowX === 'auto'"
             " && box.scrollWidth > box.clientWidth; }")
         assert scrolls, "the history table neither fits nor scrolls inside its own box"
-    finally:
-        context.close()
