@@ -136,9 +136,6 @@ def wire(page: Page, results: Results) -> None:
         run_stream,
         set(page.inputs),  # a set: gradio passes one {component: value} dict
         results.outputs(),
-        # Not gradio's overlay: its timer and spinner animate for the whole run, and a browser on this
-        # machine drawing them took 0.2 cores from the timed runs. The page's own bar says more.
-        show_progress="hidden",
         show_progress_on=[results.progress],
         **page.heavy,
     )

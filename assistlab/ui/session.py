@@ -215,8 +215,13 @@ class Page:
 
     @property
     def heavy(self) -> dict:
-        """Listener options for every event that runs a model: gradio admits one per slot; the pool places it."""
-        return {"concurrency_id": GPU_GROUP, "concurrency_limit": self.pool.size, "api_visibility": "private"}
+        """Listener options for every event that runs a model: gradio admits one per slot; the pool places it.
+
+        Not gradio's progress overlay: its timer and spinner animate for the whole run, and a browser on the
+        same machine drawing them took 0.2 cores from the timed runs. The page's own bar says more.
+        """
+        return {"concurrency_id": GPU_GROUP, "concurrency_limit": self.pool.size, "api_visibility": "private",
+                "show_progress": "hidden"}
 
     def start_job(self, request: BenchRequest, should_stop: Callable[[], bool], plan: Plan = None,
                   redraws: Callable[[Event], bool] | None = None) -> Job:

@@ -121,9 +121,6 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
             handler,
             {*page.inputs, view.values},
             view.outputs(),
-            # Not gradio's overlay: its timer and spinner animate for the whole run, and a browser on this
-            # machine drawing them took 0.2 cores from the timed runs. The page's own bar says more.
-            show_progress="hidden",
             show_progress_on=[view.progress],
             **page.heavy,
         )
