@@ -11,6 +11,8 @@ from pathlib import Path
 
 from . import __version__, bundled, catalog, history_cli
 from .config import (
+    CPU_DEFAULTS,
+    CUDA_DEFAULTS,
     DEFAULT_MAX_TIME_S,
     DEFAULT_PROMPT,
     LIMITS,
@@ -67,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     prompt = bench.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", default=None, help=f"the prompt (default: the preset's for the target, {catalog.default_prompt(catalog.BUNDLED_TARGET)!r} for the bundled base model, else {DEFAULT_PROMPT!r})")
     prompt.add_argument("--prompt-file", type=Path, default=None, help="read the prompt from a text file")
-    bench.add_argument("--max-new-tokens", default=None, help=f"tokens each arm generates (default 64 on CPU, 256 on CUDA; max {LIMITS['max_new_tokens']})")
-    bench.add_argument("--repeats", default=None, help=f"counted repetitions per arm (default 3 on CPU, 5 on CUDA; max {LIMITS['repeats']}); with --precision, the most to run")
+    bench.add_argument("--max-new-tokens", default=None, help=f"tokens each arm generates (default {CPU_DEFAULTS['max_new_tokens']} on CPU, {CUDA_DEFAULTS['max_new_tokens']} on CUDA; max {LIMITS['max_new_tokens']})")
+    bench.add_argument("--repeats", default=None, help=f"counted repetitions per arm (default {CPU_DEFAULTS['repeats']} on CPU, {CUDA_DEFAULTS['repeats']} on CUDA; max {LIMITS['repeats']}); with --precision, the most to run")
     bench.add_argument("--precision", default=None, help=f"instead of a fixed count, repeat until every speedup's interval is within ±this share of its median, e.g. 0.05 for ±5%% (at least {MIN_PRECISION_REPEATS} repetitions)")
     bench.add_argument("--max-time", dest="max_time", default=None, help=f"time budget in seconds for the timed repetitions (default with --precision: {DEFAULT_MAX_TIME_S:g}; max {LIMITS['max_time_s']})")
     bench.add_argument("--warmup", default=None, help="uncounted warm-up runs per arm (default 1)")
