@@ -6,8 +6,8 @@ asks for a login; ASSISTLAB_MODELS_DIR allows local model folders.
 
 import sys
 
+from assistlab.engines.transformers.models import ModelStore
 from assistlab.errors import AssistLabError
-from assistlab.models import ModelStore
 
 
 def main() -> int:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the repository's package
 
-from assistlab.__main__ import build_parser, request_from_args
-from assistlab.models import ModelStore
-from assistlab.runner import run_benchmark
+from assistlab.cli.main import build_parser, request_from_args
+from assistlab.engines.transformers.models import ModelStore
+from assistlab.measure.runner import run_benchmark
 
 GOAL = 0.15
 

@@ -17,9 +17,10 @@ import time
 
 import torch
 
-from assistlab import catalog, runner
 from assistlab.config import ArmSpec, BenchRequest
-from assistlab.models import ModelStore
+from assistlab.engines import catalog
+from assistlab.engines.transformers.models import ModelStore
+from assistlab.measure import runner
 
 
 def main() -> None:

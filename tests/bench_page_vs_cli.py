@@ -89,8 +89,9 @@ def main() -> int:
 
     from playwright.sync_api import sync_playwright
 
-    from assistlab import catalog, ui
-    from assistlab.models import ModelStore
+    from assistlab import ui
+    from assistlab.engines import catalog
+    from assistlab.engines.transformers.models import ModelStore
 
     demo = ui.build_app(ModelStore())
     _app, url, _share = demo.launch(prevent_thread_lock=True, server_port=free_port(), quiet=True,

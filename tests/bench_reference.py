@@ -23,9 +23,10 @@ import torch
 from torch.utils import benchmark
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from assistlab import catalog, runner
 from assistlab.config import DEFAULT_PROMPT, ArmSpec, BenchRequest
-from assistlab.models import ModelStore
+from assistlab.engines import catalog
+from assistlab.engines.transformers.models import ModelStore
+from assistlab.measure import runner
 
 
 def fresh_copy(loaded, device: torch.device):

@@ -41,7 +41,7 @@ def private_history(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def store():
-    from assistlab.models import ModelStore
+    from assistlab.engines.transformers.models import ModelStore
 
     return ModelStore(max_models=8)
 

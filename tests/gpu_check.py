@@ -21,11 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 import torch
 
-from assistlab import catalog
 from assistlab.config import BenchRequest, assisted_arms
+from assistlab.engines import catalog
+from assistlab.engines.transformers.models import ModelStore
 from assistlab.errors import ResourceError
-from assistlab.models import ModelStore
-from assistlab.runner import run_to_report
+from assistlab.measure.runner import run_to_report
 
 TOKENS = 48
 BUSY = """

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import html
 import threading
 
 import pytest
 
-import html
-
-from assistlab import panels, strategies, ui
+from assistlab import ui
 from assistlab.config import CPU_DEFAULTS, LIMITS
+from assistlab.engines.transformers import strategies
 from assistlab.errors import InputError
+from assistlab.results.report import is_busy, speedup_sentence
 from assistlab.ui.fields import HINTS
-from assistlab.report import is_busy, speedup_sentence
+from assistlab.views import panels
 
 # gradio's own queue bookkeeping trips pandas deprecation warnings; they are not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
@@ -240,7 +241,7 @@ def test_session_stops_are_per_session():
 
 def test_report_files_are_written_where_the_app_owns_them(tmp_path, models_dir, store, monkeypatch):
     from assistlab.config import ArmSpec, BenchRequest
-    from assistlab.runner import run_to_report
+    from assistlab.measure.runner import run_to_report
 
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
     report = run_to_report(

@@ -5,9 +5,11 @@ import json
 
 import pytest
 
-from assistlab import bundled, catalog, runner
 from assistlab.config import ArmSpec, BenchRequest
+from assistlab.engines import catalog
+from assistlab.engines.transformers import bundled
 from assistlab.errors import ModelLoadError
+from assistlab.measure import runner
 
 
 def test_provenance_names_package_license_and_checksum():
@@ -84,7 +86,7 @@ def test_missing_package_says_how_to_install(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_bundled_pair_gives_identical_greedy_outputs(monkeypatch):
     """The real Gemma 3 270M with SmolLM2 as universal assistant (converted once per machine)."""
-    from assistlab.models import ModelStore
+    from assistlab.engines.transformers.models import ModelStore
 
     monkeypatch.delenv(catalog.MODELS_DIR_ENV, raising=False)
     request = BenchRequest(

@@ -7,10 +7,12 @@ import json
 
 import pytest
 
-from assistlab import charts, report as report_mod, stats
 from assistlab.config import ArmSpec, BenchRequest
-from assistlab.runner import run_to_report
-from assistlab.sweep import run_sweep
+from assistlab.measure.runner import run_to_report
+from assistlab.measure.sweep import run_sweep
+from assistlab.results import report as report_mod
+from assistlab.results import stats
+from assistlab.views import charts
 
 BUILDERS = (charts.latency_figure, charts.timeline_figure, charts.speedup_figure, charts.acceptance_figure)
 

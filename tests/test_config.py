@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from assistlab import catalog
 from assistlab.config import LIMITS, ArmSpec, BenchRequest
+from assistlab.engines import catalog
 from assistlab.errors import AssistLabError, InputError
 
 

@@ -6,8 +6,9 @@ import time
 
 import pytest
 
-from assistlab import contention, report as report_mod
-from assistlab.contention import CpuReading, Window
+from assistlab.measure import contention
+from assistlab.measure.contention import CpuReading, Window
+from assistlab.results import report as report_mod
 
 
 def readings(*values):
@@ -174,8 +175,8 @@ def test_this_process_own_work_is_not_counted_as_others():
 
 
 def test_a_comparison_records_one_window_per_counted_run(allowed_models, store):
-    from assistlab import runner
     from assistlab.config import ArmSpec, BenchRequest
+    from assistlab.measure import runner
 
     request = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), prompt="the quick brown fox",
                            max_new_tokens=4, repeats=2, warmup=1, device="cpu")
@@ -189,7 +190,7 @@ def test_a_comparison_records_one_window_per_counted_run(allowed_models, store):
 
 
 def test_the_page_headline_shows_the_warning_beside_the_verdict():
-    from assistlab import panels
+    from assistlab.views import panels
 
     message = "The machine was busy: others used 1.50 CPU cores. The result may not hold on an idle machine."
     made = {

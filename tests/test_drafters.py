@@ -1,13 +1,15 @@
 """Every drafter transformers 5.23 ships, on tiny random models: Gemma 4 assistant, MTP, DFlash, ensemble."""
 
 import pytest
+import tiny
 import torch
 
-import tiny
-from assistlab import drafters, explain, runner, strategies, sweep
 from assistlab.config import ArmSpec, BenchRequest
+from assistlab.engines.transformers import drafters, strategies
 from assistlab.errors import InputError
-from assistlab.report import speedup_sentence
+from assistlab.measure import runner, sweep
+from assistlab.results import explain
+from assistlab.results.report import speedup_sentence
 
 PROMPT = "write me a long essay on deep learning"
 TOKENS = 12
@@ -220,7 +222,7 @@ def test_a_lossy_arm_ranked_first_carries_its_mark():
     rows = explain.rank_arms(report)
     assert [r["lossless"] for r in rows] == [False, True]
     assert drafters.LOSSY_MARK in rows[0]["arm"]
-    from assistlab.panels import ranking_html
+    from assistlab.views.panels import ranking_html
 
     page = ranking_html({**report, "ranking": rows})
     assert drafters.LOSSY_TRADE[:40] in page
@@ -250,16 +252,16 @@ def test_ensemble_weight_sweep_sets_lossy_points_beside_the_lossless_arm(allowed
 
 
 def test_a_gemma4_assistant_that_transformers_cannot_build_is_explained(allowed):
+    from assistlab.engines.transformers.models import ModelStore
     from assistlab.errors import ModelLoadError
-    from assistlab.models import ModelStore
 
     with pytest.raises(ModelLoadError, match="cannot build Gemma 4 assistant models"):
         ModelStore().get("gemma4-assistant", CPU, torch.float32)  # no patch: as a user of 5.23 would load it
 
 
 def test_cli_and_presets_name_the_new_paths():
-    from assistlab import catalog
-    from assistlab.__main__ import build_parser, request_from_args
+    from assistlab.cli.main import build_parser, request_from_args
+    from assistlab.engines import catalog
 
     args = build_parser().parse_args(["bench", "--target", "t", "--strategy", "mtp", "--ensemble-weight", "0.5"])
     arms = request_from_args(args).arms

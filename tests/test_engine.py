@@ -6,9 +6,10 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from assistlab import models, runner, strategies
 from assistlab.config import ArmSpec, BenchRequest
+from assistlab.engines.transformers import models, strategies
 from assistlab.errors import InputError, ModelLoadError
+from assistlab.measure import runner
 
 PROMPT = "write me a long essay on deep learning"
 TOKENS = 16

@@ -6,9 +6,11 @@ import math
 import pytest
 from transformers import AutoTokenizer
 
-from assistlab import explain, models, runner, stats, strategies
 from assistlab.config import ArmSpec, BenchRequest
-from assistlab.report import RunRecord
+from assistlab.engines.transformers import models, strategies
+from assistlab.measure import runner
+from assistlab.results import explain, stats
+from assistlab.results.report import RunRecord
 
 PROMPT = "write me a long essay on deep learning"
 TOKENS = 16

@@ -13,14 +13,15 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pgcluster
 import pytest
 import sqlalchemy as sa
 
-import pgcluster
-from assistlab import history as hist
-from assistlab import history_html, runner
 from assistlab.config import ArmSpec, BenchRequest
 from assistlab.errors import InputError
+from assistlab.history import store as hist
+from assistlab.measure import runner
+from assistlab.views import history_html
 
 ROOT = Path(__file__).resolve().parents[1]
 NASTY_PROMPT = "<script>alert('x')</script> **bold** [link](http://evil) <img src=x onerror=alert(1)> # heading"

@@ -6,10 +6,9 @@ from __future__ import annotations
 import threading
 
 import pytest
-
-from assistlab.history import History
-
 from test_browser import ARGS, CHROMIUM
+
+from assistlab.history.store import History
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
 
@@ -142,10 +141,10 @@ def test_a_permalink_opens_the_saved_comparison_with_its_markup_as_text(saved, m
 
 
 def test_with_logins_on_the_login_name_is_saved(models_dir, store, tmp_path, monkeypatch):
+    from conftest import free_port
     from gradio_client import Client
 
     from assistlab import ui
-    from conftest import free_port
 
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
     history = History(f"sqlite:///{tmp_path / 'h.sqlite3'}")

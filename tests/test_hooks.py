@@ -6,8 +6,9 @@ import time
 import pytest
 import torch
 
-from assistlab import hooks, models, runner, strategies
 from assistlab.config import ArmSpec, BenchRequest
+from assistlab.engines.transformers import hooks, models, strategies
+from assistlab.measure import runner
 
 PROMPT = "write me a long essay on deep learning"
 TOKENS = 24

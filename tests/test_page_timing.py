@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
-from assistlab.runner import Event
-from assistlab.slots import SlotPool
+from assistlab.measure.runner import Event
+from assistlab.measure.slots import SlotPool
 from assistlab.ui import session
 from assistlab.ui.session import Page, ReportFiles, SessionStops, repetition_end
 
@@ -65,7 +65,7 @@ def test_an_idle_server_does_not_poll_the_cpu(tmp_path):
     import socket
 
     from assistlab import ui
-    from assistlab.models import ModelStore
+    from assistlab.engines.transformers.models import ModelStore
     from assistlab.ui import gradio_private
 
     with socket.socket() as sock:

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from assistlab import panels, runner
 from assistlab.config import ArmSpec, BenchRequest
-from assistlab.runner import Event, Pace
+from assistlab.measure import runner
+from assistlab.measure.runner import Event, Pace
+from assistlab.views import panels
 
 PROMPT = "write me a long essay on deep learning"
 

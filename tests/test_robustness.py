@@ -7,9 +7,11 @@ import time
 import pytest
 import torch
 
-from assistlab import catalog, models, runner
 from assistlab.config import ArmSpec, BenchRequest
+from assistlab.engines import catalog
+from assistlab.engines.transformers import models
 from assistlab.errors import AssistLabError, ModelLoadError, ResourceError
+from assistlab.measure import runner
 
 CPU = torch.device("cpu")
 

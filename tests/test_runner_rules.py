@@ -9,10 +9,12 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from assistlab import __main__ as cli_mod
-from assistlab import explain, hooks, runner, stats, strategies, sweep
+from assistlab.cli import main as cli_mod
 from assistlab.config import CPU_DEFAULTS, LIMITS, MIN_PRECISION_REPEATS, PROMPT_LOOKUP_DEFAULT, ArmSpec, BenchRequest
+from assistlab.engines.transformers import hooks, strategies
 from assistlab.errors import InputError
+from assistlab.measure import runner, sweep
+from assistlab.results import explain, stats
 
 PROMPT = "write me a long essay on deep learning"
 KNOBS = (*strategies.DRAFTER_KNOBS, *strategies.LOOKBEHIND_KNOBS)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from assistlab.slots import SlotPool
+from assistlab.measure.slots import SlotPool
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
 
@@ -23,7 +23,7 @@ LONG = {**QUICK, "max_new_tokens": 60, "repeats": 50, "warmup": 0}
 
 @pytest.fixture(scope="module")
 def app(models_dir, launch_app):
-    from assistlab.models import ModelStore
+    from assistlab.engines.transformers.models import ModelStore
 
     pool = SlotPool(0)
     with launch_app(models_dir, ModelStore(max_models=4), pool=pool) as url:

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from assistlab import catalog, charts, models, panels, runner
 from assistlab.config import FIELD_CHARS, ArmSpec, BenchRequest, assisted_arms, capped_text
+from assistlab.engines import catalog
+from assistlab.engines.transformers import models
 from assistlab.errors import InputError, ModelLoadError
+from assistlab.measure import runner
+from assistlab.views import charts, panels
 
 MARKUP = "<img src=//host/beacon><a href=//host/phish>Download</a>"
 # Typed by one person, it resolves to the folder 'target' inside the models folder.

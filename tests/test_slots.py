@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from assistlab.slots import Finished, Job, Placement, SlotPool, Waiting
+from assistlab.measure.slots import Finished, Job, Placement, SlotPool, Waiting
 
 WAIT = 10.0  # generous: the machine is shared while the tests run
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from assistlab import stats
+from assistlab.results import stats
 
 
 def test_summarize_by_hand():

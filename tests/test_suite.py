@@ -11,11 +11,10 @@ import statistics
 
 import pytest
 
-from assistlab import suite
 from assistlab.config import LIMITS, ArmSpec, BenchRequest
 from assistlab.errors import InputError
-from assistlab.suite import SuiteRequest, parse_prompts, select
-
+from assistlab.results import suite
+from assistlab.results.suite import SuiteRequest, parse_prompts, select
 
 # ---------------------------------------------------------------- data and selection
 
@@ -163,7 +162,7 @@ def test_geomean_interval_by_hand():
 
 
 def test_a_workload_runs_a_fixed_count_even_when_careful_was_chosen():
-    from assistlab.suite_runner import suite_bench
+    from assistlab.measure.suite_runner import suite_bench
 
     careful = BenchRequest(target="t", precision=0.05, max_time_s=300)
     bench = suite_bench(careful, "cpu").resolved("cpu")
@@ -210,7 +209,7 @@ def test_best_sentence_never_calls_a_winner_from_an_interval_holding_one():
 @pytest.fixture(scope="module")
 def tiny_suite(models_dir, store, tmp_path_factory):
     """Two categories of two prompts, one too long for the tiny target's 512-token context."""
-    from assistlab import suite_runner
+    from assistlab.measure import suite_runner
 
     path = tmp_path_factory.mktemp("suite") / "mine.jsonl"
     long_prompt = " ".join(["speculative decoding lets a small model draft tokens"] * 120)
@@ -318,7 +317,7 @@ def test_suite_report_json_and_csv(tiny_suite):
 
 
 def test_stop_keeps_what_was_measured(models_dir, store, monkeypatch):
-    from assistlab import suite_runner
+    from assistlab.measure import suite_runner
 
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
     selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo\n\nthree", "x.txt"))
@@ -339,7 +338,7 @@ def test_stop_keeps_what_was_measured(models_dir, store, monkeypatch):
 
 
 def test_a_stop_ends_a_suite_run_within_a_step_and_drops_the_cut_run(models_dir, store, monkeypatch):
-    from assistlab import suite_runner
+    from assistlab.measure import suite_runner
 
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
     selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo", "x.txt"))
@@ -374,7 +373,7 @@ def test_each_prompt_rotates_the_arms_as_a_comparison_does(tiny_suite):
 
 
 def test_a_suite_watches_every_counted_run_for_others_use(tiny_suite):
-    from assistlab import contention
+    from assistlab.measure import contention
 
     data = tiny_suite[-1].report.to_dict()
     record = data["environment"]["contention"]
@@ -388,7 +387,7 @@ def _watched(monkeypatch, others_cores: float) -> None:
     """Every contention.Monitor reads a machine where others use `others_cores` of its 2 cores all along."""
     import itertools
 
-    from assistlab import contention
+    from assistlab.measure import contention
 
     real = contention.Monitor
 
@@ -405,7 +404,7 @@ def _watched(monkeypatch, others_cores: float) -> None:
 
 
 def _three_prompts(models_dir, store, monkeypatch):
-    from assistlab import suite_runner
+    from assistlab.measure import suite_runner
 
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
     selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo\n\nthree", "x.txt"))
@@ -414,7 +413,7 @@ def _three_prompts(models_dir, store, monkeypatch):
 
 
 def test_an_idle_machine_gives_a_suite_no_warning(models_dir, store, monkeypatch):
-    from assistlab.__main__ import format_suite_table
+    from assistlab.cli.main import format_suite_table
     from assistlab.ui import suite_tab
 
     _watched(monkeypatch, 0.0)
@@ -429,7 +428,7 @@ def test_an_idle_machine_gives_a_suite_no_warning(models_dir, store, monkeypatch
 
 
 def test_a_busy_machine_is_named_in_a_suite_where_a_comparison_names_it(models_dir, store, monkeypatch):
-    from assistlab.__main__ import format_suite_table
+    from assistlab.cli.main import format_suite_table
     from assistlab.ui import suite_tab
 
     _watched(monkeypatch, 1.5)
@@ -446,7 +445,7 @@ def test_a_busy_machine_is_named_in_a_suite_where_a_comparison_names_it(models_d
 
 def _failing(monkeypatch, fail: dict) -> list:
     """runner.timed_generate raising on the calls numbered in `fail` (1-based, warm-up included): {call: exc}."""
-    from assistlab import runner
+    from assistlab.measure import runner
 
     real, calls = runner.timed_generate, []
 
@@ -461,7 +460,7 @@ def _failing(monkeypatch, fail: dict) -> list:
 
 
 def test_a_failure_is_marked_on_its_own_prompt_and_the_suite_goes_on(models_dir, store, monkeypatch):
-    from assistlab import suite_runner
+    from assistlab.measure import suite_runner
 
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
     # Runs in order: prompt 1 plain, assisted; prompt 2 assisted, plain (rotated); prompt 3 plain, assisted.
@@ -482,8 +481,8 @@ def test_a_failure_is_marked_on_its_own_prompt_and_the_suite_goes_on(models_dir,
 
 
 def test_a_failed_warm_up_fails_its_prompt_and_the_next_prompt_warms_up(models_dir, store, monkeypatch):
-    from assistlab import suite_runner
-    from assistlab.__main__ import format_suite_table
+    from assistlab.cli.main import format_suite_table
+    from assistlab.measure import suite_runner
 
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
     calls = _failing(monkeypatch, {1: MemoryError(), 3: RuntimeError("drafter broke")})

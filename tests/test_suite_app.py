@@ -6,7 +6,6 @@ import csv
 import json
 
 import pytest
-
 from test_cli import cli
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
@@ -132,8 +131,8 @@ def _report(figures: dict) -> dict:
 
 
 def test_suite_figure_and_tables():
-    from assistlab import charts
     from assistlab.ui import suite_tab
+    from assistlab.views import charts
 
     data = _report({"qa": (1.2, 1.0, 1.4, 2), "rag": (1.5, None, None, 1)})
     fig = charts.suite_figure(data)

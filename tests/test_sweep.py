@@ -2,9 +2,10 @@
 
 import pytest
 
-from assistlab import stats, sweep
 from assistlab.config import ArmSpec, BenchRequest
 from assistlab.errors import InputError
+from assistlab.measure import sweep
+from assistlab.results import stats
 
 PROMPT = "write me a long essay on deep learning"
 

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from assistlab import charts, panels
 from assistlab.config import CONTINUATION_PROMPT, ArmSpec, BenchRequest
-from assistlab.runner import run_to_report
+from assistlab.measure.runner import run_to_report
+from assistlab.views import charts, panels
 
 
 def _arm(name: str, strategy: str, speedup: float | None, low: float | None = None, high: float | None = None):

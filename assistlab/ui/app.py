@@ -8,14 +8,16 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import catalog, charts, slots
 from ..access import LoginThrottle
 from ..config import LIMITS
+from ..engines import catalog
+from ..engines.transformers.models import ModelStore
 from ..errors import InputError, ResourceError
-from ..history import History
-from ..models import ModelStore
-from ..slots import Finished, SlotPool, Waiting
-from ..suite import summary_sentences
+from ..history.store import History
+from ..measure import slots
+from ..measure.slots import Finished, SlotPool, Waiting
+from ..results.suite import summary_sentences
+from ..views import charts
 from . import compare_tab, gradio_private, history_tab, suite_tab, sweep_tab
 from . import form as form_mod
 from .fields import FORM_FIELDS, _blank, request_from_form

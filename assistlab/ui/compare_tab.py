@@ -6,18 +6,18 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .. import charts
-from ..panels import (
+from ..measure.runner import Event
+from ..views import charts
+from ..views.panels import (
     environment_markdown,
+    event_progress,
     headline_html,
     numbers_html,
     progress_html,
     ranking_html,
     texts_html,
     why_html,
-    event_progress,
 )
-from ..runner import Event
 from .fields import INTRO
 from .history_tab import save_report
 from .session import LIGHT, Page, repetition_end

@@ -8,10 +8,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .. import sweep
 from ..config import (
-    CPU_DEFAULTS,
     CONTINUATION_PROMPT,
+    CPU_DEFAULTS,
     CUDA_DEFAULTS,
     DEFAULT_MAX_TIME_S,
     DEFAULT_PROMPT,
@@ -23,8 +22,9 @@ from ..config import (
     assisted_arms,
     capped_text,
 )
+from ..engines.transformers.strategies import transformers_defaults
 from ..errors import InputError
-from ..strategies import transformers_defaults
+from ..measure import sweep
 
 # What an empty drafting box means, read from the installed transformers (as the runner reads it).
 TRANSFORMERS_DEFAULTS = transformers_defaults()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import catalog
 from ..config import CPU_DEFAULTS, DEVICES, DTYPES, LIMITS
+from ..engines import catalog
 from .fields import (
     DRAFT_DEFAULT_TEXT,
     EXAMPLES,

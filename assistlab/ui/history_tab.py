@@ -13,11 +13,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import charts
 from ..errors import AssistLabError
-from ..history import History, SaveResult, canonical_model, check_id, runs_csv
-from ..history_html import board_html, entries_html, entry_caption_html
-from ..panels import headline_html, numbers_html, ranking_html, sweep_html, texts_html, why_html
+from ..history.store import History, SaveResult, canonical_model, check_id, runs_csv
+from ..views import charts
+from ..views.history_html import board_html, entries_html, entry_caption_html
+from ..views.panels import headline_html, numbers_html, ranking_html, sweep_html, texts_html, why_html
 from .session import LIGHT, Page, user_errors
 
 SIDES = ("left", "right")

@@ -18,18 +18,17 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import contention
-from .. import models as models_mod
-from .. import suite_runner, sweep
 from ..config import BenchRequest
+from ..engines.transformers import models as models_mod
+from ..engines.transformers.models import ModelStore
 from ..errors import AssistLabError
-from ..history import History
-from ..models import ModelStore
-from ..panels import progress_html
-from ..report import Report
-from ..runner import Event, run_benchmark
-from ..slots import Job, Placement, SlotPool, Waiting
-from ..suite import Selection
+from ..history.store import History
+from ..measure import contention, suite_runner, sweep
+from ..measure.runner import Event, run_benchmark
+from ..measure.slots import Job, Placement, SlotPool, Waiting
+from ..results.report import Report
+from ..results.suite import Selection
+from ..views.panels import progress_html
 from .fields import FORM_FIELDS, SweepPlan, in_page_words, request_from_form
 
 log = logging.getLogger(__name__)

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from .. import charts, suite_runner
 from ..config import DEFAULT_PROMPT
 from ..errors import InputError
-from ..panels import progress_html, texts_html
-from ..suite import (
+from ..measure import suite_runner
+from ..results.suite import (
     CPU_SUITE_DEFAULTS,
     DEFAULT_CATEGORIES,
     SPEC_BENCH,
@@ -25,6 +24,8 @@ from ..suite import (
     parse_prompts,
     select,
 )
+from ..views import charts
+from ..views.panels import progress_html, texts_html
 from .fields import FORM_FIELDS, request_from_form
 from .session import LIGHT, Page, SuitePlan
 

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .. import charts, sweep
-from ..panels import event_progress, progress_html, sweep_html
-from ..runner import Event
+from ..measure import sweep
+from ..measure.runner import Event
+from ..views import charts
+from ..views.panels import event_progress, progress_html, sweep_html
 from .fields import HINTS, SWEEP_INTRO, SWEEP_VALUES, sweep_plan
 from .form import Form
 from .history_tab import save_report

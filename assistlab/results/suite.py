@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import contention
-from .config import LIMITS, _as_int, _choice
-from .errors import InputError
+from ..config import LIMITS, _as_int, _choice
+from ..errors import InputError
+from ..measure import contention
 from .report import Report
 
 DATA_DIR = Path(__file__).parent / "data" / "spec_bench"

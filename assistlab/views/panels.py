@@ -10,11 +10,12 @@ import html
 import re
 import unicodedata
 
-from . import __version__, charts
-from .drafters import LOSSY_MARK, LOSSY_TRADE
-from .report import interval_cell, level_words
-from .runner import Event
-from .stats import MIN_LEVEL, spread_is_wide
+from .. import __version__
+from ..engines.transformers.drafters import LOSSY_MARK, LOSSY_TRADE
+from ..measure.runner import Event
+from ..results.report import interval_cell, level_words
+from ..results.stats import MIN_LEVEL, spread_is_wide
+from . import charts
 
 # Plain words for every symbol and abbreviation the page shows: a hover where each appears, and a small
 # "What do these words mean?" list beside the tables that use them.

@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import bundled
-from .config import CONTINUATION_PROMPT, DEFAULT_PROMPT, FIELD_CHARS, check_encodable
-from .errors import InputError, ModelLoadError
+from ..config import CONTINUATION_PROMPT, DEFAULT_PROMPT, FIELD_CHARS, check_encodable
+from ..errors import InputError, ModelLoadError
+from .transformers import bundled
 
 MODELS_DIR_ENV = "ASSISTLAB_MODELS_DIR"
 

@@ -18,8 +18,9 @@ from urllib.parse import urlparse
 
 import torch
 
-from . import bundled, catalog, drafters
-from .errors import InputError, ModelLoadError, ResourceError
+from ...errors import InputError, ModelLoadError, ResourceError
+from .. import catalog
+from . import bundled, drafters
 
 Progress = Callable[[str], None]
 

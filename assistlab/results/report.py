@@ -10,7 +10,9 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
-from . import contention, drafters, explain, stats
+from ..engines.transformers import drafters
+from ..measure import contention
+from . import explain, stats
 
 SCHEMA = 1
 
@@ -222,7 +224,7 @@ def environment(device, dtype: str, models: dict) -> dict:
     import torch
     import transformers
 
-    from . import __version__
+    from .. import __version__
 
     env = {
         "device": device.type,

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..config import LIMITS
 from . import stats
-from .config import LIMITS
 
 if TYPE_CHECKING:
-    from .models import LoadedModel
+    from ..engines.transformers.models import LoadedModel
 
 Clock = Callable[[], float]
 
@@ -338,8 +338,8 @@ def probe_arm(
     """
     import torch
 
-    from . import hooks  # imported here: the rest of this module needs no torch
-    from .models import synchronize_all
+    from ..engines.transformers import hooks
+    from ..engines.transformers.models import synchronize_all
 
     try:
         configure()

@@ -9,12 +9,13 @@ import dataclasses
 import time
 from collections.abc import Callable, Generator, Sequence
 
-from . import explain, stats, strategies
-from .drafters import FIXED_DRAFT_STRATEGIES, LOSSY_MARK, NON_ADAPTIVE_STRATEGIES
-from .config import LIMITS, MODEL_STRATEGIES, SCHEDULES, ArmSpec, BenchRequest
-from .errors import InputError
-from .models import ModelStore
-from .report import Report, interval_phrase, level_words
+from ..config import LIMITS, MODEL_STRATEGIES, SCHEDULES, ArmSpec, BenchRequest
+from ..engines.transformers import strategies
+from ..engines.transformers.drafters import FIXED_DRAFT_STRATEGIES, LOSSY_MARK, NON_ADAPTIVE_STRATEGIES
+from ..engines.transformers.models import ModelStore
+from ..errors import InputError
+from ..results import explain, stats
+from ..results.report import Report, interval_phrase, level_words
 from .runner import Clock, Event, run_benchmark
 
 PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight")

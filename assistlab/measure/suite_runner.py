@@ -7,15 +7,16 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
-from . import catalog, contention
-from . import models as models_mod
-from . import report as report_mod
-from .config import MODEL_STRATEGIES, BenchRequest
-from .errors import AssistLabError, InputError
-from .models import LoadedModel, ModelStore
-from .report import Report
+from ..config import MODEL_STRATEGIES, BenchRequest
+from ..engines import catalog
+from ..engines.transformers import models as models_mod
+from ..engines.transformers.models import LoadedModel, ModelStore
+from ..errors import AssistLabError, InputError
+from ..results import report as report_mod
+from ..results.report import Report
+from ..results.suite import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, PromptResult, Selection, SuiteReport
+from . import contention
 from .runner import Clock, Event, Progress, build_arms, encode_prompt, fitted_inputs, run_round
-from .suite import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, PromptResult, Selection, SuiteReport
 
 
 @dataclass

@@ -16,14 +16,16 @@ import torch
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from . import bundled, catalog, contention, explain, hooks, stats
-from . import models as models_mod
-from . import report as report_mod
-from . import drafters, strategies
-from .config import CONTINUATION_PROMPT, DRAFTER_STRATEGIES, MIN_PRECISION_REPEATS, MODEL_STRATEGIES, BenchRequest
-from .errors import AssistLabError, InputError, ResourceError
-from .models import LoadedModel, ModelStore
-from .report import ArmInfo, Report, RunRecord
+from ..config import CONTINUATION_PROMPT, DRAFTER_STRATEGIES, MIN_PRECISION_REPEATS, MODEL_STRATEGIES, BenchRequest
+from ..engines import catalog
+from ..engines.transformers import bundled, drafters, hooks, strategies
+from ..engines.transformers import models as models_mod
+from ..engines.transformers.models import LoadedModel, ModelStore
+from ..errors import AssistLabError, InputError, ResourceError
+from ..results import explain, stats
+from ..results import report as report_mod
+from ..results.report import ArmInfo, Report, RunRecord
+from . import contention
 
 Clock = Callable[[], float]
 

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from . import history
-from .history_html import interval_words
+from ..history import store as history
+from ..views.history_html import interval_words
 
 
 def add_parser(sub) -> None:
@@ -64,7 +64,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def run(args: argparse.Namespace, store: history.History | None = None) -> int:
     """Run `history ...`; HistoryError and InputError reach the caller, which prints them as one line."""
-    from .__main__ import format_table
+    from .main import format_table
 
     store = store or history.History()
     command = args.history_command

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ModelLoadError
+from ...errors import ModelLoadError
 
 PREFIX = "bundled:"
 MARKER = "assistlab-converted.json"

@@ -10,9 +10,9 @@ import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
 
+from ...config import DRAFTER_STRATEGIES, MODEL_STRATEGIES, PROMPT_LOOKUP_DEFAULT, ArmSpec, BenchRequest
+from ...errors import InputError
 from . import drafters
-from .config import DRAFTER_STRATEGIES, MODEL_STRATEGIES, PROMPT_LOOKUP_DEFAULT, ArmSpec, BenchRequest
-from .errors import InputError
 from .models import LoadedModel
 
 

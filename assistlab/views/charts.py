@@ -6,8 +6,8 @@ import html
 
 import plotly.graph_objects as go
 
-from .report import interval_cell, is_busy, speedup_sentence, verdict
-from .stats import spread_is_wide
+from ..results.report import interval_cell, is_busy, speedup_sentence, verdict
+from ..results.stats import spread_is_wide
 
 # Plain is always the calm slate; assisted arms take the colours after it, in report order.
 PALETTE = ("#64748b", "#4f46e5", "#0d9488", "#d97706", "#db2777", "#2563eb", "#65a30d", "#9333ea", "#dc2626")

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.exc import SQLAlchemyError
 
-from .errors import AssistLabError, InputError
+from ..errors import AssistLabError, InputError
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .config import DRAFTER_STRATEGIES, ArmSpec
-from .errors import InputError
+from ...config import DRAFTER_STRATEGIES, ArmSpec
+from ...errors import InputError
 
 if TYPE_CHECKING:
     from .models import LoadedModel

@@ -1,0 +1,424 @@
+"""Command line: `python -m assistlab bench ...`, built on the same calls the web app makes."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from .. import __version__
+from ..config import (
+    CPU_DEFAULTS,
+    CUDA_DEFAULTS,
+    DEFAULT_MAX_TIME_S,
+    DEFAULT_PROMPT,
+    LIMITS,
+    MIN_PRECISION_REPEATS,
+    MODEL_STRATEGIES,
+    PROMPT_LOOKUP_DEFAULT,
+    SCHEDULES,
+    STRATEGIES,
+    BenchRequest,
+    assisted_arms,
+)
+from ..engines import catalog
+from ..engines.transformers import bundled
+from ..engines.transformers.drafters import LOSSY_TRADE
+from ..errors import AssistLabError, InputError
+from . import history as history_cli
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line on stderr starting with 'error:' and exit code 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sys.stderr.write(f"error: {message} (see --help)\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _td(knob: str) -> str:
+    """A placeholder for transformers' default of a drafting knob, filled in only when help is shown."""
+    return f"<transformers:{knob}>"
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Fills in transformers' defaults, read from the installed transformers, when --help is printed."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "<transformers:" not in text:
+            return text
+        from ..engines.transformers.strategies import transformers_defaults
+
+        defaults = transformers_defaults()
+        return re.sub(r"<transformers:(\w+)>", lambda m: str(defaults[m.group(1)]), text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m assistlab", description="Does this assistant make this target faster?")
+    parser.add_argument("--version", action="version", version=f"assistlab {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    bench = sub.add_parser("bench", help="time plain and assisted generation and compare them", formatter_class=_Formatter)
+    bench.add_argument("--target", default=catalog.BUNDLED_TARGET, help="hub id (org/name[@rev]), bundled:NAME or a folder in $ASSISTLAB_MODELS_DIR (default: %(default)s)")
+    bench.add_argument("--assistant", action="append", default=None, help="assistant model; repeat to compare several (default for model strategies: %s; with prompt-lookup or early-exit each gets an auto arm of its own)" % catalog.BUNDLED_ASSISTANT)
+    bench.add_argument("--strategy", choices=STRATEGIES, default="auto", help="how the assistant drafts (default: %(default)s)")
+    bench.add_argument("--prompt-lookup", dest="prompt_lookup", action=argparse.BooleanOptionalAction, default=True, help="also compare prompt lookup on the target (default: on)")
+    prompt = bench.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", default=None, help=f"the prompt (default: the preset's for the target, {catalog.default_prompt(catalog.BUNDLED_TARGET)!r} for the bundled base model, else {DEFAULT_PROMPT!r})")
+    prompt.add_argument("--prompt-file", type=Path, default=None, help="read the prompt from a text file")
+    bench.add_argument("--max-new-tokens", default=None, help=f"tokens each arm generates (default {CPU_DEFAULTS['max_new_tokens']} on CPU, {CUDA_DEFAULTS['max_new_tokens']} on CUDA; max {LIMITS['max_new_tokens']})")
+    bench.add_argument("--repeats", default=None, help=f"counted repetitions per arm (default {CPU_DEFAULTS['repeats']} on CPU, {CUDA_DEFAULTS['repeats']} on CUDA; max {LIMITS['repeats']}); with --precision, the most to run")
+    bench.add_argument("--precision", default=None, help=f"instead of a fixed count, repeat until every speedup's interval is within ±this share of its median, e.g. 0.05 for ±5%% (at least {MIN_PRECISION_REPEATS} repetitions)")
+    bench.add_argument("--max-time", dest="max_time", default=None, help=f"time budget in seconds for the timed repetitions (default with --precision: {DEFAULT_MAX_TIME_S:g}; max {LIMITS['max_time_s']})")
+    bench.add_argument("--warmup", default=None, help="uncounted warm-up runs per arm (default 1)")
+    bench.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    bench.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
+    bench.add_argument("--device-map-auto", action="store_true", help="spread a large target over all GPUs (accelerate)")
+    bench.add_argument("--sample", action="store_true", help="sample instead of greedy decoding (outputs then differ)")
+    bench.add_argument("--seed", default=0, help="seed for sampling; repetition i uses seed+i")
+    bench.add_argument("--no-fixed-length", dest="fixed_length", action="store_false", help="let EOS end generation early (arms may then do unequal work)")
+    bench.add_argument("--no-chat-template", dest="chat_template", action="store_false", help="feed the prompt raw even if the target has a chat template")
+    bench.add_argument("--num-assistant-tokens", default=None, help=f"tokens drafted per step (default: transformers' default, {_td('num_assistant_tokens')})")
+    bench.add_argument("--schedule", choices=SCHEDULES, default=None, help=f"draft length schedule (default: transformers' default, {_td('num_assistant_tokens_schedule')}; 'heuristic' adapts within a run)")
+    bench.add_argument("--confidence-threshold", default=None, help=f"assistant stops drafting below this probability, 0 to 1; 0 turns it off (default: transformers' default, {_td('assistant_confidence_threshold')})")
+    bench.add_argument("--prompt-lookup-num-tokens", default=None, help=f"tokens prompt lookup proposes per step (default: {PROMPT_LOOKUP_DEFAULT}, AssistLab's choice: transformers has none)")
+    bench.add_argument("--ensemble-weight", default=None, help="ensemble verification weight in (0, 1) for the assisted arms: faster, but lossy (default: none, lossless)")
+    bench.add_argument("--early-exit-layer", default=None, help="layer to exit at for --strategy early-exit")
+    bench.add_argument("--sweep", choices=("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight"), default=None, help="instead of one setting, compare several draft lengths (or ensemble weights, next to the same arm verifying losslessly) of the first matching arm against one plain baseline")
+    bench.add_argument("--sweep-values", default="1,2,3,5,8", help="draft lengths for --sweep (default: %(default)s)")
+    bench.add_argument("--sweep-schedules", default="heuristic", help="adaptive schedules added to --sweep of num_assistant_tokens, comma-separated; '' for none (default: %(default)s)")
+    workload = bench.add_argument_group("workloads (a suite of prompts instead of one)")
+    suite_source = workload.add_mutually_exclusive_group()
+    suite_source.add_argument("--suite", choices=("spec-bench",), default=None, help="measure a Spec-Bench subset, one comparison per prompt, with per-category figures")
+    suite_source.add_argument("--suite-file", type=Path, default=None, help="measure your own prompts: JSON lines ({\"category\",\"prompt\"} or {\"category\",\"turns\"}), CSV with a prompt column, or text with blank lines between prompts")
+    workload.add_argument("--categories", default="", help="comma-separated categories (default: Spec-Bench's single-turn ones, or all of a file's)")
+    workload.add_argument("--per-category", default=None, help="prompts per category (default: 1 of Spec-Bench, all of a file)")
+    workload.add_argument("--selection", choices=("first", "sample"), default="first", help="the first N of each category, or a seeded sample (default: %(default)s)")
+    workload.add_argument("--selection-seed", default=0, help="seed of --selection sample (default: %(default)s)")
+    workload.add_argument("--turns", choices=("first", "both"), default="first", help="multi-turn prompts: the first turn only, or every turn after the target's own answers (default: %(default)s)")
+    bench.add_argument("--json", type=Path, default=None, help="write the report as JSON here")
+    bench.add_argument("--csv", type=Path, default=None, help="write one row per run as CSV here")
+    bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    bench.add_argument("--save", action="store_true", help="keep the result in the history (see the history command)")
+
+    sub.add_parser("presets", help="list the preset model pairs")
+    sub.add_parser("prepare", help="convert the bundled models once (otherwise done on first use)")
+    history_cli.add_parser(sub)
+    return parser
+
+
+def request_from_args(args: argparse.Namespace) -> BenchRequest:
+    """The same BenchRequest the web app would build from the same choices."""
+    if args.prompt_file is not None:
+        try:
+            prompt = args.prompt_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"Cannot read the prompt file {str(args.prompt_file)!r}: {exc.strerror or exc}.") from None
+    else:
+        prompt = args.prompt if args.prompt is not None else catalog.default_prompt(args.target)
+    knobs = dict(
+        num_assistant_tokens=args.num_assistant_tokens,
+        num_assistant_tokens_schedule=args.schedule,
+        assistant_confidence_threshold=args.confidence_threshold,
+        prompt_lookup_num_tokens=args.prompt_lookup_num_tokens,
+    )
+    if args.ensemble_weight is not None:
+        knobs["assistant_ensemble_weight"] = args.ensemble_weight
+    assistants = args.assistant or ([catalog.BUNDLED_ASSISTANT] if args.strategy in MODEL_STRATEGIES else [])
+    arms = assisted_arms(
+        args.strategy, assistants, also_prompt_lookup=args.prompt_lookup, early_exit_layer=args.early_exit_layer,
+        **knobs,
+    )
+    return BenchRequest(
+        target=args.target,
+        arms=arms,
+        prompt=prompt,
+        max_new_tokens=args.max_new_tokens,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        precision=args.precision,
+        max_time_s=args.max_time,
+        do_sample=args.sample,
+        seed=args.seed,
+        fixed_length=args.fixed_length,
+        chat_template=args.chat_template,
+        device=args.device,
+        dtype=args.dtype,
+        device_map_auto=args.device_map_auto,
+    )
+
+
+# The table's abbreviations in plain words, printed under it.
+TABLE_KEY = (
+    "IQR: the spread of the middle half of the runs. TTFT: time to the first new token. accepted: share of "
+    "drafted tokens the target kept. tok/fwd: new tokens per target forward pass (one step of the target; plain "
+    "writes 1)."
+)
+
+
+def _cell(value: float | None, fmt: str = "{:.3f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def stopping_sentence(stopping: dict) -> str:
+    """How the number of repetitions was decided, in one sentence."""
+    n, elapsed = stopping["repetitions"], stopping["elapsed_s"]
+    budget = f" of a {stopping['max_time_s']:g} s budget" if stopping.get("max_time_s") else ""
+    used = f"{n} in {elapsed:.1f} s{budget}"
+    if stopping["rule"] == "fixed":
+        return f"a fixed {stopping['max_repetitions']} asked for; {used}."
+    target = f"±{stopping['target']:.0%}"
+    state = "reached" if stopping["reached"] else "not reached"
+    ended = {"precision": "", "time budget": ", the time budget ran out",
+             "repetitions": f", the most allowed ({stopping['max_repetitions']}) ran", "stopped": ", stopped"}
+    return f"until every speedup was known to {target} ({state}{ended.get(stopping['ended_by'], '')}); {used}."
+
+
+def settings_phrase(settings: dict) -> str:
+    """'num_assistant_tokens 20 (transformers default), ...' for one arm's drafting settings."""
+    source = settings.get("source", {})
+    parts = [f"{knob} {value} ({source[knob]})" for knob, value in settings.items() if knob in source]
+    if settings.get("threshold_adaptation"):
+        parts.append("the threshold adapted during each run (scikit-learn installed)")
+    return ", ".join(parts)
+
+
+def format_table(data: dict) -> str:
+    """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
+    from ..results.report import is_busy, speedup_sentence
+
+    request, env = data["request"], data["environment"]
+    title = (
+        f" Generation: {request['max_new_tokens']} new tokens, {data['counted_repetitions']} repetitions "
+        f"(+{request['warmup']} warm-up), {env['device']} {env['dtype']}, {env['cpu_threads']} threads "
+    )
+    comp = {c["arm"]: c for c in data["comparison"]}
+    header = ["arm", "median s", "IQR s", "min-max s", "tokens/s", "TTFT s", "accepted", "tok/fwd"]
+    rows = []
+    for arm in data["arms"]:
+        lat, tps = arm["latency_summary"], arm["tokens_per_s_summary"]
+        c = comp.get(arm["name"], {})
+        ttft = sorted(t for t in arm["ttft_s"] if t is not None)
+        rows.append([
+            arm["name"] + (" (FAILED)" if arm["error"] else ""),
+            _cell(lat["median"]),
+            _cell(lat["iqr"]),
+            "-" if lat["min"] is None else f"{lat['min']:.3f}-{lat['max']:.3f}",
+            _cell(tps["median"], "{:.1f}"),
+            _cell(ttft[len(ttft) // 2] if ttft else None),
+            _cell(c.get("acceptance_rate"), "{:.0%}"),
+            _cell(c.get("tokens_per_forward", 1.0 if arm["strategy"] == "plain" else None), "{:.2f}"),
+        ])
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = lambda r: "  " + " | ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+    width = len(line(header))
+    out = [f"[{title:-^{width - 2}}]", line(header), "  " + "-" * (width - 2)]
+    out += [line(r) for r in rows]
+    out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, with the "
+               "order-statistic interval of that median at the level it has.")
+    out.append(TABLE_KEY)
+    if env.get("prompt_note"):
+        out.append(env["prompt_note"])
+    for entry in data["comparison"]:
+        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"], busy=is_busy(data)))
+        if entry.get("predicted_speedup") is not None:
+            out.append(
+                f"    why: alpha {entry['alpha']:.2f} (acceptance per drafted token), c {entry['c']:.2f} (drafting "
+                f"cost per token in target steps), k {entry['k']:.3g} -> predicted {entry['predicted_speedup']:.2f}×. "
+                f"{entry['limit']}"
+            )
+        for missing in entry.get("figures_unavailable") or []:
+            out.append(f"    {missing['figure']}: {missing['why']}.")
+    if any(entry.get("lossless") is False for entry in data["comparison"]):
+        out.append(LOSSY_TRADE)
+    for arm in data["arms"]:
+        if arm.get("choice"):
+            out.append(f"  {arm['name']}: {arm['choice']}")
+    stopping = data.get("stopping")
+    if stopping:
+        out.append("Repetitions: " + stopping_sentence(stopping))
+    for arm in data["arms"]:
+        if arm.get("settings"):
+            out.append(f"  {arm['name']} drafts with {settings_phrase(arm['settings'])}.")
+    out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
+    if data.get("sweep"):
+        out.append(f"Sweep of {data['sweep']['param']}: {data['sweep']['best_text']}")
+    for arm in data["arms"]:
+        if arm["error"]:
+            out.append(f"  {arm['name']}: {arm['error']}")
+    if data["status"] != "complete":
+        out.append(data["message"])
+    return "\n".join(out)
+
+
+def suite_request_from_args(args: argparse.Namespace):
+    """The SuiteRequest a --suite or --suite-file command line describes, or None for one prompt."""
+    from ..results.suite import SuiteRequest
+
+    if args.suite is None and args.suite_file is None:
+        return None
+    if args.sweep:
+        raise InputError("--sweep compares draft lengths on one prompt; leave out --suite/--suite-file or --sweep.")
+    if args.prompt is not None or args.prompt_file is not None:
+        raise InputError("A suite brings its own prompts; leave out --prompt/--prompt-file, or --suite/--suite-file.")
+    return SuiteRequest(
+        suite="file" if args.suite_file is not None else args.suite,
+        file=str(args.suite_file) if args.suite_file is not None else None,
+        categories=args.categories,
+        per_category=args.per_category,
+        selection=args.selection,
+        seed=args.selection_seed,
+        turns=args.turns,
+    )
+
+
+def format_suite_table(data: dict) -> str:
+    """Per category and overall, per assisted arm: speedup with interval, acceptance, accepted tokens per step."""
+    suite, request, env = data["suite"], data["request"], data["environment"]
+    header = ["category", "prompts", "arm", "speedup", "95% interval", "accepted", "tok/step", "identical"]
+    rows = []
+    for entry in [*suite["categories"], {**suite["overall"], "category": "overall"}]:
+        for arm in entry["arms"]:
+            s = arm["speedup"]
+            rows.append([
+                entry["category"], str(arm["prompts"]), arm["arm"],
+                _cell(s["geomean"], "{:.2f}×"),
+                "-" if s["ci_low"] is None else f"{s['ci_low']:.2f}–{s['ci_high']:.2f}×",
+                _cell(arm["acceptance_rate"], "{:.0%}"),
+                _cell(arm["mean_accepted_tokens"], "{:.2f}"),
+                f"{arm['identical']}/{arm['prompts']}",
+            ])
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = lambda r: "  " + " | ".join(str(v).ljust(w) if i < 3 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+    width = len(line(header))
+    title = (
+        f" {suite['name']}: {request['max_new_tokens']} new tokens, {request['repeats']} repetitions, "
+        f"{env['device']} {env['dtype']}, {env['cpu_threads']} threads "
+    )
+    out = [f"[{title:-^{width - 2}}]", line(header), "  " + "-" * (width - 2), *(line(r) for r in rows)]
+    out.append(f"Selection: {suite['rule']}.")
+    out.append(f"Speedup: {suite['interval']}; accepted = accepted/drafted tokens; tok/step = 1 + accepted/drafts.")
+    for entry in suite["categories"]:
+        out.append("  " + entry["best"])
+    out.append("  " + suite["overall"]["best"])
+    for skipped in suite["skipped"]:
+        out.append(f"  skipped {skipped['id']} ({skipped['category']}): {skipped['reason']}")
+    for row in suite["prompts"]:
+        if row["status"] == "failed":
+            out.append(f"  failed {row['id']} ({row['category']}): {row['reason']}")
+    out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
+    out.append(f"{data['message']} ({data['elapsed_s']:.0f} s)")
+    return "\n".join(out)
+
+
+def _suite(args: argparse.Namespace, request: BenchRequest, suite_request, stop: threading.Event) -> int:
+    from ..engines.transformers.models import ModelStore
+    from ..measure import suite_runner
+    from ..results.suite import select
+
+    selection = select(suite_request)
+    if not args.quiet:
+        import torch
+
+        device = "cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu"
+        estimate = suite_runner.estimate_runs(request, selection, device)
+        sys.stderr.write(f"Suite {selection.name}: {selection.rule}.\n{suite_runner.describe_estimate(estimate)}\n")
+    final = None
+    for event in suite_runner.run_suite(request, selection, ModelStore(), should_stop=stop.is_set):
+        if not args.quiet:
+            counter = f"[{event.done}/{event.total}] " if event.total else ""
+            sys.stderr.write(f"{counter}{event.message}\n")
+        final = event
+    print(format_suite_table(final.report.to_dict()))
+    for path, text in ((args.json, final.report.to_json()), (args.csv, final.report.to_csv())):
+        if path is not None:
+            try:
+                path.write_text(text)
+            except OSError as exc:
+                raise InputError(f"Cannot write {str(path)!r}: {exc.strerror}.") from None
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from ..engines.transformers.models import ModelStore
+    from ..measure import sweep
+    from ..measure.runner import run_benchmark
+    from ..views.panels import timing_text
+
+    request = request_from_args(args)
+    suite_request = suite_request_from_args(args)
+    stop = threading.Event()
+
+    def on_interrupt(_sig, _frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        sys.stderr.write("\nStopping at the next generation step; the run it cuts short is not counted (Ctrl-C again to abort)...\n")
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    final = None
+    try:
+        if suite_request is not None:
+            return _suite(args, request, suite_request, stop)
+        store = ModelStore()
+        if args.sweep:
+            events = sweep.sweep(
+                request, store, param=args.sweep,
+                values=[v for v in args.sweep_values.split(",") if v.strip()],
+                schedules=[s.strip() for s in args.sweep_schedules.split(",") if s.strip()],
+                should_stop=stop.is_set,
+            )
+        else:
+            events = run_benchmark(request, store, should_stop=stop.is_set)
+        said = None
+        for event in events:
+            # A loading step repeats its event every few seconds with the time updated; one line is enough here.
+            if not args.quiet and event.message != said:
+                counter = f"[{event.done}/{event.total}] " if event.total else ""
+                timing = f" ({timing_text(event)})" if event.kind == "status" and timing_text(event) else ""
+                sys.stderr.write(f"{counter}{event.message}{timing}\n")
+                said = event.message
+            final = event
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    data = final.report.to_dict()
+    print(format_table(data))
+    for path, text in ((args.json, final.report.to_json()), (args.csv, final.report.to_csv())):
+        if path is not None:
+            try:
+                path.write_text(text)
+            except OSError as exc:
+                raise InputError(f"Cannot write {str(path)!r}: {exc.strerror}.") from None
+    if args.save:
+        history_cli.save_report(data)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "presets":
+            for p in catalog.PRESETS:
+                helper = p.assistant or "(none: the target drafts for itself)"
+                print(f"{p.label}\n  target:    {p.target}\n  assistant: {helper}\n  strategy:  {p.strategy}\n  {p.note}")
+            return 0
+        if args.command == "prepare":
+            for name in bundled.BUNDLED:
+                print(bundled.ensure_converted(bundled.PREFIX + name, progress=print))
+            return 0
+        if args.command == "history":
+            return history_cli.run(args)
+        return _bench(args)
+    except AssistLabError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return 130
+

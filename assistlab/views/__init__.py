@@ -1,0 +1,1 @@
+"""Pure functions of a report: Plotly figures and HTML panels (no gradio)."""
