@@ -5,16 +5,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from .errors import InputError
 
-STRATEGIES = ("auto", "assistant", "universal", "prompt-lookup", "early-exit")
-# Strategies that need a second model.
-MODEL_STRATEGIES = ("auto", "assistant", "universal")
-# Drafters transformers ships beside the classic paths; assistlab/drafters.py picks and checks them.
-DRAFTER_STRATEGIES = ("gemma4-assistant", "mtp", "dflash")
-STRATEGIES = (*STRATEGIES, *DRAFTER_STRATEGIES)
-MODEL_STRATEGIES = (*MODEL_STRATEGIES, "gemma4-assistant", "dflash")
+# The drafting paths (strategies) are listed in one place only: assistlab/engines/transformers/paths/.
 SCHEDULES = ("constant", "heuristic", "heuristic_transient")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -120,142 +115,14 @@ def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
     return value  # type: ignore[return-value]
 
 
-@dataclass(frozen=True)
-class ArmSpec:
-    """One assisted arm: how candidate tokens are drafted for the target to verify.
+class ArmRequest:
+    """What an engine's arm request is: a frozen dataclass validated at birth, with `label` and `to_dict()`.
 
-    A drafting knob left at None takes transformers' default for `generate(assistant_model=...)` (read from
-    transformers at run time, see strategies.drafting_settings); prompt_lookup_num_tokens, which transformers
-    has no default for, takes PROMPT_LOOKUP_DEFAULT.
+    The transformers engine's is `assistlab.engines.transformers.arms.ArmSpec`; this base lets a comparison
+    hold arms without knowing the engines above it.
     """
 
-    strategy: str = "auto"
-    assistant: str | None = None
-    num_assistant_tokens: int | None = None
-    num_assistant_tokens_schedule: str | None = None
-    assistant_confidence_threshold: float | None = None
-    prompt_lookup_num_tokens: int | None = None
-    early_exit_layer: int | None = None
-    # In (0, 1): ensemble verification, which makes the arm lossy (see drafters.py). None keeps it lossless.
-    assistant_ensemble_weight: float | None = None
-
-    def __post_init__(self) -> None:
-        _choice("strategy", self.strategy, STRATEGIES)
-        if self.num_assistant_tokens_schedule is not None:
-            _choice("num_assistant_tokens_schedule", self.num_assistant_tokens_schedule, SCHEDULES)
-        for name in ("num_assistant_tokens", "prompt_lookup_num_tokens"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, _as_int(name, getattr(self, name), 1, LIMITS[name]))
-        if self.strategy in MODEL_STRATEGIES and not (self.strategy == "auto" and not self.assistant):
-            if not self.assistant or not str(self.assistant).strip():
-                raise InputError(f"The {self.strategy!r} strategy needs an assistant model; choose one or use prompt-lookup.")
-            object.__setattr__(self, "assistant", str(self.assistant).strip())
-        else:
-            object.__setattr__(self, "assistant", None)
-        if self.strategy == "early-exit":
-            if self.early_exit_layer is None:
-                raise InputError("early_exit_layer is required for the early-exit strategy (a layer number, e.g. 4).")
-            object.__setattr__(self, "early_exit_layer", _as_int("early_exit_layer", self.early_exit_layer, 1, 1000))
-        else:
-            object.__setattr__(self, "early_exit_layer", None)
-        threshold = self.assistant_confidence_threshold
-        if threshold is not None:
-            if isinstance(threshold, bool):
-                raise InputError(f"assistant_confidence_threshold must be a number, got {threshold!r}.")
-            try:
-                threshold = float(threshold)
-            except (TypeError, ValueError):
-                raise InputError(f"assistant_confidence_threshold must be a number, got {threshold!r}.") from None
-            if not 0.0 <= threshold < 1.0:
-                raise InputError(f"assistant_confidence_threshold must be in [0, 1), got {threshold}.")
-            object.__setattr__(self, "assistant_confidence_threshold", threshold)
-        object.__setattr__(
-            self, "assistant_ensemble_weight", _ensemble_weight(self.strategy, self.assistant_ensemble_weight)
-        )
-
-    @property
-    def lookup_tokens(self) -> int:
-        """prompt_lookup_num_tokens as it will run: the one given, else AssistLab's default."""
-        return self.prompt_lookup_num_tokens if self.prompt_lookup_num_tokens is not None else PROMPT_LOOKUP_DEFAULT
-
-    @property
-    def label(self) -> str:
-        """A short, unique-enough name for charts and tables; says when transformers' defaults apply."""
-        if (
-            self.strategy in DRAFTER_STRATEGIES
-            or self.assistant_ensemble_weight is not None
-            or (self.strategy == "auto" and not self.assistant)
-        ):
-            return _drafter_label(self)
-        if self.strategy == "prompt-lookup":
-            return f"prompt-lookup (k={self.lookup_tokens})"
-        if self.strategy == "early-exit":
-            return f"early-exit (layer {self.early_exit_layer}, {self._draft_label})"
-        short = str(self.assistant).rstrip("/").split("/")[-1].split(":")[-1]
-        return f"{self.strategy}: {short} ({self._draft_label})"
-
-    @property
-    def _draft_label(self) -> str:
-        """Only the knobs someone set; none set reads 'transformers defaults'."""
-        parts = []
-        if self.num_assistant_tokens is not None:
-            parts.append(f"k={self.num_assistant_tokens}")
-        if self.num_assistant_tokens_schedule is not None and (
-            self.num_assistant_tokens_schedule != "constant" or self.num_assistant_tokens is None
-        ):
-            parts.append(self.num_assistant_tokens_schedule)
-        if self.assistant_confidence_threshold is not None:
-            parts.append(f"threshold {self.assistant_confidence_threshold:g}")
-        return ", ".join(parts) if parts else "transformers defaults"
-
-    @property
-    def uses_transformers_defaults(self) -> bool:
-        """True when no drafting knob is set, so the arm runs what generate() does by default."""
-        return (self.num_assistant_tokens, self.num_assistant_tokens_schedule, self.assistant_confidence_threshold) == (
-            None, None, None
-        )
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-def _ensemble_weight(strategy: str, value: object) -> float | None:
-    """None, or a weight strictly between 0 and 1 on a path whose drafts carry probabilities."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    try:
-        weight = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InputError(f"assistant_ensemble_weight must be a number between 0 and 1, got {value!r}.") from None
-    if not 0.0 < weight < 1.0:
-        raise InputError(
-            f"assistant_ensemble_weight must be strictly between 0 and 1 (leave it empty for lossless "
-            f"verification), got {weight:g}."
-        )
-    if strategy == "prompt-lookup":
-        raise InputError(
-            "Prompt lookup proposes tokens without probabilities, so ensemble verification has nothing to mix; "
-            "leave assistant_ensemble_weight empty, or use it with an assistant, early-exit, mtp or dflash arm."
-        )
-    return weight
-
-
-def _drafter_label(spec: ArmSpec) -> str:
-    """Labels for the drafters paths, an 'auto' arm with no assistant, and the ensemble mark on any path."""
-    if spec.assistant_ensemble_weight is not None:
-        plain = dataclasses.replace(spec, assistant_ensemble_weight=None).label
-        head, _, tail = plain.rpartition(")")
-        return f"{head}, ensemble w={spec.assistant_ensemble_weight:g}){tail}" if head else (
-            f"{plain} (ensemble w={spec.assistant_ensemble_weight:g})"
-        )
-    if spec.strategy == "mtp":
-        return "mtp (target's own MTP layers)"
-    if spec.strategy == "auto" and not spec.assistant:
-        return "auto (no assistant)"
-    short = str(spec.assistant).rstrip("/").split("/")[-1].split(":")[-1]
-    if spec.strategy == "dflash":
-        return f"dflash: {short} (block from the draft model)"
-    return f"{spec.strategy}: {short} ({spec._draft_label})"
+    engine: ClassVar[str]
 
 
 @dataclass(frozen=True)
@@ -270,7 +137,7 @@ class BenchRequest:
     """
 
     target: str
-    arms: tuple[ArmSpec, ...] = ()
+    arms: tuple[ArmRequest, ...] = ()
     prompt: str = DEFAULT_PROMPT
     max_new_tokens: int | None = None
     repeats: int | None = None
@@ -299,7 +166,7 @@ class BenchRequest:
             )
         check_encodable("prompt", self.prompt)
         arms = tuple(self.arms)
-        if not all(isinstance(a, ArmSpec) for a in arms):
+        if not all(isinstance(a, ArmRequest) for a in arms):
             raise InputError("Each assisted arm must be an ArmSpec.")
         if len(arms) > LIMITS["arms"]:
             raise InputError(f"At most {LIMITS['arms']} assisted arms can be compared at once; got {len(arms)}.")
@@ -350,30 +217,3 @@ class BenchRequest:
         data = dataclasses.asdict(self)
         data["arms"] = [a.to_dict() for a in self.arms]
         return data
-
-
-def assisted_arms(
-    strategy: str,
-    assistants: tuple[str, ...] | list[str] = (),
-    *,
-    also_prompt_lookup: bool = True,
-    early_exit_layer: int | None = None,
-    **knobs,
-) -> tuple[ArmSpec, ...]:
-    """The arms a form or a command line describes, shared by the web app and the CLI.
-
-    The chosen strategy comes first, with every assistant when it drafts with a model; when it needs no
-    model, each assistant still gets an arm of its own with 'auto'. Prompt lookup comes last when asked for.
-    """
-    assistants = [a for a in assistants if a and str(a).strip()]
-    if len(assistants) > LIMITS["arms"]:  # before any arm is built from them
-        raise InputError(f"At most {LIMITS['arms']} assisted arms can be compared at once; got {len(assistants)} assistants.")
-    if strategy in MODEL_STRATEGIES:
-        arms = [ArmSpec(strategy, a, **knobs) for a in assistants] or [ArmSpec(strategy, None, **knobs)]
-    else:
-        arms = [ArmSpec(strategy, early_exit_layer=early_exit_layer, **knobs)]
-        arms += [ArmSpec("auto", a, **knobs) for a in assistants]
-    if also_prompt_lookup and strategy != "prompt-lookup":
-        lookup = knobs.get("prompt_lookup_num_tokens")
-        arms.append(ArmSpec("prompt-lookup", prompt_lookup_num_tokens=lookup))
-    return tuple(arms)

@@ -17,8 +17,9 @@ import time
 
 import torch
 
-from assistlab.config import ArmSpec, BenchRequest
+from assistlab.config import BenchRequest
 from assistlab.engines import catalog
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.engines.transformers.models import ModelStore
 from assistlab.measure import runner
 

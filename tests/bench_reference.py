@@ -23,8 +23,9 @@ import torch
 from torch.utils import benchmark
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from assistlab.config import DEFAULT_PROMPT, ArmSpec, BenchRequest
+from assistlab.config import DEFAULT_PROMPT, BenchRequest
 from assistlab.engines import catalog
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.engines.transformers.models import ModelStore
 from assistlab.measure import runner
 

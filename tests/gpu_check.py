@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 import torch
 
-from assistlab.config import BenchRequest, assisted_arms
+from assistlab.config import BenchRequest
 from assistlab.engines import catalog
+from assistlab.engines.transformers.arms import assisted_arms
 from assistlab.engines.transformers.models import ModelStore
 from assistlab.errors import ResourceError
 from assistlab.measure.runner import run_to_report

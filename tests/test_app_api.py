@@ -9,7 +9,7 @@ import pytest
 
 from assistlab import ui
 from assistlab.config import CPU_DEFAULTS, LIMITS
-from assistlab.engines.transformers import strategies
+from assistlab.engines.transformers import paths
 from assistlab.errors import InputError
 from assistlab.results.report import is_busy, speedup_sentence
 from assistlab.ui.fields import HINTS
@@ -158,7 +158,7 @@ def test_empty_drafting_boxes_leave_the_settings_to_transformers():
         7, "heuristic", 0.0)  # a typed 0 is kept: it switches the confidence stop off
     assert typed.arms[-1].prompt_lookup_num_tokens == 3
     # The hints say what empty means, with transformers' own numbers.
-    defaults = strategies.transformers_defaults()
+    defaults = paths.transformers_defaults()
     assert f"transformers' default ({defaults['num_assistant_tokens']})" in HINTS["num_assistant_tokens"]
     assert f"transformers' default ({defaults['assistant_confidence_threshold']:g})" in HINTS["confidence"]
     assert "0 switches it off" in HINTS["confidence"]
@@ -191,7 +191,7 @@ def test_the_sweep_box_becomes_a_plan():
     assert [(a.num_assistant_tokens, a.num_assistant_tokens_schedule) for a in swept.arms] == [
         (1, "constant"), (2, "constant"), (3, "constant"), (5, "constant"), (8, "constant"),
         # The adaptive point starts from the form's draft length: empty there, so transformers' default.
-        (strategies.transformers_defaults()["num_assistant_tokens"], "heuristic"),
+        (paths.transformers_defaults()["num_assistant_tokens"], "heuristic"),
     ]
     lookup = ui.sweep_plan("prompt_lookup_num_tokens", "4,2")
     assert lookup.schedules == ()
@@ -240,7 +240,8 @@ def test_session_stops_are_per_session():
 
 
 def test_report_files_are_written_where_the_app_owns_them(tmp_path, models_dir, store, monkeypatch):
-    from assistlab.config import ArmSpec, BenchRequest
+    from assistlab.config import BenchRequest
+    from assistlab.engines.transformers.arms import ArmSpec
     from assistlab.measure.runner import run_to_report
 
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
@@ -420,7 +421,7 @@ def test_on_zero_gpu_the_run_goes_through_spaces_gpu(allowed_models, store, monk
 
 
 def test_every_strategy_can_be_chosen_by_name_on_the_page():
-    from assistlab.config import STRATEGIES
+    from assistlab.engines.transformers.paths import STRATEGIES
     from assistlab.ui.fields import STRATEGY_CHOICES
 
     assert [value for _label, value in STRATEGY_CHOICES] == list(STRATEGIES)

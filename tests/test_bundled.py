@@ -5,9 +5,10 @@ import json
 
 import pytest
 
-from assistlab.config import ArmSpec, BenchRequest
+from assistlab.config import BenchRequest
 from assistlab.engines import catalog
 from assistlab.engines.transformers import bundled
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import ModelLoadError
 from assistlab.measure import runner
 

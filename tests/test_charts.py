@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from assistlab.config import ArmSpec, BenchRequest
+from assistlab.config import BenchRequest
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure.runner import run_to_report
 from assistlab.measure.sweep import run_sweep
 from assistlab.results import report as report_mod

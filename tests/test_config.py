@@ -4,8 +4,9 @@ import os
 
 import pytest
 
-from assistlab.config import LIMITS, ArmSpec, BenchRequest
+from assistlab.config import LIMITS, BenchRequest
 from assistlab.engines import catalog
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import AssistLabError, InputError
 
 
@@ -138,7 +139,7 @@ def test_presets_start_with_the_bundled_pair():
 
 
 def test_assisted_arms_as_the_app_and_cli_build_them():
-    from assistlab.config import assisted_arms
+    from assistlab.engines.transformers.arms import assisted_arms
 
     arms = assisted_arms("universal", ["a", "b"], num_assistant_tokens=3, prompt_lookup_num_tokens=4)
     assert [(a.strategy, a.assistant) for a in arms] == [("universal", "a"), ("universal", "b"), ("prompt-lookup", None)]

@@ -175,7 +175,8 @@ def test_this_process_own_work_is_not_counted_as_others():
 
 
 def test_a_comparison_records_one_window_per_counted_run(allowed_models, store):
-    from assistlab.config import ArmSpec, BenchRequest
+    from assistlab.config import BenchRequest
+    from assistlab.engines.transformers.arms import ArmSpec
     from assistlab.measure import runner
 
     request = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), prompt="the quick brown fox",

@@ -4,8 +4,9 @@ import pytest
 import tiny
 import torch
 
-from assistlab.config import ArmSpec, BenchRequest
-from assistlab.engines.transformers import drafters, strategies
+from assistlab.config import BenchRequest
+from assistlab.engines.transformers import paths
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import InputError
 from assistlab.measure import runner, sweep
 from assistlab.results import explain
@@ -155,7 +156,7 @@ def test_auto_recognises_pairings_and_refuses_what_a_path_cannot_serve(allowed, 
 
     llama, helper, g4, g4a, mtp, draft = (load(n) for n in (
         "target", "assistant-same", "gemma4-target", "gemma4-assistant", "mtp-target", "dflash-draft"))
-    resolve = strategies.resolve_strategy
+    resolve = paths.resolve_strategy
     assert resolve(ArmSpec("auto", "x"), g4, g4a) == "gemma4-assistant"
     assert resolve(ArmSpec("auto"), mtp, None) == "mtp"
     assert resolve(ArmSpec("auto", "x"), llama, draft) == "dflash"
@@ -189,8 +190,8 @@ def test_ensemble_weight_is_checked_where_it_cannot_work():
         ArmSpec("prompt-lookup", assistant_ensemble_weight=0.5)
     spec = ArmSpec("universal", "a", assistant_ensemble_weight=0.4)
     with pytest.raises(InputError, match="greedy decoding compares tokens"):
-        drafters.check_settings(spec, "universal", do_sample=False)
-    drafters.check_settings(spec, "universal", do_sample=True)
+        paths.check_settings(spec, "universal", do_sample=False)
+    paths.check_settings(spec, "universal", do_sample=True)
     assert spec.label == "universal: a (transformers defaults, ensemble w=0.4)"
     assert ArmSpec("universal", "a", num_assistant_tokens=5, assistant_ensemble_weight=0.4).label == (
         "universal: a (k=5, ensemble w=0.4)")
@@ -198,14 +199,14 @@ def test_ensemble_weight_is_checked_where_it_cannot_work():
 
 
 def test_lossless_rule():
-    assert drafters.lossless({"assistant_ensemble_weight": None}, False) == (True, None)
-    ok, why = drafters.lossless({"assistant_ensemble_weight": 0.3}, False)
+    assert paths.lossless({"assistant_ensemble_weight": None}, False) == (True, None)
+    ok, why = paths.lossless({"assistant_ensemble_weight": 0.3}, False)
     assert not ok and "weight 0.3" in why
-    ok, why = drafters.lossless({}, True)
+    ok, why = paths.lossless({}, True)
     assert not ok and why.startswith("sampled")
-    assert drafters.marked_name("a (k=5)", {}, True) == "a (k=5) [lossy]"
-    assert drafters.marked_name("a [lossy]", {}, True) == "a [lossy]"
-    assert drafters.marked_name("a", {}, False) == "a"
+    assert paths.marked_name("a (k=5)", {}, True) == "a (k=5) [lossy]"
+    assert paths.marked_name("a [lossy]", {}, True) == "a [lossy]"
+    assert paths.marked_name("a", {}, False) == "a"
 
 
 def test_a_lossy_arm_ranked_first_carries_its_mark():
@@ -221,11 +222,11 @@ def test_a_lossy_arm_ranked_first_carries_its_mark():
     }
     rows = explain.rank_arms(report)
     assert [r["lossless"] for r in rows] == [False, True]
-    assert drafters.LOSSY_MARK in rows[0]["arm"]
+    assert paths.LOSSY_MARK in rows[0]["arm"]
     from assistlab.views.panels import ranking_html
 
     page = ranking_html({**report, "ranking": rows})
-    assert drafters.LOSSY_TRADE[:40] in page
+    assert paths.LOSSY_TRADE[:40] in page
 
 
 def test_sweeps_skip_what_a_path_cannot_vary():

@@ -6,8 +6,9 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from assistlab.config import ArmSpec, BenchRequest
-from assistlab.engines.transformers import models, strategies
+from assistlab.config import BenchRequest
+from assistlab.engines.transformers import models, paths
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import InputError, ModelLoadError
 from assistlab.measure import runner
 
@@ -176,10 +177,10 @@ def test_auto_picks_by_comparing_tokenizers(allowed_models, store):
     _, target = store.get("target", cpu, torch.float32)
     _, same = store.get("assistant-same", cpu, torch.float32)
     _, other = store.get("assistant-other", cpu, torch.float32)
-    assert strategies.resolve_strategy(ArmSpec("auto", "x"), target, same) == "assistant"
-    assert strategies.resolve_strategy(ArmSpec("auto", "x"), target, other) == "universal"
+    assert paths.resolve_strategy(ArmSpec("auto", "x"), target, same) == "assistant"
+    assert paths.resolve_strategy(ArmSpec("auto", "x"), target, other) == "universal"
     with pytest.raises(InputError, match="different tokenizer"):
-        strategies.resolve_strategy(ArmSpec("assistant", "x"), target, other)
+        paths.resolve_strategy(ArmSpec("assistant", "x"), target, other)
 
 
 def test_early_exit_beyond_depth_is_refused(allowed_models, store):

@@ -6,8 +6,9 @@ import math
 import pytest
 from transformers import AutoTokenizer
 
-from assistlab.config import ArmSpec, BenchRequest
-from assistlab.engines.transformers import models, strategies
+from assistlab.config import BenchRequest
+from assistlab.engines.transformers import generation, models, paths
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner
 from assistlab.results import explain, stats
 from assistlab.results.report import RunRecord
@@ -385,13 +386,13 @@ def bench(models_dir, store):
         dtype = models.choose_dtype("auto", device)
         target = store.get("target", device, dtype, False)[1]
         request = request.resolved("cpu")
-        base = strategies.base_kwargs(request, target)
+        base = generation.base_kwargs(request, target)
         setups = []
         for spec in ARMS:
             helper = store.get(spec.assistant, device, dtype, False)[1] if spec.assistant else None
-            strategy = strategies.resolve_strategy(spec, target, helper)
-            kwargs = {**base, **strategies.arm_kwargs(spec, strategy, target, helper)}
-            configure = lambda s=spec, st=strategy, h=helper: strategies.configure_drafter(s, st, target, h)
+            strategy = paths.resolve_strategy(spec, target, helper)
+            kwargs = {**base, **paths.arm_kwargs(spec, strategy, target, helper)}
+            configure = lambda s=spec, st=strategy, h=helper: paths.configure_drafter(s, st, target, h)
             setups.append((strategy, kwargs, configure))
         yield report, target, runner.encode_prompt(request, target), setups
     finally:

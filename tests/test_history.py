@@ -17,7 +17,8 @@ import pgcluster
 import pytest
 import sqlalchemy as sa
 
-from assistlab.config import ArmSpec, BenchRequest
+from assistlab.config import BenchRequest
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import InputError
 from assistlab.history import store as hist
 from assistlab.measure import runner

@@ -6,8 +6,9 @@ import time
 import pytest
 import torch
 
-from assistlab.config import ArmSpec, BenchRequest
-from assistlab.engines.transformers import hooks, models, strategies
+from assistlab.config import BenchRequest
+from assistlab.engines.transformers import generation, hooks, models, paths
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner
 
 PROMPT = "write me a long essay on deep learning"
@@ -38,13 +39,13 @@ def setup(models_dir, store):
         request = BenchRequest(target="target", arms=specs, prompt=PROMPT, max_new_tokens=TOKENS,
                                device="cpu").resolved("cpu")
         target = store.get("target", device, dtype, False)[1]
-        base = strategies.base_kwargs(request, target)
+        base = generation.base_kwargs(request, target)
         arms = []
         for spec in specs:
             helper = store.get(spec.assistant, device, dtype, False)[1] if spec.assistant else None
-            strategy = strategies.resolve_strategy(spec, target, helper)
-            strategies.configure_drafter(spec, strategy, target, helper)
-            arms.append({**base, **strategies.arm_kwargs(spec, strategy, target, helper)})
+            strategy = paths.resolve_strategy(spec, target, helper)
+            paths.configure_drafter(spec, strategy, target, helper)
+            arms.append({**base, **paths.arm_kwargs(spec, strategy, target, helper)})
         yield target, runner.encode_prompt(request, target), arms
 
 

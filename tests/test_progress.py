@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from assistlab.config import ArmSpec, BenchRequest
+from assistlab.config import BenchRequest
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner
 from assistlab.measure.runner import Event, Pace
 from assistlab.views import panels

@@ -7,9 +7,10 @@ import time
 import pytest
 import torch
 
-from assistlab.config import ArmSpec, BenchRequest
+from assistlab.config import BenchRequest
 from assistlab.engines import catalog
 from assistlab.engines.transformers import models
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import AssistLabError, ModelLoadError, ResourceError
 from assistlab.measure import runner
 

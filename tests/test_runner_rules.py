@@ -10,26 +10,27 @@ import torch
 from transformers import GenerationConfig
 
 from assistlab.cli import main as cli_mod
-from assistlab.config import CPU_DEFAULTS, LIMITS, MIN_PRECISION_REPEATS, PROMPT_LOOKUP_DEFAULT, ArmSpec, BenchRequest
-from assistlab.engines.transformers import hooks, strategies
+from assistlab.config import CPU_DEFAULTS, LIMITS, MIN_PRECISION_REPEATS, PROMPT_LOOKUP_DEFAULT, BenchRequest
+from assistlab.engines.transformers import hooks, paths
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import InputError
 from assistlab.measure import runner, sweep
 from assistlab.results import explain, stats
 
 PROMPT = "write me a long essay on deep learning"
-KNOBS = (*strategies.DRAFTER_KNOBS, *strategies.LOOKBEHIND_KNOBS)
+KNOBS = (*paths.DRAFTER_KNOBS, *paths.LOOKBEHIND_KNOBS)
 
 
 # --- transformers' defaults, read at run time ---------------------------------------------------------------
 
 def test_defaults_are_transformers_own():
     params = GenerationConfig._get_default_generation_params()
-    defaults = strategies.transformers_defaults()
+    defaults = paths.transformers_defaults()
     assert {k: defaults[k] for k in KNOBS} == {k: params[k] for k in KNOBS}
-    settings = strategies.drafting_settings(ArmSpec("assistant", "a"), "assistant")
-    for knob in strategies.DRAFTER_KNOBS:
+    settings = paths.drafting_settings(ArmSpec("assistant", "a"), "assistant")
+    for knob in paths.DRAFTER_KNOBS:
         assert settings[knob] == params[knob]
-        assert settings["source"][knob] == strategies.TRANSFORMERS_DEFAULT
+        assert settings["source"][knob] == paths.TRANSFORMERS_DEFAULT
     # The figures the issue names for transformers 5.23; a change in transformers fails here, loudly.
     assert (params["num_assistant_tokens"], params["num_assistant_tokens_schedule"],
             params["assistant_confidence_threshold"]) == (20, "constant", 0.4)
@@ -39,52 +40,52 @@ def test_defaults_are_read_not_copied(monkeypatch):
     real = GenerationConfig._get_default_generation_params()
     monkeypatch.setattr(GenerationConfig, "_get_default_generation_params",
                         staticmethod(lambda: {**real, "num_assistant_tokens": 13, "assistant_confidence_threshold": 0.25}))
-    settings = strategies.drafting_settings(ArmSpec("universal", "a"), "universal")
+    settings = paths.drafting_settings(ArmSpec("universal", "a"), "universal")
     assert settings["num_assistant_tokens"] == 13 and settings["assistant_confidence_threshold"] == 0.25
 
 
 def test_settings_say_where_each_value_came_from():
     spec = ArmSpec("universal", "a", num_assistant_tokens=7, assistant_confidence_threshold=0.0)
-    settings = strategies.drafting_settings(spec, "universal", {"assistant_lookbehind": 3})
+    settings = paths.drafting_settings(spec, "universal", {"assistant_lookbehind": 3})
     assert settings["num_assistant_tokens"] == 7 and settings["assistant_confidence_threshold"] == 0.0
     assert settings["assistant_lookbehind"] == 3
     assert settings["source"] == {
-        "num_assistant_tokens": strategies.SET_BY_YOU,
-        "num_assistant_tokens_schedule": strategies.TRANSFORMERS_DEFAULT,
-        "assistant_confidence_threshold": strategies.SET_BY_YOU,
-        "assistant_lookbehind": strategies.CHECKPOINT,
-        "target_lookbehind": strategies.TRANSFORMERS_DEFAULT,
+        "num_assistant_tokens": paths.SET_BY_YOU,
+        "num_assistant_tokens_schedule": paths.TRANSFORMERS_DEFAULT,
+        "assistant_confidence_threshold": paths.SET_BY_YOU,
+        "assistant_lookbehind": paths.CHECKPOINT,
+        "target_lookbehind": paths.TRANSFORMERS_DEFAULT,
     }
     assert settings["threshold_adaptation"] is False
     # lookbehinds change only universal drafting; prompt lookup has its own knobs and AssistLab's default k
-    assert "assistant_lookbehind" not in strategies.drafting_settings(ArmSpec("assistant", "a"), "assistant")
-    lookup = strategies.drafting_settings(ArmSpec("prompt-lookup"), "prompt-lookup")
+    assert "assistant_lookbehind" not in paths.drafting_settings(ArmSpec("assistant", "a"), "assistant")
+    lookup = paths.drafting_settings(ArmSpec("prompt-lookup"), "prompt-lookup")
     assert lookup["prompt_lookup_num_tokens"] == PROMPT_LOOKUP_DEFAULT
-    assert lookup["source"]["prompt_lookup_num_tokens"] == strategies.ASSISTLAB_DEFAULT
+    assert lookup["source"]["prompt_lookup_num_tokens"] == paths.ASSISTLAB_DEFAULT
     assert lookup["max_matching_ngram_size"] == 2 and "num_assistant_tokens" not in lookup
-    assert strategies.drafting_settings(ArmSpec("prompt-lookup"), "plain") == {}
+    assert paths.drafting_settings(ArmSpec("prompt-lookup"), "plain") == {}
 
 
 def test_checkpoint_values_come_from_the_models_own_generation_config(tmp_path):
     class Loaded:
         folder = str(tmp_path)
 
-    assert strategies.checkpoint_values(Loaded()) == {}  # no generation_config.json
+    assert paths.checkpoint_values(Loaded()) == {}  # no generation_config.json
     (tmp_path / "generation_config.json").write_text('{"num_assistant_tokens": 9, "top_k": 3}')
-    assert strategies.checkpoint_values(Loaded()) == {"num_assistant_tokens": 9}
+    assert paths.checkpoint_values(Loaded()) == {"num_assistant_tokens": 9}
 
 
 def test_threshold_adaptation_follows_transformers_rule(monkeypatch):
     import transformers.utils
 
     monkeypatch.setattr(transformers.utils, "is_sklearn_available", lambda: True)
-    assert strategies.threshold_adaptation_active("assistant", 0.4) is True
-    assert strategies.threshold_adaptation_active("assistant", 0.0) is False
-    assert strategies.threshold_adaptation_active("universal", 0.4) is False  # not for different tokenizers
-    assert strategies.threshold_adaptation_active("early-exit", 0.4) is False
-    assert strategies.drafting_settings(ArmSpec("assistant", "a"), "assistant")["threshold_adaptation"] is True
+    assert paths.threshold_adaptation_active("assistant", 0.4) is True
+    assert paths.threshold_adaptation_active("assistant", 0.0) is False
+    assert paths.threshold_adaptation_active("universal", 0.4) is False  # not for different tokenizers
+    assert paths.threshold_adaptation_active("early-exit", 0.4) is False
+    assert paths.drafting_settings(ArmSpec("assistant", "a"), "assistant")["threshold_adaptation"] is True
     monkeypatch.setattr(transformers.utils, "is_sklearn_available", lambda: False)
-    assert strategies.threshold_adaptation_active("assistant", 0.4) is False
+    assert paths.threshold_adaptation_active("assistant", 0.4) is False
 
 
 def test_the_default_arm_is_labelled_as_transformers_defaults():
@@ -180,7 +181,7 @@ class FakeTime:
         self.calls.append({
             "assisted": assisted,
             "stop": kwargs.get("stopping_criteria"),
-            "draft": None if config is None else tuple(getattr(config, k) for k in strategies.DRAFTER_KNOBS),
+            "draft": None if config is None else tuple(getattr(config, k) for k in paths.DRAFTER_KNOBS),
         })
         if config is not None:  # leave the shared model dirty, as a previous run or another arm might
             config.num_assistant_tokens, config.assistant_confidence_threshold = 3, 0.9
@@ -281,15 +282,15 @@ def test_a_round_is_done_on_its_last_run_only(store, fake):
 
 def test_drafting_settings_are_reset_before_every_run(store, fake):
     events, data = run(store, fake, arms=(ArmSpec("assistant", "assistant-same"),), repeats=3, warmup=2)
-    defaults = strategies.transformers_defaults()
-    expected = tuple(defaults[k] for k in strategies.DRAFTER_KNOBS)
+    defaults = paths.transformers_defaults()
+    expected = tuple(defaults[k] for k in paths.DRAFTER_KNOBS)
     drafted = [c["draft"] for c in fake.calls if c["assisted"]]
     assert len(drafted) == 5  # 2 warm-ups + 3 repetitions, each after the previous one dirtied the config
     assert drafted == [expected] * 5
     arm = data["arms"][1]
     assert arm["name"] == "assistant: assistant-same (transformers defaults)"
-    assert {k: arm["settings"][k] for k in strategies.DRAFTER_KNOBS} == dict(zip(strategies.DRAFTER_KNOBS, expected))
-    assert set(arm["settings"]["source"].values()) == {strategies.TRANSFORMERS_DEFAULT}
+    assert {k: arm["settings"][k] for k in paths.DRAFTER_KNOBS} == dict(zip(paths.DRAFTER_KNOBS, expected))
+    assert set(arm["settings"]["source"].values()) == {paths.TRANSFORMERS_DEFAULT}
     assert data["arms"][0]["settings"] == {}
     # the probe configures too, and can be stopped like every other run
     assert len(fake.probes) == 1 and fake.probes[0]["stopping_criteria"] is not None
@@ -398,7 +399,7 @@ def test_cli_sentences_for_stopping_and_settings():
     assert cli_mod.stopping_sentence(stopping) == (
         "until every speedup was known to ±5% (not reached, the time budget ran out); 9 in 301.2 s of a 300 s budget."
     )
-    settings = strategies.drafting_settings(ArmSpec("assistant", "a", num_assistant_tokens=4), "assistant")
+    settings = paths.drafting_settings(ArmSpec("assistant", "a", num_assistant_tokens=4), "assistant")
     phrase = cli_mod.settings_phrase(settings)
     assert phrase.startswith("num_assistant_tokens 4 (set by you), num_assistant_tokens_schedule constant "
                              "(transformers default)")

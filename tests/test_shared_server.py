@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from assistlab.config import FIELD_CHARS, ArmSpec, BenchRequest, assisted_arms, capped_text
+from assistlab.config import FIELD_CHARS, BenchRequest, capped_text
 from assistlab.engines import catalog
 from assistlab.engines.transformers import models
+from assistlab.engines.transformers.arms import ArmSpec, assisted_arms
 from assistlab.errors import InputError, ModelLoadError
 from assistlab.measure import runner
 from assistlab.views import charts, panels

@@ -11,7 +11,8 @@ import statistics
 
 import pytest
 
-from assistlab.config import LIMITS, ArmSpec, BenchRequest
+from assistlab.config import LIMITS, BenchRequest
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import InputError
 from assistlab.results import suite
 from assistlab.results.suite import SuiteRequest, parse_prompts, select

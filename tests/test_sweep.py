@@ -2,7 +2,8 @@
 
 import pytest
 
-from assistlab.config import ArmSpec, BenchRequest
+from assistlab.config import BenchRequest
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import InputError
 from assistlab.measure import sweep
 from assistlab.results import stats

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from assistlab.config import CONTINUATION_PROMPT, ArmSpec, BenchRequest
+from assistlab.config import CONTINUATION_PROMPT, BenchRequest
+from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure.runner import run_to_report
 from assistlab.views import charts, panels
 

@@ -17,16 +17,14 @@ from ..config import (
     DEFAULT_PROMPT,
     LIMITS,
     MIN_PRECISION_REPEATS,
-    MODEL_STRATEGIES,
     PROMPT_LOOKUP_DEFAULT,
     SCHEDULES,
-    STRATEGIES,
     BenchRequest,
-    assisted_arms,
 )
 from ..engines import catalog
-from ..engines.transformers import bundled
-from ..engines.transformers.drafters import LOSSY_TRADE
+from ..engines.transformers import bundled, paths
+from ..engines.transformers.arms import assisted_arms
+from ..engines.transformers.paths import LOSSY_TRADE
 from ..errors import AssistLabError, InputError
 from . import history as history_cli
 
@@ -53,7 +51,7 @@ class _Formatter(argparse.HelpFormatter):
         text = action.help or ""
         if "<transformers:" not in text:
             return text
-        from ..engines.transformers.strategies import transformers_defaults
+        from ..engines.transformers.paths import transformers_defaults
 
         defaults = transformers_defaults()
         return re.sub(r"<transformers:(\w+)>", lambda m: str(defaults[m.group(1)]), text)
@@ -67,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="time plain and assisted generation and compare them", formatter_class=_Formatter)
     bench.add_argument("--target", default=catalog.BUNDLED_TARGET, help="hub id (org/name[@rev]), bundled:NAME or a folder in $ASSISTLAB_MODELS_DIR (default: %(default)s)")
     bench.add_argument("--assistant", action="append", default=None, help="assistant model; repeat to compare several (default for model strategies: %s; with prompt-lookup or early-exit each gets an auto arm of its own)" % catalog.BUNDLED_ASSISTANT)
-    bench.add_argument("--strategy", choices=STRATEGIES, default="auto", help="how the assistant drafts (default: %(default)s)")
+    bench.add_argument("--strategy", choices=paths.STRATEGIES, default="auto", help="how the assistant drafts (default: %(default)s)")
     bench.add_argument("--prompt-lookup", dest="prompt_lookup", action=argparse.BooleanOptionalAction, default=True, help="also compare prompt lookup on the target (default: on)")
     prompt = bench.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", default=None, help=f"the prompt (default: the preset's for the target, {catalog.default_prompt(catalog.BUNDLED_TARGET)!r} for the bundled base model, else {DEFAULT_PROMPT!r})")
@@ -130,7 +128,7 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
     )
     if args.ensemble_weight is not None:
         knobs["assistant_ensemble_weight"] = args.ensemble_weight
-    assistants = args.assistant or ([catalog.BUNDLED_ASSISTANT] if args.strategy in MODEL_STRATEGIES else [])
+    assistants = args.assistant or ([catalog.BUNDLED_ASSISTANT] if args.strategy in paths.MODEL_STRATEGIES else [])
     arms = assisted_arms(
         args.strategy, assistants, also_prompt_lookup=args.prompt_lookup, early_exit_layer=args.early_exit_layer,
         **knobs,

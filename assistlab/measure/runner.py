@@ -5,7 +5,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import contextvars
-import dataclasses
 import gc
 import logging
 import time
@@ -16,9 +15,9 @@ import torch
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from ..config import CONTINUATION_PROMPT, DRAFTER_STRATEGIES, MIN_PRECISION_REPEATS, MODEL_STRATEGIES, BenchRequest
+from ..config import CONTINUATION_PROMPT, MIN_PRECISION_REPEATS, BenchRequest
 from ..engines import catalog
-from ..engines.transformers import bundled, drafters, hooks, strategies
+from ..engines.transformers import bundled, generation, hooks, paths
 from ..engines.transformers import models as models_mod
 from ..engines.transformers.models import LoadedModel, ModelStore
 from ..errors import AssistLabError, InputError, ResourceError
@@ -355,40 +354,26 @@ def build_arms(request: BenchRequest, target: LoadedModel, assistants: dict[str,
     `assistants` maps each ArmSpec.assistant text to its loaded model. configure() rewrites the drafter's
     generation_config with the arm's effective settings; call it before every generate() of that arm.
     """
-    base = strategies.base_kwargs(request, target)
-    defaults = strategies.transformers_defaults()
+    base = generation.base_kwargs(request, target)
+    defaults = paths.transformers_defaults()
     checkpoints: dict[int, dict] = {}  # id(LoadedModel) -> checkpoint_values, read once per model
 
     def values_of(loaded: LoadedModel) -> dict:
         if id(loaded) not in checkpoints:
-            checkpoints[id(loaded)] = strategies.checkpoint_values(loaded)
+            checkpoints[id(loaded)] = paths.checkpoint_values(loaded)
         return checkpoints[id(loaded)]
 
     arms = [_Arm(ArmInfo("plain", "plain", settings={}), dict(base), lambda: None)]
     for spec in request.arms:
         helper = assistants.get(spec.assistant) if spec.assistant else None
-        strategy = strategies.resolve_strategy(spec, target, helper)
-        name = spec.label if spec.strategy != "auto" else spec.label.replace("auto:", f"{strategy}:", 1)
-        drafters.check_settings(spec, strategy, request.do_sample)
-        picked = drafters.resolve(spec, target, helper) if strategy in DRAFTER_STRATEGIES else None
-        if picked is not None:
-            name = dataclasses.replace(spec, strategy=strategy).label
-        name = drafters.marked_name(name, spec.to_dict(), request.do_sample)  # lossy arms say so in every view
+        plan = paths.plan(spec, target, helper, request.do_sample, values_of, defaults)
         names = {a.info.name for a in arms}
-        base_name, copy = name, 1
+        name, copy = plan.name, 1
         while name in names:  # two arms with the same settings still need distinct names
             copy += 1
-            name = f"{base_name} #{copy}"
-        drafter = helper if helper is not None and strategy not in ("early-exit", "prompt-lookup", "mtp") else target
-        settings = strategies.drafting_settings(spec, strategy, values_of(drafter), defaults)
-        kwargs = {**base, **strategies.arm_kwargs(spec, strategy, target, helper)}
-        arms.append(
-            _Arm(
-                ArmInfo(name, strategy, spec.to_dict(), settings=settings, choice=picked[1] if picked else None),
-                kwargs,
-                lambda s=spec, st=strategy, h=helper, se=settings: strategies.configure_drafter(s, st, target, h, se),
-            )
-        )
+            name = f"{plan.name} #{copy}"
+        info = ArmInfo(name, plan.strategy, spec.to_dict(), settings=plan.settings, choice=plan.choice)
+        arms.append(_Arm(info, {**base, **plan.kwargs}, plan.configure))
     return arms
 
 
@@ -657,12 +642,12 @@ def run_benchmark(
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
     for spec in request.arms:
-        if spec.strategy in MODEL_STRATEGIES and spec.assistant and spec.assistant not in assistants:
+        if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant and spec.assistant not in assistants:
             key, assistants[spec.assistant] = yield from load("assistant", spec.assistant, keep)
             keep.add(key)
 
     inputs = encode_prompt(request, target)
-    strategies.check_context(request, inputs["input_ids"][0].tolist(), target, assistants)
+    generation.check_context(request, inputs["input_ids"][0].tolist(), target, assistants)
     arms = build_arms(request, target, assistants)
     for arm in arms:
         if arm.info.choice:
@@ -682,7 +667,7 @@ def run_benchmark(
     report.environment["chat_template"] = uses_chat_template(request, target)
     report.environment["prompt_note"] = prompt_note(request, target)
     report.environment["load_messages"] = messages
-    changes = strategies.changes_from_transformers(request, target, {a.info.strategy for a in arms})
+    changes = generation.changes_from_transformers(request, target, {a.info.strategy for a in arms})
     changes.append({
         "what": "a stopping criterion is passed to every generate() call, and a streamer that records step times",
         "why": "Stop or a cancelled request ends generation within one step; both return without changing "

@@ -7,9 +7,10 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
-from ..config import MODEL_STRATEGIES, BenchRequest
+from ..config import BenchRequest
 from ..engines import catalog
 from ..engines.transformers import models as models_mod
+from ..engines.transformers import paths
 from ..engines.transformers.models import LoadedModel, ModelStore
 from ..errors import AssistLabError, InputError
 from ..results import report as report_mod
@@ -142,7 +143,7 @@ def run_suite(
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
     for spec in bench.arms:
-        if spec.strategy in MODEL_STRATEGIES and spec.assistant not in assistants:
+        if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant not in assistants:
             yield SuiteEvent("status", f"Loading the assistant {spec.assistant}...", 0, 0, 0, n_items)
             key, assistants[spec.assistant] = load(spec.assistant, keep)
             keep.add(key)

@@ -9,23 +9,24 @@ import dataclasses
 import time
 from collections.abc import Callable, Generator, Sequence
 
-from ..config import LIMITS, MODEL_STRATEGIES, SCHEDULES, ArmSpec, BenchRequest
-from ..engines.transformers import strategies
-from ..engines.transformers.drafters import FIXED_DRAFT_STRATEGIES, LOSSY_MARK, NON_ADAPTIVE_STRATEGIES
+from ..config import LIMITS, SCHEDULES, BenchRequest
+from ..engines.transformers import paths
+from ..engines.transformers.arms import ArmSpec
 from ..engines.transformers.models import ModelStore
+from ..engines.transformers.paths import LOSSY_MARK, NON_ADAPTIVE_STRATEGIES
 from ..errors import InputError
 from ..results import explain, stats
 from ..results.report import Report, interval_phrase, level_words
 from .runner import Clock, Event, run_benchmark
 
 PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight")
-ENSEMBLE = "assistant_ensemble_weight"  # swept against the same arm verifying losslessly (see drafters.py)
+ENSEMBLE = "assistant_ensemble_weight"  # swept against the same arm verifying losslessly (see paths/ensemble.py)
 DEFAULT_VALUES = (1, 2, 3, 5, 8)
 # AssistLab resets the drafter's config before every run, so 'heuristic' and 'heuristic_transient' measure the
 # same thing here; one adaptive point is enough by default.
 DEFAULT_SCHEDULES = ("heuristic",)
 # Strategies whose draft length num_assistant_tokens sets.
-DRAFTING_STRATEGIES = tuple(s for s in (*MODEL_STRATEGIES, "early-exit") if s not in FIXED_DRAFT_STRATEGIES)
+DRAFTING_STRATEGIES = paths.LENGTH_STRATEGIES
 
 
 def _base_arm(request: BenchRequest, param: str) -> ArmSpec:
@@ -79,7 +80,7 @@ def sweep_arms(
     if adaptive and base.num_assistant_tokens is None:
         # An adaptive schedule starts from a draft length; a base arm left at transformers' defaults starts
         # from transformers' own, named so every point says what it started from.
-        start = strategies.transformers_defaults()["num_assistant_tokens"]
+        start = paths.transformers_defaults()["num_assistant_tokens"]
         base = dataclasses.replace(base, num_assistant_tokens=start)
     arms = [*fixed, *(dataclasses.replace(base, num_assistant_tokens_schedule=s) for s in adaptive)]
     if not arms:

@@ -10,7 +10,7 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
-from ..engines.transformers import drafters
+from ..engines.transformers import paths
 from ..measure import contention
 from . import explain, stats
 
@@ -49,8 +49,8 @@ class ArmInfo:
     strategy: str
     spec: dict | None = None
     error: str | None = None
-    settings: dict | None = None  # strategies.drafting_settings: effective drafting values and their sources
-    choice: str | None = None  # why the drafters path was picked (drafters.resolve), for those paths
+    settings: dict | None = None  # paths.drafting_settings: effective drafting values and their sources
+    choice: str | None = None  # why the drafters path was picked (paths.resolve), for those paths
 
     @property
     def assisted(self) -> bool:
@@ -113,7 +113,7 @@ class Report:
                 entry.update(drafted=r.drafted, accepted=r.accepted)
             data["probe"] = self.probes.get(index)
             data["choice"] = info.choice
-            data.update(drafters.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
+            data.update(paths.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
         return data
 
     def comparison(self) -> list[dict]:
@@ -154,8 +154,8 @@ class Report:
                 info.strategy,
                 verify_fit,
             )
-            entry["analysis"] = drafters.restrict_analysis(analysis, info.strategy)
-            entry.update(drafters.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
+            entry["analysis"] = paths.restrict_analysis(analysis, info.strategy)
+            entry.update(paths.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
             entry.update({key: analysis[key] for key in explain.ANALYSIS_KEYS})
             if runs and plain:
                 first = stats.first_difference(plain[-1].token_ids, runs[-1].token_ids)

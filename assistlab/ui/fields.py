@@ -15,14 +15,14 @@ from ..config import (
     DEFAULT_MAX_TIME_S,
     DEFAULT_PROMPT,
     LIMITS,
-    MODEL_STRATEGIES,
     PROMPT_LOOKUP_DEFAULT,
     SCHEDULES,
     BenchRequest,
-    assisted_arms,
     capped_text,
 )
-from ..engines.transformers.strategies import transformers_defaults
+from ..engines.transformers import paths
+from ..engines.transformers.arms import assisted_arms
+from ..engines.transformers.paths import transformers_defaults
 from ..errors import InputError
 from ..measure import sweep
 
@@ -47,16 +47,7 @@ MEASURE_CHOICES = [
 # The schedule box: its first choice (value "") leaves the schedule to transformers.
 SCHEDULE_CHOICES = [(DRAFT_DEFAULT_TEXT["schedule"], ""), *((name, name) for name in SCHEDULES)]
 
-STRATEGY_CHOICES = [
-    ("Auto: pick from the models' configs and tokenizers", "auto"),
-    ("Assistant model (same tokenizer)", "assistant"),
-    ("Universal (different tokenizers)", "universal"),
-    ("Prompt lookup (no second model)", "prompt-lookup"),
-    ("Early exit (the target's own first layers)", "early-exit"),
-    ("Gemma 4 assistant (drafts from the target's own cache)", "gemma4-assistant"),
-    ("Multi-token prediction (the target's MTP layers, no assistant)", "mtp"),
-    ("DFlash (a block-drafting model)", "dflash"),
-]
+STRATEGY_CHOICES = paths.choices()  # the registry of drafting paths is the only list of them
 
 EXAMPLES = [
     ("Start of a text (for base models)", CONTINUATION_PROMPT),
@@ -224,7 +215,7 @@ def request_from_form(
     }
     strategy = strategy or "auto"
     # The assistant box always holds the preset's model; only a strategy that drafts with a model uses it.
-    main = [assistant if isinstance(assistant, str) else ""] if strategy in MODEL_STRATEGIES else []
+    main = [assistant if isinstance(assistant, str) else ""] if strategy in paths.MODEL_STRATEGIES else []
     arms = assisted_arms(
         strategy, main + _split_refs(extra_assistants), also_prompt_lookup=bool(also_prompt_lookup),
         early_exit_layer=None if _unset(early_exit_layer) else early_exit_layer, **knobs,

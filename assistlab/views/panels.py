@@ -11,7 +11,7 @@ import re
 import unicodedata
 
 from .. import __version__
-from ..engines.transformers.drafters import LOSSY_MARK, LOSSY_TRADE
+from ..engines.transformers.paths import LOSSY_MARK, LOSSY_TRADE
 from ..measure.runner import Event
 from ..results.report import interval_cell, level_words
 from ..results.stats import MIN_LEVEL, spread_is_wide

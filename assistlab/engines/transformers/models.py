@@ -12,7 +12,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -20,7 +19,8 @@ import torch
 
 from ...errors import InputError, ModelLoadError, ResourceError
 from .. import catalog
-from . import bundled, drafters
+from . import bundled, paths
+from .loaded import LoadedModel, dtype_name
 
 Progress = Callable[[str], None]
 
@@ -60,48 +60,6 @@ def choose_dtype(name: str, device: torch.device) -> torch.dtype:
             return torch.bfloat16
         return torch.float32
     return getattr(torch, name)
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-@dataclass
-class LoadedModel:
-    """A ready model: eval mode, on its device, with its tokenizer and where it came from."""
-
-    ref: catalog.ModelRef
-    model: torch.nn.Module
-    tokenizer: object
-    device: torch.device
-    dtype: torch.dtype
-    folder: str
-    num_layers: int
-    context_length: int | None
-    load_seconds: float
-    provenance: dict | None = None
-    last_used: float = field(default_factory=time.monotonic)
-
-    @property
-    def name(self) -> str:
-        return self.ref.text
-
-    def describe(self) -> dict:
-        info = {
-            "ref": self.ref.text,
-            "kind": self.ref.kind,
-            "class": type(self.model).__name__,
-            "parameters": sum(p.numel() for p in self.model.parameters()),
-            "num_layers": self.num_layers,
-            "dtype": dtype_name(self.dtype),
-            "device": str(self.device),
-            "load_seconds": round(self.load_seconds, 2),
-        }
-        if self.ref.revision:
-            info["revision"] = self.ref.revision
-        if self.provenance:
-            info["provenance"] = self.provenance
-        return info
 
 
 def _hub_error(exc: BaseException, ref: catalog.ModelRef) -> ModelLoadError:
@@ -225,7 +183,7 @@ def _read_config(folder: Path, ref: catalog.ModelRef):
             f"{ref.text} is an encoder ({type(config).__name__}), not a causal language model that can generate "
             f"text; choose a decoder model such as Llama, Qwen or Gemma."
         )
-    own_class = drafters.drafter_model_class(config)  # a Gemma 4 assistant or a DFlash drafter: load it whole
+    own_class = paths.model_class(config)  # a Gemma 4 assistant or a DFlash drafter: load it whole
     if own_class is not None:
         return config, own_class, False
     text_config = config.get_text_config()
@@ -388,7 +346,7 @@ class ModelStore:
         except (ValueError, TypeError, RuntimeError) as exc:  # transformers cannot build this config at all
             raise ModelLoadError(
                 f"{ref.text} could not be built from its config: {str(exc).splitlines()[0][:200]}"
-                f"{drafters.load_hint(config, exc)}"
+                f"{paths.load_hint(config, exc)}"
             ) from None
         available = free_bytes(device)
         if needed > available and self._evict(keep, lambda m: True):
@@ -412,7 +370,7 @@ class ModelStore:
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         except Exception as exc:  # tokenizers fail in many ways; all mean the same to a user
-            if drafters.is_drafter_only(config):  # drafts in the target's tokens; many ship no tokenizer
+            if paths.is_drafter_only(config):  # drafts in the target's tokens; many ship no tokenizer
                 tokenizer = None
             else:
                 raise ModelLoadError(
@@ -430,7 +388,7 @@ class ModelStore:
             raise ResourceError(f"{ref.text} did not fit in GPU memory while loading; choose a smaller model or dtype.") from None
         except (OSError, ValueError, RuntimeError) as exc:
             raise ModelLoadError(
-                f"{ref.text} could not be loaded: {str(exc).splitlines()[0][:200]}{drafters.load_hint(config, exc)}"
+                f"{ref.text} could not be loaded: {str(exc).splitlines()[0][:200]}{paths.load_hint(config, exc)}"
             ) from None
         missing = [k for k in info.get("missing_keys", []) if "lm_head" not in k]
         if missing:
