@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ..engines.transformers.drafters import LOSSY_TRADE
 
-
 # The table's abbreviations in plain words, printed under it.
 TABLE_KEY = (
     "IQR: the spread of the middle half of the runs. TTFT: time to the first new token. accepted: share of "
