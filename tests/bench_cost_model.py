@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the repository's package
 
-from assistlab.cli.main import build_parser, request_from_args
+from assistlab.cli import build_parser, request_from_args
 from assistlab.engines.transformers.models import ModelStore
 from assistlab.measure.runner import run_benchmark
 

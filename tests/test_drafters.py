@@ -261,7 +261,7 @@ def test_a_gemma4_assistant_that_transformers_cannot_build_is_explained(allowed)
 
 
 def test_cli_and_presets_name_the_new_paths():
-    from assistlab.cli.main import build_parser, request_from_args
+    from assistlab.cli import build_parser, request_from_args
     from assistlab.engines import catalog
 
     args = build_parser().parse_args(["bench", "--target", "t", "--strategy", "mtp", "--ensemble-weight", "0.5"])

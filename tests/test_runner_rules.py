@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from assistlab.cli import main as cli_mod
+from assistlab import cli as cli_mod
 from assistlab.config import CPU_DEFAULTS, LIMITS, MIN_PRECISION_REPEATS, PROMPT_LOOKUP_DEFAULT, BenchRequest
 from assistlab.engines.transformers import hooks, paths
 from assistlab.engines.transformers.arms import ArmSpec

@@ -414,7 +414,7 @@ def _three_prompts(models_dir, store, monkeypatch):
 
 
 def test_an_idle_machine_gives_a_suite_no_warning(models_dir, store, monkeypatch):
-    from assistlab.cli.main import format_suite_table
+    from assistlab.cli import format_suite_table
     from assistlab.ui import suite_tab
 
     _watched(monkeypatch, 0.0)
@@ -429,7 +429,7 @@ def test_an_idle_machine_gives_a_suite_no_warning(models_dir, store, monkeypatch
 
 
 def test_a_busy_machine_is_named_in_a_suite_where_a_comparison_names_it(models_dir, store, monkeypatch):
-    from assistlab.cli.main import format_suite_table
+    from assistlab.cli import format_suite_table
     from assistlab.ui import suite_tab
 
     _watched(monkeypatch, 1.5)
@@ -482,7 +482,7 @@ def test_a_failure_is_marked_on_its_own_prompt_and_the_suite_goes_on(models_dir,
 
 
 def test_a_failed_warm_up_fails_its_prompt_and_the_next_prompt_warms_up(models_dir, store, monkeypatch):
-    from assistlab.cli.main import format_suite_table
+    from assistlab.cli import format_suite_table
     from assistlab.measure import suite_runner
 
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))

@@ -8,6 +8,7 @@ import sys
 
 from ..history import store as history
 from ..views.history_html import interval_words
+from .tables import format_table
 
 
 def add_parser(sub) -> None:
@@ -64,8 +65,6 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def run(args: argparse.Namespace, store: history.History | None = None) -> int:
     """Run `history ...`; HistoryError and InputError reach the caller, which prints them as one line."""
-    from .main import format_table
-
     store = store or history.History()
     command = args.history_command
     if command == "show":

@@ -1,0 +1,170 @@
+"""The command line's options: the parser, and the requests its arguments describe."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from .. import __version__
+from ..config import (
+    CPU_DEFAULTS,
+    CUDA_DEFAULTS,
+    DEFAULT_MAX_TIME_S,
+    DEFAULT_PROMPT,
+    LIMITS,
+    MIN_PRECISION_REPEATS,
+    PROMPT_LOOKUP_DEFAULT,
+    SCHEDULES,
+    BenchRequest,
+)
+from ..engines import catalog
+from ..engines.transformers import paths
+from ..engines.transformers.arms import assisted_arms
+from ..errors import InputError
+from . import history as history_cli
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line on stderr starting with 'error:' and exit code 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sys.stderr.write(f"error: {message} (see --help)\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _td(knob: str) -> str:
+    """A placeholder for transformers' default of a drafting knob, filled in only when help is shown."""
+    return f"<transformers:{knob}>"
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Fills in transformers' defaults, read from the installed transformers, when --help is printed."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "<transformers:" not in text:
+            return text
+        from ..engines.transformers.paths import transformers_defaults
+
+        defaults = transformers_defaults()
+        return re.sub(r"<transformers:(\w+)>", lambda m: str(defaults[m.group(1)]), text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m assistlab", description="Does this assistant make this target faster?")
+    parser.add_argument("--version", action="version", version=f"assistlab {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    bench = sub.add_parser("bench", help="time plain and assisted generation and compare them", formatter_class=_Formatter)
+    bench.add_argument("--target", default=catalog.BUNDLED_TARGET, help="hub id (org/name[@rev]), bundled:NAME or a folder in $ASSISTLAB_MODELS_DIR (default: %(default)s)")
+    bench.add_argument("--assistant", action="append", default=None, help="assistant model; repeat to compare several (default for model strategies: %s; with prompt-lookup or early-exit each gets an auto arm of its own)" % catalog.BUNDLED_ASSISTANT)
+    bench.add_argument("--strategy", choices=paths.STRATEGIES, default="auto", help="how the assistant drafts (default: %(default)s)")
+    bench.add_argument("--prompt-lookup", dest="prompt_lookup", action=argparse.BooleanOptionalAction, default=True, help="also compare prompt lookup on the target (default: on)")
+    prompt = bench.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", default=None, help=f"the prompt (default: the preset's for the target, {catalog.default_prompt(catalog.BUNDLED_TARGET)!r} for the bundled base model, else {DEFAULT_PROMPT!r})")
+    prompt.add_argument("--prompt-file", type=Path, default=None, help="read the prompt from a text file")
+    bench.add_argument("--max-new-tokens", default=None, help=f"tokens each arm generates (default {CPU_DEFAULTS['max_new_tokens']} on CPU, {CUDA_DEFAULTS['max_new_tokens']} on CUDA; max {LIMITS['max_new_tokens']})")
+    bench.add_argument("--repeats", default=None, help=f"counted repetitions per arm (default {CPU_DEFAULTS['repeats']} on CPU, {CUDA_DEFAULTS['repeats']} on CUDA; max {LIMITS['repeats']}); with --precision, the most to run")
+    bench.add_argument("--precision", default=None, help=f"instead of a fixed count, repeat until every speedup's interval is within ±this share of its median, e.g. 0.05 for ±5%% (at least {MIN_PRECISION_REPEATS} repetitions)")
+    bench.add_argument("--max-time", dest="max_time", default=None, help=f"time budget in seconds for the timed repetitions (default with --precision: {DEFAULT_MAX_TIME_S:g}; max {LIMITS['max_time_s']})")
+    bench.add_argument("--warmup", default=None, help="uncounted warm-up runs per arm (default 1)")
+    bench.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    bench.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
+    bench.add_argument("--device-map-auto", action="store_true", help="spread a large target over all GPUs (accelerate)")
+    bench.add_argument("--sample", action="store_true", help="sample instead of greedy decoding (outputs then differ)")
+    bench.add_argument("--seed", default=0, help="seed for sampling; repetition i uses seed+i")
+    bench.add_argument("--no-fixed-length", dest="fixed_length", action="store_false", help="let EOS end generation early (arms may then do unequal work)")
+    bench.add_argument("--no-chat-template", dest="chat_template", action="store_false", help="feed the prompt raw even if the target has a chat template")
+    bench.add_argument("--num-assistant-tokens", default=None, help=f"tokens drafted per step (default: transformers' default, {_td('num_assistant_tokens')})")
+    bench.add_argument("--schedule", choices=SCHEDULES, default=None, help=f"draft length schedule (default: transformers' default, {_td('num_assistant_tokens_schedule')}; 'heuristic' adapts within a run)")
+    bench.add_argument("--confidence-threshold", default=None, help=f"assistant stops drafting below this probability, 0 to 1; 0 turns it off (default: transformers' default, {_td('assistant_confidence_threshold')})")
+    bench.add_argument("--prompt-lookup-num-tokens", default=None, help=f"tokens prompt lookup proposes per step (default: {PROMPT_LOOKUP_DEFAULT}, AssistLab's choice: transformers has none)")
+    bench.add_argument("--ensemble-weight", default=None, help="ensemble verification weight in (0, 1) for the assisted arms: faster, but lossy (default: none, lossless)")
+    bench.add_argument("--early-exit-layer", default=None, help="layer to exit at for --strategy early-exit")
+    bench.add_argument("--sweep", choices=("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight"), default=None, help="instead of one setting, compare several draft lengths (or ensemble weights, next to the same arm verifying losslessly) of the first matching arm against one plain baseline")
+    bench.add_argument("--sweep-values", default="1,2,3,5,8", help="draft lengths for --sweep (default: %(default)s)")
+    bench.add_argument("--sweep-schedules", default="heuristic", help="adaptive schedules added to --sweep of num_assistant_tokens, comma-separated; '' for none (default: %(default)s)")
+    workload = bench.add_argument_group("workloads (a suite of prompts instead of one)")
+    suite_source = workload.add_mutually_exclusive_group()
+    suite_source.add_argument("--suite", choices=("spec-bench",), default=None, help="measure a Spec-Bench subset, one comparison per prompt, with per-category figures")
+    suite_source.add_argument("--suite-file", type=Path, default=None, help="measure your own prompts: JSON lines ({\"category\",\"prompt\"} or {\"category\",\"turns\"}), CSV with a prompt column, or text with blank lines between prompts")
+    workload.add_argument("--categories", default="", help="comma-separated categories (default: Spec-Bench's single-turn ones, or all of a file's)")
+    workload.add_argument("--per-category", default=None, help="prompts per category (default: 1 of Spec-Bench, all of a file)")
+    workload.add_argument("--selection", choices=("first", "sample"), default="first", help="the first N of each category, or a seeded sample (default: %(default)s)")
+    workload.add_argument("--selection-seed", default=0, help="seed of --selection sample (default: %(default)s)")
+    workload.add_argument("--turns", choices=("first", "both"), default="first", help="multi-turn prompts: the first turn only, or every turn after the target's own answers (default: %(default)s)")
+    bench.add_argument("--json", type=Path, default=None, help="write the report as JSON here")
+    bench.add_argument("--csv", type=Path, default=None, help="write one row per run as CSV here")
+    bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    bench.add_argument("--save", action="store_true", help="keep the result in the history (see the history command)")
+
+    sub.add_parser("presets", help="list the preset model pairs")
+    sub.add_parser("prepare", help="convert the bundled models once (otherwise done on first use)")
+    history_cli.add_parser(sub)
+    return parser
+
+
+def request_from_args(args: argparse.Namespace) -> BenchRequest:
+    """The same BenchRequest the web app would build from the same choices."""
+    if args.prompt_file is not None:
+        try:
+            prompt = args.prompt_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"Cannot read the prompt file {str(args.prompt_file)!r}: {exc.strerror or exc}.") from None
+    else:
+        prompt = args.prompt if args.prompt is not None else catalog.default_prompt(args.target)
+    knobs = dict(
+        num_assistant_tokens=args.num_assistant_tokens,
+        num_assistant_tokens_schedule=args.schedule,
+        assistant_confidence_threshold=args.confidence_threshold,
+        prompt_lookup_num_tokens=args.prompt_lookup_num_tokens,
+    )
+    if args.ensemble_weight is not None:
+        knobs["assistant_ensemble_weight"] = args.ensemble_weight
+    assistants = args.assistant or ([catalog.BUNDLED_ASSISTANT] if args.strategy in paths.MODEL_STRATEGIES else [])
+    arms = assisted_arms(
+        args.strategy, assistants, also_prompt_lookup=args.prompt_lookup, early_exit_layer=args.early_exit_layer,
+        **knobs,
+    )
+    return BenchRequest(
+        target=args.target,
+        arms=arms,
+        prompt=prompt,
+        max_new_tokens=args.max_new_tokens,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        precision=args.precision,
+        max_time_s=args.max_time,
+        do_sample=args.sample,
+        seed=args.seed,
+        fixed_length=args.fixed_length,
+        chat_template=args.chat_template,
+        device=args.device,
+        dtype=args.dtype,
+        device_map_auto=args.device_map_auto,
+    )
+
+
+def suite_request_from_args(args: argparse.Namespace):
+    """The SuiteRequest a --suite or --suite-file command line describes, or None for one prompt."""
+    from ..results.suite import SuiteRequest
+
+    if args.suite is None and args.suite_file is None:
+        return None
+    if args.sweep:
+        raise InputError("--sweep compares draft lengths on one prompt; leave out --suite/--suite-file or --sweep.")
+    if args.prompt is not None or args.prompt_file is not None:
+        raise InputError("A suite brings its own prompts; leave out --prompt/--prompt-file, or --suite/--suite-file.")
+    return SuiteRequest(
+        suite="file" if args.suite_file is not None else args.suite,
+        file=str(args.suite_file) if args.suite_file is not None else None,
+        categories=args.categories,
+        per_category=args.per_category,
+        selection=args.selection,
+        seed=args.selection_seed,
+        turns=args.turns,
+    )

@@ -1,0 +1,148 @@
+"""The command line's text output: the comparison and suite tables and the sentences under them."""
+
+from __future__ import annotations
+
+from ..engines.transformers.paths import LOSSY_TRADE
+
+# The table's abbreviations in plain words, printed under it.
+TABLE_KEY = (
+    "IQR: the spread of the middle half of the runs. TTFT: time to the first new token. accepted: share of "
+    "drafted tokens the target kept. tok/fwd: new tokens per target forward pass (one step of the target; plain "
+    "writes 1)."
+)
+
+
+def _cell(value: float | None, fmt: str = "{:.3f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def stopping_sentence(stopping: dict) -> str:
+    """How the number of repetitions was decided, in one sentence."""
+    n, elapsed = stopping["repetitions"], stopping["elapsed_s"]
+    budget = f" of a {stopping['max_time_s']:g} s budget" if stopping.get("max_time_s") else ""
+    used = f"{n} in {elapsed:.1f} s{budget}"
+    if stopping["rule"] == "fixed":
+        return f"a fixed {stopping['max_repetitions']} asked for; {used}."
+    target = f"±{stopping['target']:.0%}"
+    state = "reached" if stopping["reached"] else "not reached"
+    ended = {"precision": "", "time budget": ", the time budget ran out",
+             "repetitions": f", the most allowed ({stopping['max_repetitions']}) ran", "stopped": ", stopped"}
+    return f"until every speedup was known to {target} ({state}{ended.get(stopping['ended_by'], '')}); {used}."
+
+
+def settings_phrase(settings: dict) -> str:
+    """'num_assistant_tokens 20 (transformers default), ...' for one arm's drafting settings."""
+    source = settings.get("source", {})
+    parts = [f"{knob} {value} ({source[knob]})" for knob, value in settings.items() if knob in source]
+    if settings.get("threshold_adaptation"):
+        parts.append("the threshold adapted during each run (scikit-learn installed)")
+    return ", ".join(parts)
+
+
+def format_table(data: dict) -> str:
+    """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
+    # Imported here: the report brings numpy, which --help, presets and history do not need.
+    from ..results.report import is_busy, speedup_sentence
+
+    request, env = data["request"], data["environment"]
+    title = (
+        f" Generation: {request['max_new_tokens']} new tokens, {data['counted_repetitions']} repetitions "
+        f"(+{request['warmup']} warm-up), {env['device']} {env['dtype']}, {env['cpu_threads']} threads "
+    )
+    comp = {c["arm"]: c for c in data["comparison"]}
+    header = ["arm", "median s", "IQR s", "min-max s", "tokens/s", "TTFT s", "accepted", "tok/fwd"]
+    rows = []
+    for arm in data["arms"]:
+        lat, tps = arm["latency_summary"], arm["tokens_per_s_summary"]
+        c = comp.get(arm["name"], {})
+        ttft = sorted(t for t in arm["ttft_s"] if t is not None)
+        rows.append([
+            arm["name"] + (" (FAILED)" if arm["error"] else ""),
+            _cell(lat["median"]),
+            _cell(lat["iqr"]),
+            "-" if lat["min"] is None else f"{lat['min']:.3f}-{lat['max']:.3f}",
+            _cell(tps["median"], "{:.1f}"),
+            _cell(ttft[len(ttft) // 2] if ttft else None),
+            _cell(c.get("acceptance_rate"), "{:.0%}"),
+            _cell(c.get("tokens_per_forward", 1.0 if arm["strategy"] == "plain" else None), "{:.2f}"),
+        ])
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = lambda r: "  " + " | ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+    width = len(line(header))
+    out = [f"[{title:-^{width - 2}}]", line(header), "  " + "-" * (width - 2)]
+    out += [line(r) for r in rows]
+    out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, with the "
+               "order-statistic interval of that median at the level it has.")
+    out.append(TABLE_KEY)
+    if env.get("prompt_note"):
+        out.append(env["prompt_note"])
+    for entry in data["comparison"]:
+        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"], busy=is_busy(data)))
+        if entry.get("predicted_speedup") is not None:
+            out.append(
+                f"    why: alpha {entry['alpha']:.2f} (acceptance per drafted token), c {entry['c']:.2f} (drafting "
+                f"cost per token in target steps), k {entry['k']:.3g} -> predicted {entry['predicted_speedup']:.2f}×. "
+                f"{entry['limit']}"
+            )
+        for missing in entry.get("figures_unavailable") or []:
+            out.append(f"    {missing['figure']}: {missing['why']}.")
+    if any(entry.get("lossless") is False for entry in data["comparison"]):
+        out.append(LOSSY_TRADE)
+    for arm in data["arms"]:
+        if arm.get("choice"):
+            out.append(f"  {arm['name']}: {arm['choice']}")
+    stopping = data.get("stopping")
+    if stopping:
+        out.append("Repetitions: " + stopping_sentence(stopping))
+    for arm in data["arms"]:
+        if arm.get("settings"):
+            out.append(f"  {arm['name']} drafts with {settings_phrase(arm['settings'])}.")
+    out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
+    if data.get("sweep"):
+        out.append(f"Sweep of {data['sweep']['param']}: {data['sweep']['best_text']}")
+    for arm in data["arms"]:
+        if arm["error"]:
+            out.append(f"  {arm['name']}: {arm['error']}")
+    if data["status"] != "complete":
+        out.append(data["message"])
+    return "\n".join(out)
+
+
+
+def format_suite_table(data: dict) -> str:
+    """Per category and overall, per assisted arm: speedup with interval, acceptance, accepted tokens per step."""
+    suite, request, env = data["suite"], data["request"], data["environment"]
+    header = ["category", "prompts", "arm", "speedup", "95% interval", "accepted", "tok/step", "identical"]
+    rows = []
+    for entry in [*suite["categories"], {**suite["overall"], "category": "overall"}]:
+        for arm in entry["arms"]:
+            s = arm["speedup"]
+            rows.append([
+                entry["category"], str(arm["prompts"]), arm["arm"],
+                _cell(s["geomean"], "{:.2f}×"),
+                "-" if s["ci_low"] is None else f"{s['ci_low']:.2f}–{s['ci_high']:.2f}×",
+                _cell(arm["acceptance_rate"], "{:.0%}"),
+                _cell(arm["mean_accepted_tokens"], "{:.2f}"),
+                f"{arm['identical']}/{arm['prompts']}",
+            ])
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = lambda r: "  " + " | ".join(str(v).ljust(w) if i < 3 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+    width = len(line(header))
+    title = (
+        f" {suite['name']}: {request['max_new_tokens']} new tokens, {request['repeats']} repetitions, "
+        f"{env['device']} {env['dtype']}, {env['cpu_threads']} threads "
+    )
+    out = [f"[{title:-^{width - 2}}]", line(header), "  " + "-" * (width - 2), *(line(r) for r in rows)]
+    out.append(f"Selection: {suite['rule']}.")
+    out.append(f"Speedup: {suite['interval']}; accepted = accepted/drafted tokens; tok/step = 1 + accepted/drafts.")
+    for entry in suite["categories"]:
+        out.append("  " + entry["best"])
+    out.append("  " + suite["overall"]["best"])
+    for skipped in suite["skipped"]:
+        out.append(f"  skipped {skipped['id']} ({skipped['category']}): {skipped['reason']}")
+    for row in suite["prompts"]:
+        if row["status"] == "failed":
+            out.append(f"  failed {row['id']} ({row['category']}): {row['reason']}")
+    out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
+    out.append(f"{data['message']} ({data['elapsed_s']:.0f} s)")
+    return "\n".join(out)
