@@ -395,7 +395,7 @@ def app_with_a_saved_run(models_dir, store, launch_app, tmp_path_factory):
     """A fresh app whose history holds one comparison (made through the API): History and Leaderboard show tables."""
     from gradio_client import Client
 
-    from assistlab.history.store import History
+    from assistlab.history import History
 
     history = History(f"sqlite:///{tmp_path_factory.mktemp('phone') / 'history.sqlite3'}", max_entries=None)
     with launch_app(models_dir, store, history=history) as url:

@@ -17,10 +17,11 @@ import pgcluster
 import pytest
 import sqlalchemy as sa
 
+from assistlab import history as hist
 from assistlab.config import BenchRequest
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import InputError
-from assistlab.history import store as hist
+from assistlab.history import derive
 from assistlab.measure import runner
 from assistlab.views import history_html
 
@@ -196,7 +197,7 @@ def test_nothing_measured_is_not_saved(db):
 
 
 def test_a_report_over_the_size_limit_keeps_its_numbers_without_traces(db, monkeypatch):
-    monkeypatch.setattr(hist, "MAX_REPORT_BYTES", 20_000)
+    monkeypatch.setattr(derive, "MAX_REPORT_BYTES", 20_000)
     report = minimal_report()
     report["arms"][0]["trace"] = [{"t_s": [0.001] * 3000, "tokens": [1] * 3000}]
     result = db.save(report)

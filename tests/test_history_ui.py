@@ -8,7 +8,7 @@ import threading
 import pytest
 from test_browser import ARGS, CHROMIUM
 
-from assistlab.history.store import History
+from assistlab.history import History
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
 

@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-from ..history import store as history
+from .. import history
+from ..errors import InputError
 from ..views.history_html import interval_words
 from .tables import format_table
 
@@ -40,7 +41,7 @@ def save_report(data: dict, store: history.History | None = None) -> int:
     """`bench --save`: keep the report; a failure is a warning on stderr, never a failed command."""
     try:
         store = store or history.History()
-    except history.InputError as exc:  # a bad ASSISTLAB_HISTORY_MAX must not turn a finished run into a failure
+    except InputError as exc:  # a bad ASSISTLAB_HISTORY_MAX must not turn a finished run into a failure
         result = history.SaveResult(warning=f"This comparison was not saved to the history: {exc}")
     else:
         result = store.save(data, log_warning=False)

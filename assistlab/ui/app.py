@@ -13,7 +13,7 @@ from ..config import LIMITS
 from ..engines import catalog
 from ..engines.transformers.models import ModelStore
 from ..errors import InputError, ResourceError
-from ..history.store import History
+from ..history import History
 from ..measure import slots
 from ..measure.slots import Finished, SlotPool, Waiting
 from ..results.suite import summary_sentences

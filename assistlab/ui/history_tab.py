@@ -14,7 +14,7 @@ from pathlib import Path
 import gradio as gr
 
 from ..errors import AssistLabError
-from ..history.store import History, SaveResult, canonical_model, check_id, runs_csv
+from ..history import History, SaveResult, canonical_model, check_id, runs_csv
 from ..views import charts
 from ..views.history_html import board_html, entries_html, entry_caption_html
 from ..views.panels import headline_html, numbers_html, ranking_html, sweep_html, texts_html, why_html

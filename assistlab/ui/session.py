@@ -22,7 +22,7 @@ from ..config import BenchRequest
 from ..engines.transformers import models as models_mod
 from ..engines.transformers.models import ModelStore
 from ..errors import AssistLabError
-from ..history.store import History
+from ..history import History
 from ..measure import contention, suite_runner, sweep
 from ..measure.runner import Event, run_benchmark
 from ..measure.slots import Job, Placement, SlotPool, Waiting

@@ -10,7 +10,7 @@ import html
 import re
 from urllib.parse import quote
 
-from ..history.store import INTERVAL_KINDS, BoardSection, Entry, Page, check_id
+from ..history import INTERVAL_KINDS, BoardSection, Entry, Page, check_id
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 

@@ -1,0 +1,245 @@
+"""Pure derivations from a report dict: clean text, canonical names, the stored columns and arm rows, CSV."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import math
+import posixpath
+import re
+import unicodedata
+
+from ..errors import InputError
+from .records import MAX_NAME_CHARS, MAX_PREVIEW_CHARS
+
+# The largest report one comparison may store (issue 10, as the limits in records); only _report_text reads it.
+MAX_REPORT_BYTES = 8_000_000
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._@:/+-]")
+
+
+def clean_text(value: object, limit: int) -> str:
+    """Text safe to store and index: one line, no control or format characters, NUL or lone surrogates."""
+    text = re.sub(r"\s+", " ", str(value))
+    return "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")[:limit].strip()
+
+
+def canonical_model(text: object, kind: str | None = None) -> str:
+    """The name a model is stored and searched under: a hub id, a bundled name or a local folder's own name.
+
+    Never the raw text someone typed: a path like './x/../same' is reduced to 'same', and anything outside
+    the characters hub ids and folder names use is dropped.
+    """
+    raw = str(text or "").strip()
+    if kind is None:
+        kind = "bundled" if raw.startswith("bundled:") else "local" if raw.startswith(("/", ".", "~")) or ".." in raw else "hub"
+    if kind == "local":
+        raw = posixpath.basename(posixpath.normpath(raw.replace("\\", "/")).rstrip("/"))
+    name = _SAFE_NAME.sub("", raw)[:MAX_NAME_CHARS]
+    return name or "unknown"
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _model_kinds(report: dict) -> dict[str, str]:
+    """Raw reference text -> kind ('hub', 'bundled', 'local'), from the environment the run recorded."""
+    kinds = {}
+    for info in ((report.get("environment") or {}).get("models") or {}).values():
+        if isinstance(info, dict) and isinstance(info.get("ref"), str):
+            kinds[info["ref"]] = str(info.get("kind") or "")
+    return kinds
+
+
+def _setting(strategy: str, spec: dict, settings: dict | None = None) -> str:
+    """The drafting settings someone chose, as ArmSpec.label says them; none chosen reads 'transformers defaults'."""
+    settings = settings or {}
+    if strategy == "prompt-lookup":
+        lookup = spec.get("prompt_lookup_num_tokens") or settings.get("prompt_lookup_num_tokens")
+        return f"k={lookup}"
+    parts = []
+    if spec.get("num_assistant_tokens") is not None:
+        parts.append(f"k={spec['num_assistant_tokens']}")
+    if spec.get("num_assistant_tokens_schedule") not in (None, "constant"):
+        parts.append(str(spec["num_assistant_tokens_schedule"]))
+    if spec.get("assistant_confidence_threshold") is not None:
+        parts.append(f"threshold {spec['assistant_confidence_threshold']:g}")
+    if strategy == "early-exit":
+        parts.insert(0, f"layer {spec.get('early_exit_layer')}")
+    return clean_text(", ".join(parts) or "transformers defaults", MAX_NAME_CHARS)
+
+
+def arm_rows(report: dict) -> list[dict]:
+    """One row per assisted arm: canonical label, its speedup over plain with the interval and its level."""
+    kinds = _model_kinds(report)
+    by_name = {c.get("arm"): c for c in report.get("comparison") or [] if isinstance(c, dict)}
+    rows = []
+    for index, arm in enumerate(report.get("arms") or []):
+        if not isinstance(arm, dict) or arm.get("strategy") in (None, "plain"):
+            continue
+        strategy = clean_text(arm.get("strategy"), 32)
+        spec = arm.get("spec") if isinstance(arm.get("spec"), dict) else {}
+        assistant = spec.get("assistant")
+        assistant = canonical_model(assistant, kinds.get(assistant) or None) if assistant else None
+        setting = _setting(strategy, spec, arm.get("settings") if isinstance(arm.get("settings"), dict) else None)
+        label = f"{strategy}: {assistant} ({setting})" if assistant else f"{strategy} ({setting})"
+        entry = by_name.get(arm.get("name")) or {}
+        speed = entry.get("speedup") if isinstance(entry.get("speedup"), dict) else {}
+        n = speed.get("n") if isinstance(speed.get("n"), int) else 0
+        low, high, level = _number(speed.get("ci_low")), _number(speed.get("ci_high")), _number(speed.get("level"))
+        kind = speed.get("interval")
+        if kind is None:  # reports from before exact intervals: a 95% bootstrap interval when n > 1
+            kind, level = ("bootstrap", 0.95) if n > 1 and low is not None else ("none", None)
+        kind = clean_text(kind, 16)
+        identical = entry.get("outputs_identical")
+        rows.append({
+            "arm_index": index,
+            "label": label,
+            "strategy": strategy,
+            "assistant": assistant,
+            "setting": setting,
+            "speedup": _number(speed.get("median")),
+            "ci_low": low if n > 1 else None,
+            "ci_high": high if n > 1 else None,
+            "ci_level": level if n > 1 else None,
+            "ci_kind": kind,
+            "n": n,
+            "acceptance_rate": _number(entry.get("acceptance_rate")),
+            "outputs_identical": identical if isinstance(identical, bool) else None,
+        })
+    return rows
+
+
+def device_label(environment: dict) -> str:
+    """'cuda: NVIDIA H200' or 'cpu: <cpu model>': the machine a speedup belongs to."""
+    device = clean_text(environment.get("device") or "unknown", 16)
+    detail = environment.get("gpu_name") if device == "cuda" else environment.get("cpu_model")
+    return clean_text(f"{device}: {detail}" if detail else device, MAX_NAME_CHARS)
+
+
+def summary_columns(report: dict) -> dict:
+    """The searchable columns of one comparison, all derived from its report."""
+    request, env = report.get("request") or {}, report.get("environment") or {}
+    kinds = _model_kinds(report)
+    arms = arm_rows(report)
+    measured = [a for a in arms if a["speedup"] is not None]
+    best = max(measured, key=lambda a: a["speedup"], default=None)
+    identical = [a["outputs_identical"] for a in arms if a["outputs_identical"] is not None]
+    target_text = request.get("target") or ""
+    strategies = sorted({a["strategy"] for a in arms})
+    assistants = sorted({a["assistant"] for a in arms if a["assistant"]})
+    plain = (report.get("arms") or [{}])[0] if report.get("arms") else {}
+    new_tokens = request.get("max_new_tokens")
+    if isinstance(plain, dict) and plain.get("new_tokens"):
+        new_tokens = plain["new_tokens"][-1]
+    status = "stopped" if report.get("status") == "stopped" else "complete"
+    return {
+        "status": status,
+        "target": canonical_model(target_text, kinds.get(target_text) or None),
+        "assistants": ", ".join(assistants)[:4000],
+        "strategies": ", ".join(strategies)[:1000],
+        "device": clean_text(env.get("device") or "unknown", 16),
+        "device_name": device_label(env),
+        "gpu_name": clean_text(env["gpu_name"], MAX_NAME_CHARS) if env.get("gpu_name") else None,
+        "dtype": clean_text(env.get("dtype") or "unknown", 16),
+        "new_tokens": new_tokens if isinstance(new_tokens, int) else None,
+        "repetitions": report.get("counted_repetitions") if isinstance(report.get("counted_repetitions"), int) else None,
+        "best_arm": best["label"] if best else None,
+        "best_speedup": best["speedup"] if best else None,
+        "outputs_identical": all(identical) if identical else None,
+        "assistlab_version": clean_text(env.get("assistlab") or "", 32) or None,
+        "transformers_version": clean_text(env.get("transformers") or "", 32) or None,
+        "prompt_preview": clean_text(request.get("prompt") or "", MAX_PREVIEW_CHARS),
+    }
+
+
+def _report_text(report: dict) -> tuple[str, str | None]:
+    """The report as JSON within the size limit; per-step traces are dropped first when it is too large."""
+    text = json.dumps(report, ensure_ascii=True, allow_nan=False, default=str)
+    if len(text) <= MAX_REPORT_BYTES:
+        return text, None
+    slim = dict(report)
+    slim["arms"] = [{**a, "trace": []} if isinstance(a, dict) else a for a in report.get("arms") or []]
+    slim["history_note"] = "Per-step traces were left out to keep this saved report under the size limit."
+    text = json.dumps(slim, ensure_ascii=True, allow_nan=False, default=str)
+    if len(text) <= MAX_REPORT_BYTES:
+        return text, slim["history_note"]
+    raise InputError(
+        f"The report is {len(text):,} bytes even without its traces; the history keeps reports up to "
+        f"{MAX_REPORT_BYTES:,} bytes. Use fewer repetitions or new tokens to save it."
+    )
+
+
+_MARKUP = re.compile(r"[<>&\"'`\\]|[\x00-\x1f\x7f]")
+
+
+def canonical_report(report: dict) -> dict:
+    """The report with every model reference and arm name that holds markup replaced by its canonical form.
+
+    A name someone typed (e.g. './<img src=...>/../same') is stored as 'same'; the prompt and the generated
+    texts are kept as they are (they are data, escaped wherever they are shown).
+    """
+    report = copy.deepcopy(report)
+    kinds = _model_kinds(report)
+    request = report.get("request") if isinstance(report.get("request"), dict) else {}
+    if isinstance(request.get("target"), str) and _MARKUP.search(request["target"]):
+        request["target"] = canonical_model(request["target"], kinds.get(request["target"]) or None)
+    for spec in [a.get("spec") for a in report.get("arms") or [] if isinstance(a, dict)] + list(request.get("arms") or []):
+        if isinstance(spec, dict) and isinstance(spec.get("assistant"), str) and _MARKUP.search(spec["assistant"]):
+            spec["assistant"] = canonical_model(spec["assistant"], kinds.get(spec["assistant"]) or None)
+    env = report.get("environment") if isinstance(report.get("environment"), dict) else {}
+    models = env.get("models") if isinstance(env.get("models"), dict) else {}
+    for role in list(models):
+        info = models[role]
+        if isinstance(info, dict) and isinstance(info.get("ref"), str) and _MARKUP.search(info["ref"]):
+            info["ref"] = canonical_model(info["ref"], info.get("kind") or None)
+        if _MARKUP.search(role):
+            models[canonical_model(role.removeprefix("assistant "), kinds.get(role.removeprefix("assistant ")))
+                   if role.startswith("assistant ") else "model"] = models.pop(role)
+    renamed = {}
+    for arm in report.get("arms") or []:
+        if isinstance(arm, dict) and isinstance(arm.get("name"), str) and _MARKUP.search(arm["name"]):
+            new = clean_text(_MARKUP.sub("", arm["name"]), MAX_NAME_CHARS * 2)
+            renamed[arm["name"]] = new
+            arm["name"] = new
+    for key in ("comparison", "ranking"):
+        for entry in report.get(key) or []:
+            if isinstance(entry, dict) and entry.get("arm") in renamed:
+                entry["arm"] = renamed[entry["arm"]]
+    return report
+
+
+def runs_csv(report: dict) -> str:
+    """One row per counted run, from a report dict (as Report.to_csv writes it from the live report)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
+                     "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes"])
+    for arm in report.get("arms") or []:
+        assisted = arm.get("strategy") != "plain"
+        for i, latency in enumerate(arm.get("latencies_s") or []):
+            pick = lambda key: (arm.get(key) or [])[i] if i < len(arm.get(key) or []) else None  # noqa: E731
+            trace = pick("trace") or {}
+            writer.writerow([
+                arm.get("name"), arm.get("strategy"), i, f"{latency:.6f}", pick("new_tokens"),
+                "" if pick("tokens_per_s") is None else f"{pick('tokens_per_s'):.3f}",
+                "" if pick("ttft_s") is None else f"{pick('ttft_s'):.6f}",
+                pick("drafted_tokens") if assisted else "", pick("accepted_tokens") if assisted else "",
+                len(trace.get("tokens") or []), "" if pick("memory_bytes") is None else pick("memory_bytes"),
+            ])
+    return buf.getvalue()
+
+
+def _sanitize_json(value):
+    """Replace NaN/inf (which JSON cannot hold) by None, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _sanitize_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_sanitize_json(v) for v in value]
+    return value

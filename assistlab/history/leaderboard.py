@@ -1,0 +1,65 @@
+"""The leaderboard: per target and device, the pairings tried, ranked by their median speedup over plain."""
+
+from __future__ import annotations
+
+from datetime import timezone
+
+import sqlalchemy as sa
+
+from .queries import Connect, part_of
+from .records import INTERVAL_KINDS, BoardRow, BoardSection
+from .schema import arms_table, comparisons
+
+
+def leaderboard(connect: Connect, *, target: str = "", device: str = "") -> tuple[BoardSection, ...]:
+    """For each target and device, the pairings tried, fastest first, from every saved comparison."""
+    query = (
+        sa.select(comparisons.c.id, comparisons.c.created_at, comparisons.c.target, comparisons.c.device_name,
+                  arms_table)
+        .join(arms_table, arms_table.c.comparison_seq == comparisons.c.seq)
+        .where(arms_table.c.speedup.is_not(None))
+        .where(*part_of(comparisons.c.target, target), *part_of(comparisons.c.device_name, device))
+        .order_by(comparisons.c.seq)
+    )
+    with connect() as conn:
+        rows = conn.execute(query).all()
+    return build_board([r._mapping for r in rows])
+
+
+def has_interval(row) -> bool:
+    """True when an arm row's [ci_low, ci_high] is a real interval (not the range of a few runs)."""
+    return row["ci_kind"] in INTERVAL_KINDS and row["ci_low"] is not None and row["ci_high"] is not None
+
+
+def _is_faster(row) -> bool:
+    """Beaten plain: a real interval lying wholly above 1x."""
+    return has_interval(row) and row["ci_low"] > 1.0
+
+
+def build_board(rows: list) -> tuple[BoardSection, ...]:
+    """Group arm rows (oldest first) by target, device and pairing; rank pairings by their median speedup."""
+    groups: dict[tuple[str, str], dict[tuple, list]] = {}
+    for r in rows:
+        key = (r["strategy"], r["assistant"], r["setting"])
+        groups.setdefault((r["target"], r["device_name"]), {}).setdefault(key, []).append(r)
+    sections = []
+    for (target, device), pairings in sorted(groups.items()):
+        board = []
+        for (strategy, assistant, setting), tried in pairings.items():
+            latest = tried[-1]
+            speedups = sorted(t["speedup"] for t in tried)
+            mid = len(speedups) // 2
+            median = speedups[mid] if len(speedups) % 2 else (speedups[mid - 1] + speedups[mid]) / 2
+            created = latest["created_at"]
+            if created.tzinfo is None:
+                created = created.replace(tzinfo=timezone.utc)
+            faster = sum(_is_faster(t) for t in tried)
+            board.append(BoardRow(
+                label=latest["label"], strategy=strategy, assistant=assistant, setting=setting, speedup=median,
+                comparisons=len(tried), latest_low=latest["ci_low"], latest_high=latest["ci_high"],
+                latest_level=latest["ci_level"], latest_kind=latest["ci_kind"] or "none", latest_n=latest["n"], latest_at=created, latest_id=latest["id"],
+                faster=faster,
+            ))
+        board.sort(key=lambda b: (-b.speedup, -b.comparisons, b.label))
+        sections.append(BoardSection(target, device, tuple(board)))
+    return tuple(sections)

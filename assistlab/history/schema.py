@@ -1,0 +1,172 @@
+"""The history's tables, the migrations that build them step by step, and upgrading a database to the current one."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from .derive import arm_rows
+from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS, HistoryError
+
+# The final shape, used by queries. The whole JSON report is kept; the columns beside it (canonical model
+# names, device, speedups) are derived from it, so a migration can always recompute them. The migrations
+# below build this shape step by step with their own tables.
+
+metadata = sa.MetaData()
+
+schema_table = sa.Table(
+    "assistlab_schema", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+)
+
+comparisons = sa.Table(
+    "comparisons", metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("id", sa.String(16), nullable=False, unique=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("owner", sa.String(MAX_OWNER_CHARS)),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("target", sa.String(MAX_NAME_CHARS), nullable=False),
+    sa.Column("assistants", sa.Text, nullable=False),
+    sa.Column("strategies", sa.Text, nullable=False),
+    sa.Column("device", sa.String(16), nullable=False),
+    sa.Column("device_name", sa.String(MAX_NAME_CHARS), nullable=False),
+    sa.Column("gpu_name", sa.String(MAX_NAME_CHARS)),
+    sa.Column("dtype", sa.String(16), nullable=False),
+    sa.Column("new_tokens", sa.Integer),
+    sa.Column("repetitions", sa.Integer),
+    sa.Column("best_arm", sa.String(MAX_NAME_CHARS)),
+    sa.Column("best_speedup", sa.Float),
+    sa.Column("outputs_identical", sa.Boolean),
+    sa.Column("assistlab_version", sa.String(32)),
+    sa.Column("transformers_version", sa.String(32)),
+    sa.Column("prompt_preview", sa.String(MAX_PREVIEW_CHARS)),
+    sa.Column("report", sa.Text, nullable=False),
+)
+
+arms_table = sa.Table(
+    "comparison_arms", metadata,
+    sa.Column("comparison_seq", sa.Integer, sa.ForeignKey("comparisons.seq", ondelete="CASCADE"), primary_key=True),
+    sa.Column("arm_index", sa.Integer, primary_key=True),
+    sa.Column("label", sa.String(MAX_NAME_CHARS * 2), nullable=False),
+    sa.Column("strategy", sa.String(32), nullable=False),
+    sa.Column("assistant", sa.String(MAX_NAME_CHARS)),
+    sa.Column("setting", sa.String(MAX_NAME_CHARS), nullable=False),
+    sa.Column("speedup", sa.Float),
+    sa.Column("ci_low", sa.Float),
+    sa.Column("ci_high", sa.Float),
+    sa.Column("ci_level", sa.Float),
+    sa.Column("ci_kind", sa.String(16)),
+    sa.Column("n", sa.Integer, nullable=False),
+    sa.Column("acceptance_rate", sa.Float),
+    sa.Column("outputs_identical", sa.Boolean),
+)
+
+
+def _migration_1(conn: sa.Connection) -> None:
+    """Version 1: the comparisons table with its search columns and the whole report."""
+    md = sa.MetaData()
+    sa.Table(
+        "comparisons", md,
+        sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("id", sa.String(16), nullable=False, unique=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("owner", sa.String(128)),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("target", sa.String(200), nullable=False),
+        sa.Column("assistants", sa.Text, nullable=False),
+        sa.Column("strategies", sa.Text, nullable=False),
+        sa.Column("device", sa.String(16), nullable=False),
+        sa.Column("device_name", sa.String(200), nullable=False),
+        sa.Column("gpu_name", sa.String(200)),
+        sa.Column("dtype", sa.String(16), nullable=False),
+        sa.Column("new_tokens", sa.Integer),
+        sa.Column("repetitions", sa.Integer),
+        sa.Column("best_arm", sa.String(200)),
+        sa.Column("best_speedup", sa.Float),
+        sa.Column("outputs_identical", sa.Boolean),
+        sa.Column("assistlab_version", sa.String(32)),
+        sa.Column("transformers_version", sa.String(32)),
+        sa.Column("prompt_preview", sa.String(200)),
+        sa.Column("report", sa.Text, nullable=False),
+        sa.Index("ix_comparisons_target", "target"),
+        sa.Index("ix_comparisons_created", "created_at"),
+    )
+    md.create_all(conn)
+
+
+def _migration_2(conn: sa.Connection) -> None:
+    """Version 2: one row per assisted arm (for the leaderboard), filled in from the reports already kept."""
+    md = sa.MetaData()
+    sa.Table("comparisons", md, sa.Column("seq", sa.Integer, primary_key=True))
+    arms = sa.Table(
+        "comparison_arms", md,
+        sa.Column("comparison_seq", sa.Integer, sa.ForeignKey("comparisons.seq", ondelete="CASCADE"), primary_key=True),
+        sa.Column("arm_index", sa.Integer, primary_key=True),
+        sa.Column("label", sa.String(400), nullable=False),
+        sa.Column("strategy", sa.String(32), nullable=False),
+        sa.Column("assistant", sa.String(200)),
+        sa.Column("setting", sa.String(200), nullable=False),
+        sa.Column("speedup", sa.Float),
+        sa.Column("ci_low", sa.Float),
+        sa.Column("ci_high", sa.Float),
+        sa.Column("ci_level", sa.Float),
+        sa.Column("ci_kind", sa.String(16)),
+        sa.Column("n", sa.Integer, nullable=False),
+        sa.Column("acceptance_rate", sa.Float),
+        sa.Column("outputs_identical", sa.Boolean),
+        sa.Index("ix_arms_assistant", "assistant"),
+    )
+    arms.create(conn)
+    rows = conn.execute(sa.text("SELECT seq, report FROM comparisons")).all()
+    for seq, text in rows:
+        try:
+            report = json.loads(text)
+        except ValueError:
+            continue
+        for arm in arm_rows(report):
+            conn.execute(arms.insert().values(comparison_seq=seq, **arm))
+
+
+# Ordered: (version it brings the database to, what it does). Append; never edit a released step.
+MIGRATIONS: tuple[tuple[int, Callable[[sa.Connection], None]], ...] = ((1, _migration_1), (2, _migration_2))
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def current_version(conn: sa.Connection) -> int:
+    """The schema version a database is at; 0 when it has none yet."""
+    if not sa.inspect(conn).has_table(schema_table.name):
+        return 0
+    value = conn.execute(sa.select(schema_table.c.version).where(schema_table.c.id == 1)).scalar()
+    return int(value or 0)
+
+
+def upgrade(engine: sa.Engine, to_version: int = SCHEMA_VERSION) -> int:
+    """Bring a database up to `to_version`, one migration per transaction; returns the version it is at.
+
+    Several servers may start at once: SQLite's BEGIN IMMEDIATE and PostgreSQL's advisory lock make them take
+    turns, and each re-reads the version inside its transaction.
+    """
+    while True:
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(7317001)"))
+            version = current_version(conn)
+            if version > SCHEMA_VERSION:
+                raise HistoryError(
+                    f"The history database is at schema version {version}, newer than this AssistLab knows "
+                    f"({SCHEMA_VERSION}); upgrade AssistLab on this server."
+                )
+            pending = [(v, step) for v, step in MIGRATIONS if version < v <= to_version]
+            if not pending:
+                return version
+            v, step = pending[0]
+            step(conn)
+            if version == 0:
+                schema_table.create(conn, checkfirst=True)
+                conn.execute(schema_table.insert().values(id=1, version=v))
+            else:
+                conn.execute(schema_table.update().where(schema_table.c.id == 1).values(version=v))
