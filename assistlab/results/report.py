@@ -11,8 +11,8 @@ import sys
 from dataclasses import dataclass, field
 
 from ..engines.transformers import paths
-from ..measure import contention
 from . import explain, stats
+from .busy import warnings as busy_warnings
 
 SCHEMA = 1
 
@@ -180,7 +180,7 @@ class Report:
             "comparison": self.comparison(),
         }
         data["ranking"] = explain.rank_arms(data)
-        data["warnings"] = contention.warnings(self.environment.get("contention"))
+        data["warnings"] = busy_warnings(self.environment.get("contention"))
         if self.sweep is not None:
             data["sweep"] = self.sweep
         return data

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..config import LIMITS, _as_int, _choice
 from ..errors import InputError
-from ..measure import contention
+from .busy import warnings as busy_warnings
 from .report import Report
 
 DATA_DIR = Path(__file__).parent / "data" / "spec_bench"
@@ -649,7 +649,7 @@ class SuiteReport:
             "suite_request": self.selection.request.to_dict(),
             "environment": self.environment,
             # What a single comparison warns of (busy-machine), from what was watched during every prompt's runs.
-            "warnings": contention.warnings(self.environment.get("contention")),
+            "warnings": busy_warnings(self.environment.get("contention")),
             "arms": self.arm_names,
             "suite": suite,
         }

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from ..measure.runner import Event
+from ..results.events import Event
 from ..views import charts
 from ..views.panels import (
     environment_markdown,

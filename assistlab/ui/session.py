@@ -24,8 +24,9 @@ from ..engines.transformers.models import ModelStore
 from ..errors import AssistLabError
 from ..history import History
 from ..measure import contention, suite_runner, sweep
-from ..measure.runner import Event, run_benchmark
+from ..measure.runner import run_benchmark
 from ..measure.slots import Job, Placement, SlotPool, Waiting
+from ..results.events import Event
 from ..results.report import Report
 from ..results.suite import Selection
 from ..views.panels import progress_html

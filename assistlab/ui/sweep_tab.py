@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from ..measure import sweep
-from ..measure.runner import Event
+from ..results.events import Event
 from ..views import charts
 from ..views.panels import event_progress, progress_html, sweep_html
 from .fields import HINTS, SWEEP_INTRO, SWEEP_VALUES, sweep_plan

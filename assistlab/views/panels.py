@@ -12,7 +12,7 @@ import unicodedata
 
 from .. import __version__
 from ..engines.transformers.paths import LOSSY_MARK, LOSSY_TRADE
-from ..measure.runner import Event
+from ..results.events import Event
 from ..results.report import interval_cell, level_words
 from ..results.stats import MIN_LEVEL, spread_is_wide
 from . import charts

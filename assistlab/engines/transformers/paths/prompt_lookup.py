@@ -11,6 +11,7 @@ class PromptLookup(DraftingPath):
     name = "prompt-lookup"
     choice_label = "Prompt lookup (no second model)"
     drafts = "n-grams from the prompt, no second model"
+    auto_picks = "never (chosen by name, or as the extra arm)"
     has_draft_probabilities = False
     length_knob = "prompt_lookup_num_tokens"
 

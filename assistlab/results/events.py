@@ -1,0 +1,33 @@
+"""What a measurement reports as it goes: a status line, or a finished run with the report so far."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .report import Report
+
+
+@dataclass
+class Event:
+    """What the runner reports: a status line, or a finished run with the report so far.
+
+    `done` and `total` count runs including warm-up, for progress bars. A "status" event comes before each
+    step starts (loading, converting, each run, each drafting-cost measurement) and names that step, so what
+    a person reads is what is happening now, not what just finished; while a model loads it repeats every
+    few seconds with the time updated.
+    """
+
+    kind: str  # "status", "run" or "done"
+    message: str
+    done: int
+    total: int
+    report: Report | None = None
+    warmup: bool = False
+    step: str = ""  # the step now under way, in words: "Warm-up of plain (not counted)", "Repetition 2 of 3: ..."
+    elapsed_s: float | None = None  # seconds since the comparison started
+    # Estimated seconds left: for the whole comparison once a run has been timed (from the runs so far); while
+    # a bundled model is converted, for that conversion (a fixed measured estimate); otherwise None.
+    eta_s: float | None = None
+    # True on the last run of a warm-up round or repetition: every arm has just run once more. The page
+    # redraws its charts on these only, so its drawing falls between repetitions.
+    round_done: bool = False
