@@ -23,7 +23,7 @@ from ..errors import InputError
 from .busy import warnings as busy_warnings
 from .report import Report
 
-DATA_DIR = Path(__file__).parent / "data" / "spec_bench"
+DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "spec_bench"  # assistlab/data/spec_bench
 SPEC_BENCH = "spec-bench"
 SOURCES = (SPEC_BENCH, "file")
 SELECTIONS = ("first", "sample")
