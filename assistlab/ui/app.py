@@ -64,7 +64,8 @@ def build_app(
                         board = history_tab.build_board()
 
         # ---- Register listeners
-        page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs(), pool, history)
+        page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs(), pool, history,
+                    run_buttons=(results.run, sweeps.draft_length, sweeps.lookup_length, suites.run))
         form_mod.wire(form)
         compare_tab.wire(page, results)
         sweep_tab.wire(page, form, sweeps)

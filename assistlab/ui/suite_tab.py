@@ -292,13 +292,8 @@ def wire(page: Page, view: SuiteView) -> None:
 
         yield from page.streamed(request.session_hash, view.progress, prepare, render, redraws)
 
-    view.run.click(arm_run, None, [view.progress, view.download_json, view.download_csv], **LIGHT).then(
-        run_stream,
-        {*page.inputs, *view.settings()},
-        view.outputs(),
-        show_progress_on=[view.progress],
-        **page.heavy,
-    )
+    page.run_listeners(view.run, arm_run, [view.progress, view.download_json, view.download_csv], run_stream,
+                       {*page.inputs, *view.settings()}, view.outputs(), view.progress)
     view.stop.click(page.request_stop, None, view.progress, **LIGHT)
 
     def open_prompt(item_id, per_prompt: dict):
