@@ -126,3 +126,30 @@ def test_a_prompt_over_the_limit_is_refused_naming_the_box_not_cut(page, history
     assert (f"Prompt: the text has 40,000 characters; the limit is {LIMITS['prompt_chars']:,}. Shorten it."
             in page.inner_text("#al-progress"))
     assert history.list().total == before
+
+
+def test_clicking_a_history_row_opens_it_in_view_with_a_full_link_to_copy(page, history, app_url):
+    if not history.list().total:  # this test alone: save one comparison the way the API does
+        from gradio_client import Client
+
+        Client(app_url, verbose=False).predict(target="target", assistant="assistant-same", prompt="hello there",
+                                               max_new_tokens=4, repeats=1, warmup=0, also_prompt_lookup=False,
+                                               api_name="/compare")
+    newest = history.list().entries[0]
+    page.get_by_role("tab", name="History").click()
+    page.get_by_role("button", name="Show saved comparisons").click()
+    row = page.locator(f"#al-history-list tr[data-run='{newest.id}']")
+    row.locator("td").nth(2).click()  # the target's cell, as a person clicks a row
+    page.wait_for_selector("#al-saved-left-speedup .js-plotly-plot")
+    # The opened comparison is brought to the top of the window, not left below the fold.
+    page.wait_for_function("() => Math.abs(document.querySelector('#al-saved-left').getBoundingClientRect().top) < 150",
+                           timeout=10_000)
+    caption = page.locator("#al-saved-left-caption")
+    full = f"{app_url.rstrip('/')}/?run={newest.id}"
+    page.wait_for_function("u => document.querySelector('#al-saved-left-caption a.al-permalink').href === u", arg=full)
+    assert full in caption.inner_text()
+    caption.get_by_role("button", name="Copy link").click()
+    caption.get_by_role("button", name="Copied").wait_for(timeout=5_000)
+    # The chooser names the opened one by what tells it apart, not only by id, date and target.
+    chosen = page.locator("#al-history-chosen").inner_text()
+    assert f"{newest.new_tokens} tokens" in chosen and newest.assistants in chosen

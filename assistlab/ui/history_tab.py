@@ -16,7 +16,7 @@ import gradio as gr
 from ..errors import AssistLabError
 from ..history import History, SaveResult, canonical_model, check_id, runs_csv
 from ..views import charts
-from ..views.history_html import board_html, entries_html, entry_caption_html
+from ..views.history_html import board_html, chooser_label, entries_html, entry_caption_html
 from ..views.panels import headline_html, numbers_html, ranking_html, sweep_html, texts_html, why_html
 from .session import LIGHT, Page, user_errors
 
@@ -97,9 +97,45 @@ class HistoryView:
     board: gr.HTML
 
 
+# A click (or Enter) on a history row asks the page to open that comparison.
+ROW_CLICKS = """
+const pick = (event) => {
+  const row = event.target.closest('tr[data-run]');
+  if (!row || event.target.closest('a')) return;
+  trigger('click', {run: row.dataset.run});
+};
+element.addEventListener('click', pick);
+element.addEventListener('keydown', (event) => { if (event.key === 'Enter') pick(event); });
+"""
+# The share link as the full address the page was opened at, and its copy button.
+FULL_LINK = """
+const full = () => element.querySelectorAll('a.al-permalink').forEach((a) => {
+  const url = new URL(a.getAttribute('href'), window.location.href).href;
+  if (a.textContent !== url) { a.href = url; a.textContent = url; }
+});
+new MutationObserver(full).observe(element, {childList: true, subtree: true, characterData: true});
+full();
+element.addEventListener('click', (event) => {
+  const button = event.target.closest('button.al-copy');
+  if (!button) return;
+  const url = element.querySelector('a.al-permalink').href;
+  const copied = () => { button.textContent = 'Copied'; setTimeout(() => { button.textContent = 'Copy link'; }, 2000); };
+  const fallback = () => {
+    const box = document.createElement('textarea');
+    box.value = url; document.body.appendChild(box); box.select();
+    document.execCommand('copy'); box.remove(); copied();
+  };
+  if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(url).then(copied, fallback);
+  else fallback();
+});
+"""
+# After a comparison opens, bring it into view (it is below the list).
+SCROLL_TO_OPENED = "() => document.querySelector('#al-saved-left')?.scrollIntoView({behavior: 'smooth', block: 'start'})"
+
+
 def _side(name: str) -> Side:
     with gr.Column(visible=False, elem_id=f"al-saved-{name}", min_width=360) as column:
-        caption = gr.HTML()
+        caption = gr.HTML(js_on_load=FULL_LINK, elem_id=f"al-saved-{name}-caption")
         headline = gr.HTML()
         speedup = gr.Plot(show_label=False, elem_id=f"al-saved-{name}-speedup")
         latency = gr.Plot(show_label=False)
@@ -128,7 +164,7 @@ def build_history() -> dict:
                             placeholder="e.g. cpu, H200")
         page = gr.Number(1, label="Page", precision=0, minimum=1, min_width=80)
     refresh = gr.Button("Show saved comparisons", elem_id="al-history-refresh")
-    listing = gr.HTML(elem_id="al-history-list")
+    listing = gr.HTML(elem_id="al-history-list", js_on_load=ROW_CLICKS)
     with gr.Row():
         chosen = gr.Dropdown([], multiselect=True, max_choices=2, label="Comparisons to open (one or two)",
                              allow_custom_value=True, elem_id="al-history-chosen", scale=4)
@@ -183,7 +219,7 @@ def listing_of(history: History):
         with user_errors():
             result = history.list(target=target or "", assistant=assistant or "", device=device or "",
                                   page=int(number or 1), page_size=PAGE_SIZE)
-        choices = [(f"{e.id} · {e.created_at:%Y-%m-%d %H:%M} · {e.target}", e.id) for e in result.entries]
+        choices = [(chooser_label(e), e.id) for e in result.entries]
         return entries_html(result), gr.update(choices=choices)
 
     return listing
@@ -247,7 +283,15 @@ def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: g
     view.refresh.click(listing, filters, [view.listing, view.chosen], **LIGHT)
     for box in filters[:3]:
         box.submit(listing, filters, [view.listing, view.chosen], **LIGHT)
-    view.open.click(open_chosen, view.chosen, [*side_outputs, view.status], **LIGHT)
+    view.open.click(open_chosen, view.chosen, [*side_outputs, view.status], **LIGHT).success(
+        None, None, None, js=SCROLL_TO_OPENED, **LIGHT)
+
+    def open_row(event: gr.EventData):
+        run_id = check_id((getattr(event, "_data", None) or {}).get("run"))
+        return {**open_chosen([run_id]), view.chosen: gr.update(value=[run_id])}
+
+    view.listing.click(open_row, None, [*side_outputs, view.status, view.chosen], **LIGHT).success(
+        None, None, None, js=SCROLL_TO_OPENED, **LIGHT)
     view.delete.click(delete_chosen, view.chosen, [view.status, view.chosen, *[s.column for s in view.sides]],
                       **LIGHT).then(listing, filters, [view.listing, view.chosen], **LIGHT)
     view.board_refresh.click(board, [view.board_target, view.board_device], view.board, **LIGHT)
