@@ -153,3 +153,47 @@ def test_clicking_a_history_row_opens_it_in_view_with_a_full_link_to_copy(page, 
     # The chooser names the opened one by what tells it apart, not only by id, date and target.
     chosen = page.locator("#al-history-chosen").inner_text()
     assert f"{newest.new_tokens} tokens" in chosen and newest.assistants in chosen
+
+
+def test_a_workload_is_saved_opens_from_history_in_the_workloads_panels_and_ranks_by_workload(page, history,
+                                                                                               tmp_path):
+    import json
+
+    path = tmp_path / "mine.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [
+        {"category": "fox", "prompt": "the quick brown fox"},
+        {"category": "essay", "prompt": "write me a long essay"},
+    ]))
+    before = history.list().total
+    pick_models(page, "target", "assistant-same")
+    set_run_size(page, 4, 1)
+    page.get_by_role("tab", name="Workloads").click()
+    page.get_by_text("My prompts (a file)").click()
+    page.locator("#al-suite-file input[type=file]").set_input_files(str(path))
+    page.wait_for_timeout(500)
+    page.click("#al-suite-run")
+    page.wait_for_selector("#al-suite-progress .al-done, #al-suite-progress .al-failed", timeout=300_000)
+    assert "Complete" in page.inner_text("#al-suite-progress"), page.inner_text("#al-suite-progress")
+    page.wait_for_selector("#al-suite-progress #al-saved")
+    run_id = re.search(r"as ([0-9a-f]{16})", page.inner_text("#al-saved")).group(1)
+    assert history.list().total == before + 1
+    entry, report = history.get(run_id)
+    assert report["kind"] == "suite" and entry.workload and "mine.jsonl" in entry.workload
+
+    # A fresh page (the old result gone), then History: the row opens the workload in the Workloads panels.
+    page.reload()
+    page.wait_for_selector("#al-run")
+    page.get_by_role("tab", name="History").click()
+    page.get_by_role("button", name="Show saved comparisons").click()
+    page.locator(f"#al-history-list tr[data-run='{run_id}'] td").nth(2).click()
+    page.wait_for_selector("#al-plot-suite .js-plotly-plot", timeout=30_000)
+    summary = page.inner_text("#al-suite-results")
+    assert "fox (1 prompt)" in summary and "Overall (2 prompts)" in summary
+    assert page.locator("#al-suite-results #al-texts .al-text-card").count() >= 2
+    assert run_id in page.inner_text("#al-suite-progress")
+
+    # The leaderboard ranks it under its workload, apart from single-prompt comparisons.
+    page.get_by_role("tab", name="Leaderboard").click()
+    page.get_by_role("button", name="Show the leaderboard").click()
+    page.wait_for_selector("#al-board table")
+    assert f"workload {entry.workload}" in page.inner_text("#al-board")

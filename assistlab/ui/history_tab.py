@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,8 +37,13 @@ def saved_note(result: SaveResult) -> str:
 
 
 def save_report(history: History | None, report: dict, request: gr.Request | None) -> str:
-    """Save a finished (or stopped, measured) comparison with the login name; '' when there is no history."""
-    if history is None or not report.get("counted_repetitions"):
+    """Save a finished (or stopped, measured) comparison or workload with the login name; '' when there is no
+    history or nothing was measured."""
+    if report.get("kind") == "suite":
+        measured = ((report.get("suite") or {}).get("overall") or {}).get("prompts")
+    else:
+        measured = report.get("counted_repetitions")
+    if history is None or not measured:
         return ""
     return saved_note(history.save(report, owner=getattr(request, "username", None) or None))
 
@@ -235,11 +241,16 @@ def board_of(history: History):
     return board
 
 
-def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: gr.Blocks) -> None:
-    """List, open (one or two), delete, leaderboard, and the ?run=<id> permalink."""
+def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: gr.Blocks,
+         workloads: tuple[list, Callable[[str, dict], dict]] | None = None) -> None:
+    """List, open (one or two), delete, leaderboard, and the ?run=<id> permalink.
+
+    `workloads` is (the Workloads panels, how a saved workload fills them): a saved workload opens there.
+    """
     folder = page.files.root / "saved"
     folder.mkdir(parents=True, exist_ok=True)
-    side_outputs = [c for side in view.sides for c in side.outputs()]
+    workload_outputs, workload_updates = workloads if workloads is not None else ([], None)
+    side_outputs = [c for side in view.sides for c in side.outputs()] + list(workload_outputs) + [tabs]
 
     listing = listing_of(history)
     def open_chosen(ids: list[str] | None):
@@ -248,9 +259,13 @@ def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: g
             raise gr.Error("Choose one or two saved comparisons to open.", print_exception=False)
         update = {}
         with user_errors():
-            for side, run_id in zip(view.sides, ids):
-                entry, report = history.get(run_id)
-                update.update(_side_updates(side, entry, report, folder))
+            opened = [(run_id, *history.get(run_id)) for run_id in ids]
+        suites = [o for o in opened if o[2].get("kind") == "suite"]
+        if suites and workload_updates is not None:  # a workload opens in its own tab's panels
+            run_id, _entry, report = suites[0]
+            return {**workload_updates(run_id, report), tabs: gr.update(selected="workloads"), view.status: ""}
+        for side, (_run_id, entry, report) in zip(view.sides, opened):
+            update.update(_side_updates(side, entry, report, folder))
         for side in view.sides[len(ids):]:
             update[side.column] = gr.update(visible=False)
         update[view.status] = ""
@@ -277,7 +292,7 @@ def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: g
         except (gr.Error, AssistLabError) as exc:
             message = exc.message if isinstance(exc, gr.Error) else str(exc)
             return {tabs: gr.update(selected="history"), view.status: f'<p class="al-note">{html.escape(message)}</p>'}
-        return {**update, tabs: gr.update(selected="history"), view.chosen: gr.update(value=[check_id(run_id)])}
+        return {tabs: gr.update(selected="history"), **update, view.chosen: gr.update(value=[check_id(run_id)])}
 
     filters = [view.target, view.assistant, view.device, view.page]
     view.refresh.click(listing, filters, [view.listing, view.chosen], **LIGHT)
@@ -295,4 +310,4 @@ def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: g
     view.delete.click(delete_chosen, view.chosen, [view.status, view.chosen, *[s.column for s in view.sides]],
                       **LIGHT).then(listing, filters, [view.listing, view.chosen], **LIGHT)
     view.board_refresh.click(board, [view.board_target, view.board_device], view.board, **LIGHT)
-    demo.load(permalink, None, [tabs, view.chosen, view.status, *side_outputs], **LIGHT)
+    demo.load(permalink, None, [view.chosen, view.status, *side_outputs], **LIGHT)

@@ -117,7 +117,8 @@ def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
             )
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         parts.append(
-            f'<h4>{escape(section.target)} <span class="al-sub">on {escape(section.device_name)}</span></h4>'
+            f'<h4>{escape(section.target)} <span class="al-sub">on {escape(section.device_name)}'
+            + (f" · workload {escape(section.workload)}" if section.workload else "") + "</span></h4>"
             f'<p class="al-note">{escape(section.note)}</p>'
             '<div class="al-wrap"><table class="al-table al-board"><thead><tr>'
             + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr></thead><tbody>" + "".join(rows)
