@@ -162,7 +162,8 @@ class BenchRequest:
             raise InputError("The prompt is empty; type a prompt or pick an example.")
         if len(self.prompt) > LIMITS["prompt_chars"]:
             raise InputError(
-                f"The prompt has {len(self.prompt):,} characters; the limit is {LIMITS['prompt_chars']:,}. Shorten it."
+                f"prompt: the text has {len(self.prompt):,} characters; the limit is {LIMITS['prompt_chars']:,}. "
+                "Shorten it."
             )
         check_encodable("prompt", self.prompt)
         arms = tuple(self.arms)

@@ -141,3 +141,27 @@ def test_converting_a_bundled_model_is_a_named_step_with_a_measured_estimate(mon
     assert "first use" in message and estimate == runner.bundled.lookup("bundled:gemma-3-270m").convert_seconds
     assert runner._loading_step("assistant", "assistant-other") == (
         "Loading the assistant", "Loading the assistant assistant-other...", None)
+
+
+def test_before_any_run_is_timed_the_time_left_is_a_labelled_rough_estimate(events):
+    """A long first run used to show no time left at all; now the first warm-up says roughly how long, as an
+    estimate from the prompt, the tokens, the runs and the models' sizes, until the runs themselves tell."""
+    first_run = next(i for i, e in enumerate(events) if e.kind == "run")
+    before = [e for e in events[:first_run] if e.total]
+    assert before and all(e.eta_s is not None and e.eta_s > 0 and e.eta_rough for e in before)
+    label = _label(panels.event_progress(before[0]))
+    assert "roughly" in label and "an estimate from the prompt length, new tokens, repetitions and the sizes of the models" in label
+    assert not any(e.eta_rough for e in events[first_run:])
+
+
+def test_the_rough_estimate_grows_with_the_prompt_the_tokens_the_runs_and_the_model():
+    from assistlab.results import estimate
+
+    base = dict(device_type="cpu", target_parameters=270_000_000, assistant_parameters=[135_000_000, 0],
+                prompt_tokens=40, new_tokens=64, warmup=1, repeats=5)
+    seconds = estimate.comparison_seconds(**base)
+    # The default CPU comparison took 70 s of timed runs plus warm-up and cost runs (README): within a factor 2.
+    assert 50 < seconds < 200
+    for change in ({"prompt_tokens": 8000}, {"new_tokens": 256}, {"repeats": 20}, {"target_parameters": 10**9}):
+        assert estimate.comparison_seconds(**{**base, **change}) > 1.5 * seconds, change
+    assert estimate.comparison_seconds(**base, max_time_s=10) < seconds

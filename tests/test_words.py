@@ -146,3 +146,24 @@ def test_page_messages_name_the_boxes_by_their_labels():
     assert in_page_words("num_assistant_tokens_schedule must be one of constant; got 'x'.").startswith(
         LABELS["schedule"])
     assert in_page_words("The prompt is empty; type a prompt.") == "The prompt is empty; type a prompt."
+
+
+def test_a_bad_model_or_a_long_prompt_names_its_box_by_the_label_on_the_page():
+    from assistlab.config import LIMITS, BenchRequest
+    from assistlab.engines import catalog
+    from assistlab.engines.transformers.arms import ArmSpec
+    from assistlab.errors import InputError
+    from assistlab.ui.fields import in_page_words
+
+    with pytest.raises(InputError) as bad_target:
+        catalog.canonical_request(BenchRequest(target="not a model!!"))
+    assert in_page_words(str(bad_target.value)).startswith("Target model: 'not a model!!' is not a hub id")
+    with pytest.raises(InputError) as bad_assistant:
+        catalog.canonical_request(BenchRequest(target="org/name", arms=(ArmSpec("assistant", "no good!!"),)))
+    assert in_page_words(str(bad_assistant.value)).startswith("Assistant model: 'no good!!' is not a hub id")
+    with pytest.raises(InputError) as long_prompt:
+        BenchRequest(target="org/name", prompt="x" * 40_000)
+    assert in_page_words(str(long_prompt.value)) == (
+        f"Prompt: the text has 40,000 characters; the limit is {LIMITS['prompt_chars']:,}. Shorten it.")
+    # inside a sentence, a plain word stays a word
+    assert in_page_words("Choose a target model.") == "Choose a target model."

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import CONTINUATION_PROMPT, DEFAULT_PROMPT, FIELD_CHARS, check_encodable
-from ..errors import InputError, ModelLoadError
+from ..errors import AssistLabError, InputError, ModelLoadError
 from .transformers import bundled
 
 MODELS_DIR_ENV = "ASSISTLAB_MODELS_DIR"
@@ -191,13 +191,23 @@ def resolve(text: str) -> ModelRef:
     )
 
 
+def resolve_field(field: str, text: str) -> ModelRef:
+    """`resolve(text)`, with a refusal that starts with the field it came from ('target: ...'), so the page can
+    name the box by its label and the command line its option."""
+    try:
+        return resolve(text)
+    except AssistLabError as exc:
+        raise type(exc)(f"{field}: {exc}") from None
+
+
 def canonical_request(request):
     """`request` (a BenchRequest) with every model reference resolved to its canonical text.
 
-    Raises on the first reference a user may not use, before anything is loaded.
+    Raises on the first reference a user may not use, before anything is loaded; the message starts with the
+    field ('target: ', 'assistant: ').
     """
     arms = tuple(
-        dataclasses.replace(arm, assistant=resolve(arm.assistant).text) if arm.assistant else arm
+        dataclasses.replace(arm, assistant=resolve_field("assistant", arm.assistant).text) if arm.assistant else arm
         for arm in request.arms
     )
-    return dataclasses.replace(request, target=resolve(request.target).text, arms=arms)
+    return dataclasses.replace(request, target=resolve_field("target", request.target).text, arms=arms)

@@ -73,8 +73,66 @@ def _setting(strategy: str, spec: dict, settings: dict | None = None) -> str:
     return clean_text(", ".join(parts) or "transformers defaults", MAX_NAME_CHARS)
 
 
+def is_workload(report: dict) -> bool:
+    """A workload (results.suite): many prompts, with figures per category and overall under report['suite']."""
+    return report.get("kind") == "suite" and isinstance(report.get("suite"), dict)
+
+
+def workload_label(report: dict) -> str | None:
+    """What a workload measured, so like is ranked with like: its name, categories and prompt count; None for a
+    single-prompt comparison."""
+    if not is_workload(report):
+        return None
+    suite = report["suite"]
+    categories = [c.get("category") for c in suite.get("categories") or [] if isinstance(c, dict)]
+    overall = suite.get("overall") if isinstance(suite.get("overall"), dict) else {}
+    count = overall.get("selected") if isinstance(overall.get("selected"), int) else len(suite.get("prompts") or [])
+    text = f"{suite.get('name') or 'workload'} ({', '.join(str(c) for c in categories)}; {count} prompts)"
+    return clean_text(text, MAX_NAME_CHARS)
+
+
+def _workload_arm_rows(report: dict) -> list[dict]:
+    """A workload's rows: each assisted arm's geometric-mean speedup over its prompts, with its t-interval."""
+    kinds = _model_kinds(report)
+    suite = report["suite"]
+    overall = suite.get("overall") if isinstance(suite.get("overall"), dict) else {}
+    by_name = {a.get("arm"): a for a in overall.get("arms") or [] if isinstance(a, dict)}
+    specs = [a for a in ((report.get("request") or {}).get("arms") or []) if isinstance(a, dict)]
+    resolved = {}  # the path each arm took, from the prompts' own reports ('auto' resolves there)
+    for row in suite.get("prompts") or []:
+        for run in (row.get("runs") or []) if isinstance(row, dict) else []:
+            if isinstance(run, dict) and run.get("name") and run.get("strategy"):
+                resolved.setdefault(run["name"], run["strategy"])
+    rows = []
+    for index, name in enumerate(report.get("arms") or [], start=1):
+        spec = specs[index - 1] if index - 1 < len(specs) else {}
+        strategy = clean_text(resolved.get(name) or spec.get("strategy") or "unknown", 32)
+        assistant = spec.get("assistant") if strategy != "prompt-lookup" else None
+        assistant = canonical_model(assistant, kinds.get(assistant) or None) if assistant else None
+        setting = _setting(strategy, spec)
+        label = f"{strategy}: {assistant} ({setting})" if assistant else f"{strategy} ({setting})"
+        entry = by_name.get(name) or {}
+        speed = entry.get("speedup") if isinstance(entry.get("speedup"), dict) else {}
+        n = speed.get("n") if isinstance(speed.get("n"), int) else 0
+        low, high = _number(speed.get("ci_low")), _number(speed.get("ci_high"))
+        interval = low is not None and high is not None
+        rows.append({
+            "arm_index": index, "label": label, "strategy": strategy, "assistant": assistant, "setting": setting,
+            "speedup": _number(speed.get("geomean")),
+            "ci_low": low if interval else None, "ci_high": high if interval else None,
+            "ci_level": _number(speed.get("level")) if interval else None,
+            "ci_kind": "t-interval" if interval else "none", "n": n,
+            "acceptance_rate": _number(entry.get("acceptance_rate")),
+            "outputs_identical": (entry.get("identical") == entry.get("prompts")) if isinstance(
+                entry.get("identical"), int) and entry.get("prompts") else None,
+        })
+    return rows
+
+
 def arm_rows(report: dict) -> list[dict]:
     """One row per assisted arm: canonical label, its speedup over plain with the interval and its level."""
+    if is_workload(report):
+        return _workload_arm_rows(report)
     kinds = _model_kinds(report)
     by_name = {c.get("arm"): c for c in report.get("comparison") or [] if isinstance(c, dict)}
     rows = []
@@ -137,6 +195,12 @@ def summary_columns(report: dict) -> dict:
     if isinstance(plain, dict) and plain.get("new_tokens"):
         new_tokens = plain["new_tokens"][-1]
     status = "stopped" if report.get("status") == "stopped" else "complete"
+    workload = workload_label(report)
+    preview = request.get("prompt") or ""
+    if workload:  # a workload's request has no prompt of its own; its first prompt says what it is about
+        new_tokens = request.get("max_new_tokens")
+        prompts = report["suite"].get("prompts") or []
+        preview = f"Workload {workload}: " + (str(prompts[0].get("prompt") or "") if prompts else "")
     return {
         "status": status,
         "target": canonical_model(target_text, kinds.get(target_text) or None),
@@ -153,7 +217,7 @@ def summary_columns(report: dict) -> dict:
         "outputs_identical": all(identical) if identical else None,
         "assistlab_version": clean_text(env.get("assistlab") or "", 32) or None,
         "transformers_version": clean_text(env.get("transformers") or "", 32) or None,
-        "prompt_preview": clean_text(request.get("prompt") or "", MAX_PREVIEW_CHARS),
+        "prompt_preview": clean_text(preview, MAX_PREVIEW_CHARS),
     }
 
 

@@ -15,7 +15,7 @@ def leaderboard(connect: Connect, *, target: str = "", device: str = "") -> tupl
     """For each target and device, the pairings tried, fastest first, from every saved comparison."""
     query = (
         sa.select(comparisons.c.id, comparisons.c.created_at, comparisons.c.target, comparisons.c.device_name,
-                  arms_table)
+                  comparisons.c.workload, arms_table)
         .join(arms_table, arms_table.c.comparison_seq == comparisons.c.seq)
         .where(arms_table.c.speedup.is_not(None))
         .where(*part_of(comparisons.c.target, target), *part_of(comparisons.c.device_name, device))
@@ -38,12 +38,14 @@ def _is_faster(row) -> bool:
 
 def build_board(rows: list) -> tuple[BoardSection, ...]:
     """Group arm rows (oldest first) by target, device and pairing; rank pairings by their median speedup."""
-    groups: dict[tuple[str, str], dict[tuple, list]] = {}
+    groups: dict[tuple[str, str, str], dict[tuple, list]] = {}
     for r in rows:
         key = (r["strategy"], r["assistant"], r["setting"])
-        groups.setdefault((r["target"], r["device_name"]), {}).setdefault(key, []).append(r)
+        # A workload ranks apart from single prompts and from other workloads ('' sorts single prompts first).
+        workload = r.get("workload") or ""
+        groups.setdefault((r["target"], r["device_name"], workload), {}).setdefault(key, []).append(r)
     sections = []
-    for (target, device), pairings in sorted(groups.items()):
+    for (target, device, workload), pairings in sorted(groups.items()):
         board = []
         for (strategy, assistant, setting), tried in pairings.items():
             latest = tried[-1]
@@ -61,5 +63,5 @@ def build_board(rows: list) -> tuple[BoardSection, ...]:
                 faster=faster,
             ))
         board.sort(key=lambda b: (-b.speedup, -b.comparisons, b.label))
-        sections.append(BoardSection(target, device, tuple(board)))
+        sections.append(BoardSection(target, device, tuple(board), workload or None))
     return tuple(sections)

@@ -15,7 +15,8 @@ MAX_PREVIEW_CHARS = 200
 MAX_PAGE_SIZE = 200
 
 # Interval kinds a verdict may rest on: stats' exact order-statistic one, and the bootstrap of older reports.
-INTERVAL_KINDS = ("order-statistic", "bootstrap")
+# A workload's is the t-interval of its prompts' mean log speedup (results.suite).
+INTERVAL_KINDS = ("order-statistic", "bootstrap", "t-interval")
 ID_PATTERN = re.compile(r"^[0-9a-f]{16}$")
 
 
@@ -67,6 +68,7 @@ class Entry:
     assistlab_version: str | None
     transformers_version: str | None
     prompt_preview: str
+    workload: str | None = None  # what a workload measured (history.derive.workload_label); None: one prompt
 
     def to_dict(self) -> dict:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -112,6 +114,7 @@ class BoardSection:
     target: str
     device_name: str
     rows: tuple[BoardRow, ...]
+    workload: str | None = None  # the workload its rows measured (ranked apart from single prompts); None: prompts
 
     @property
     def beaten(self) -> bool:
@@ -125,5 +128,6 @@ class BoardSection:
         return "No assistant has beaten plain here yet."
 
     def to_dict(self) -> dict:
-        return {"target": self.target, "device_name": self.device_name, "beaten": self.beaten, "note": self.note,
+        return {"target": self.target, "device_name": self.device_name, "workload": self.workload,
+                "beaten": self.beaten, "note": self.note,
                 "rows": [r.to_dict() for r in self.rows]}

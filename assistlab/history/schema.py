@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from .derive import arm_rows
+from .derive import arm_rows, workload_label
 from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS, HistoryError
 
 # The final shape, used by queries. The whole JSON report is kept; the columns beside it (canonical model
@@ -45,6 +45,7 @@ comparisons = sa.Table(
     sa.Column("transformers_version", sa.String(32)),
     sa.Column("prompt_preview", sa.String(MAX_PREVIEW_CHARS)),
     sa.Column("report", sa.Text, nullable=False),
+    sa.Column("workload", sa.String(MAX_NAME_CHARS)),
 )
 
 arms_table = sa.Table(
@@ -131,8 +132,23 @@ def _migration_2(conn: sa.Connection) -> None:
             conn.execute(arms.insert().values(comparison_seq=seq, **arm))
 
 
+def _migration_3(conn: sa.Connection) -> None:
+    """Version 3: workloads are saved too; `workload` says what one measured (NULL for a single prompt), and a
+    workload's arm rows hold its geometric-mean speedups."""
+    conn.execute(sa.text("ALTER TABLE comparisons ADD COLUMN workload VARCHAR(200)"))
+    for seq, text in conn.execute(sa.text("SELECT seq, report FROM comparisons")).all():
+        try:
+            report = json.loads(text)
+        except ValueError:
+            continue
+        label = workload_label(report) if isinstance(report, dict) else None
+        if label:
+            conn.execute(sa.text("UPDATE comparisons SET workload = :w WHERE seq = :s"), {"w": label, "s": seq})
+
+
 # Ordered: (version it brings the database to, what it does). Append; never edit a released step.
-MIGRATIONS: tuple[tuple[int, Callable[[sa.Connection], None]], ...] = ((1, _migration_1), (2, _migration_2))
+MIGRATIONS: tuple[tuple[int, Callable[[sa.Connection], None]], ...] = (
+    (1, _migration_1), (2, _migration_2), (3, _migration_3))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

@@ -18,7 +18,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..errors import InputError
 from . import leaderboard as board
 from . import queries
-from .derive import _report_text, _sanitize_json, arm_rows, canonical_report, clean_text, summary_columns
+from .derive import (
+    _report_text,
+    _sanitize_json,
+    arm_rows,
+    canonical_report,
+    clean_text,
+    summary_columns,
+    workload_label,
+)
 from .records import MAX_OWNER_CHARS, BoardSection, Entry, HistoryError, Page, SaveResult, check_id
 from .schema import arms_table, comparisons, upgrade
 
@@ -201,7 +209,8 @@ class History:
             with engine.begin() as conn:
                 seq = conn.execute(
                     comparisons.insert().values(id=run_id, created_at=created, owner=who or None, report=text,
-                                                **columns).returning(comparisons.c.seq)
+                                                workload=workload_label(report), **columns)
+                    .returning(comparisons.c.seq)
                 ).scalar_one()
                 if arms:
                     conn.execute(arms_table.insert(), [{**a, "comparison_seq": seq} for a in arms])

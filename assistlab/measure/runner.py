@@ -21,7 +21,7 @@ from ..engines.transformers import bundled, generation, hooks, paths
 from ..engines.transformers import models as models_mod
 from ..engines.transformers.models import LoadedModel, ModelStore
 from ..errors import AssistLabError, InputError, ResourceError
-from ..results import explain, stats
+from ..results import estimate, explain, stats
 from ..results import report as report_mod
 from ..results.events import Event
 from ..results.report import ArmInfo, Report, RunRecord
@@ -468,6 +468,10 @@ class Progress:
     pace: Pace = field(default_factory=Pace)
     assisted: tuple[int, ...] = ()  # the assisted arms' indices: each has one drafting-cost run after the timing
 
+    # Before any run is timed: the rough estimate of every run (results.estimate) and when it was made.
+    rough_s: float | None = None
+    rough_at: float = 0.0
+
     def eta(self, probes_left: int | None = None, runs_left: int | None = None) -> float | None:
         """Seconds left for the timed runs not yet done and the drafting-cost runs (unless told, all of each).
 
@@ -477,12 +481,23 @@ class Progress:
         runs = self.total - self.done if runs_left is None else runs_left
         return self.pace.left(runs, probes, self.assisted)
 
+    def rough_left(self) -> float | None:
+        """What is left of the rough estimate (never under a few seconds); None without one."""
+        if self.rough_s is None:
+            return None
+        return max(5.0, self.rough_s - (self.pace.elapsed() - self.rough_at))
+
     def event(self, kind: str, message: str, report: Report | None = None, warmup: bool = False, step: str = "",
               eta_s: float | None = None, round_done: bool = False) -> Event:
-        """An Event with the runs done, the time so far and the time left (the estimate unless `eta_s` is given)."""
+        """An Event with the runs done, the time so far and the time left (the estimate unless `eta_s` is given):
+        from the runs so far, or before any has been timed from the rough estimate, marked as such."""
+        rough = False
+        if eta_s is None:
+            eta_s = self.eta()
+            if eta_s is None and kind != "done" and self.rough_s is not None:
+                eta_s, rough = self.rough_left(), True
         return Event(kind, message, self.done, self.total, report, warmup, step=step,
-                     elapsed_s=self.pace.elapsed(), eta_s=self.eta() if eta_s is None else eta_s,
-                     round_done=round_done)
+                     elapsed_s=self.pace.elapsed(), eta_s=eta_s, round_done=round_done, eta_rough=rough)
 
 
 def run_round(
@@ -652,6 +667,14 @@ def run_benchmark(
     report.stopping = stopping = _stopping_record(request)
     progress = Progress(total=(request.warmup + request.repeats) * len(arms), pace=pace,
                         assisted=tuple(i for i, a in enumerate(arms) if a.info.assisted))
+    progress.rough_s = estimate.comparison_seconds(
+        device.type, described["target"]["parameters"],
+        [described[f"assistant {spec.assistant}"]["parameters"]
+         if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant else 0 for spec in request.arms],
+        report.environment["prompt_tokens"], request.max_new_tokens, request.warmup, request.repeats,
+        request.max_time_s,
+    )
+    progress.rough_at = pace.elapsed()  # until a run is timed, every event's time left comes from this
     monitor = contention.Monitor(device)  # one window per counted timed run; its record is live in the report
     report.environment["contention"] = monitor.record
 

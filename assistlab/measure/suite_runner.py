@@ -131,8 +131,7 @@ def run_suite(
     dtype = models_mod.choose_dtype(bench.dtype, device)
     bench = suite_bench(bench, device.type).resolved(device.type)
     n_items = len(selection.items)
-    for text in [bench.target] + [a.assistant for a in bench.arms if a.assistant]:
-        catalog.resolve(text)
+    catalog.canonical_request(bench)  # refuses a bad reference before loading, naming its field
     messages: list[str] = []
 
     def load(text: str, keep: set):

@@ -31,3 +31,5 @@ class Event:
     # True on the last run of a warm-up round or repetition: every arm has just run once more. The page
     # redraws its charts on these only, so its drawing falls between repetitions.
     round_done: bool = False
+    # True when eta_s is the rough first estimate (results.estimate), made before any run was timed.
+    eta_rough: bool = False

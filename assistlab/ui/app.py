@@ -64,13 +64,15 @@ def build_app(
                         board = history_tab.build_board()
 
         # ---- Register listeners
-        page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs(), pool, history)
+        page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs(), pool, history,
+                    run_buttons=(results.run, sweeps.draft_length, sweeps.lookup_length, suites.run))
         form_mod.wire(form)
         compare_tab.wire(page, results)
         sweep_tab.wire(page, form, sweeps)
         suite_tab.wire(page, suites)
         view = history_tab.HistoryView(**saved, **board)
-        history_tab.wire(page, history, view, tabs, demo)
+        history_tab.wire(page, history, view, tabs, demo, workloads=(
+            suite_tab.saved_outputs(suites), lambda run_id, report: suite_tab.saved_updates(suites, run_id, report)))
         history_page.select(history_tab.listing_of(history), [view.target, view.assistant, view.device, view.page],
                             [view.listing, view.chosen], queue=False, api_visibility="private")
         board_page.select(history_tab.board_of(history), [view.board_target, view.board_device], view.board,
@@ -205,7 +207,8 @@ def build_app(
             """Measure a workload: a Spec-Bench subset (suite='spec-bench', categories 'qa,translation', per_category)
             or your prompts (suite='file', prompts_text = the file's contents, prompts_filename for its format).
             Returns the JSON report (per-category figures under suite) and one sentence per category and overall,
-            then the busy-machine warning when others used the machine during the timed runs. The comparison's
+            then the busy-machine warning when others used the machine during the timed runs. A measured workload
+            is saved to the history (report["saved"] holds its id, for /report and ?run=<id>). The comparison's
             parameters mean what they mean for /compare, with the same defaults (transformers' own for the
             drafting knobs); the suite's own defaults fill new tokens and repetitions.
             """
@@ -219,6 +222,11 @@ def build_app(
                 bench, plan = suite_tab.suite_plan_from_api(values, suite_values, prompts_text, prompts_filename)
                 final = await finish_job(page.start_job(bench, lambda: False, plan), request)
                 report = final.report.to_dict()
+            if report["suite"]["overall"]["prompts"]:
+                result = history.save(report, owner=getattr(request, "username", None) or None)
+                report["saved"] = {"id": result.id, "warning": result.warning}
+            else:
+                report["saved"] = {"id": None, "warning": "Nothing was measured, so nothing was saved."}
             return report, "\n".join(summary_sentences(report))
 
         gr.api(compare_suite, api_name="compare_suite", concurrency_id=GPU_GROUP, concurrency_limit=pool.size)

@@ -129,15 +129,11 @@ def wire(page: Page, results: Results) -> None:
         yield from page.streamed(request.session_hash, results.progress,
                                  lambda: (page.form_request(data), None), render)
 
-    started = results.run.click(
-        arm_run, None, [results.progress, results.download_json, results.download_csv, results.panel], **LIGHT
-    )
-    started.then(
+    page.run_listeners(
+        results.run, arm_run, [results.progress, results.download_json, results.download_csv, results.panel],
         run_stream,
         set(page.inputs),  # a set: gradio passes one {component: value} dict
-        results.outputs(),
-        show_progress_on=[results.progress],
-        **page.heavy,
+        results.outputs(), results.progress,
     )
     # No `cancels=` on Stop: the flag ends the run cleanly and keeps the partial report. A cancel from
     # elsewhere stops the run as well (Page.streamed), and its slot stays taken until the work has stopped.

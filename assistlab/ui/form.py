@@ -21,6 +21,9 @@ from .fields import (
 from .session import LIGHT
 
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
+# What the preset box says once the model boxes hold a pair that is not the chosen preset's.
+CUSTOM = "Custom"
+CUSTOM_NOTE = "Your own pair: the target and assistant boxes no longer match a preset."
 
 
 @dataclass
@@ -80,7 +83,7 @@ def build() -> Form:
     local = _local_folders()
     gr.Markdown("### 1 · Choose")
     preset = gr.Dropdown(
-        [p.label for p in catalog.PRESETS], value=default.label, label="Preset pair",
+        [p.label for p in catalog.PRESETS] + [CUSTOM], value=default.label, label="Preset pair",
         info="Fills in the target and assistant; you can still type any other model below.",
     )
     preset_note = gr.Markdown(default.note, elem_classes="al-env")
@@ -100,8 +103,9 @@ def build() -> Form:
         label="Also compare these assistants (optional)", lines=1, max_lines=4, info=HINTS["extra_assistants"],
         placeholder="e.g. Qwen/Qwen2.5-0.5B-Instruct",
     )
+    # No max_length: the box would cut a longer paste without a word; the request refuses it, naming the box.
     prompt = gr.Textbox(default.prompt, label="Prompt", lines=4, max_lines=14, elem_id="al-prompt",
-                        max_length=LIMITS["prompt_chars"])
+                        info=f"At most {LIMITS['prompt_chars']:,} characters.")
     gr.Examples([[text] for _, text in EXAMPLES], inputs=[prompt], example_labels=[name for name, _ in EXAMPLES],
                 label="Example prompts")
     measure = gr.Radio(MEASURE_CHOICES, value="quick", label="How sure", info=HINTS["measure"], elem_id="al-measure")
@@ -151,8 +155,18 @@ def build() -> Form:
 
 
 
+def matching_preset(chosen: str | None, target: str | None, assistant: str | None) -> str:
+    """The preset the model boxes hold: the chosen one while they still match it, else another that matches
+    them, else CUSTOM."""
+    pair = ((target or "").strip(), (assistant or "").strip())
+    matches = [p.label for p in catalog.PRESETS if (p.target, p.assistant) == pair]
+    if chosen in matches:
+        return chosen
+    return matches[0] if matches else CUSTOM
+
+
 def wire(form: Form) -> None:
-    """The form's own listeners: a preset fills in its pair."""
+    """The form's own listeners: a preset fills in its pair; typing another pair makes the preset Custom."""
     presets = {p.label: p for p in catalog.PRESETS}
 
     starting_prompts = {p.prompt for p in catalog.PRESETS}
@@ -167,3 +181,13 @@ def wire(form: Form) -> None:
 
     form.preset.change(choose_preset, [form.preset, form.prompt],
                        [form.target, form.assistant, form.preset_note, form.prompt], **LIGHT)
+
+    def follow_boxes(chosen: str, target: str, assistant: str):
+        label = matching_preset(chosen, target, assistant)
+        if label == chosen:
+            return gr.update(), gr.update()
+        return label, presets[label].note if label in presets else CUSTOM_NOTE
+
+    # `.input`, not `.change`: only what a person types, not the preset filling the boxes in, can make it Custom.
+    for box in (form.target, form.assistant):
+        box.input(follow_boxes, [form.preset, form.target, form.assistant], [form.preset, form.preset_note], **LIGHT)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import gradio as gr
 from ..errors import AssistLabError
 from ..history import History, SaveResult, canonical_model, check_id, runs_csv
 from ..views import charts
-from ..views.history_html import board_html, entries_html, entry_caption_html
+from ..views.history_html import board_html, chooser_label, entries_html, entry_caption_html
 from ..views.panels import headline_html, numbers_html, ranking_html, sweep_html, texts_html, why_html
 from .session import LIGHT, Page, user_errors
 
@@ -36,8 +37,13 @@ def saved_note(result: SaveResult) -> str:
 
 
 def save_report(history: History | None, report: dict, request: gr.Request | None) -> str:
-    """Save a finished (or stopped, measured) comparison with the login name; '' when there is no history."""
-    if history is None or not report.get("counted_repetitions"):
+    """Save a finished (or stopped, measured) comparison or workload with the login name; '' when there is no
+    history or nothing was measured."""
+    if report.get("kind") == "suite":
+        measured = ((report.get("suite") or {}).get("overall") or {}).get("prompts")
+    else:
+        measured = report.get("counted_repetitions")
+    if history is None or not measured:
         return ""
     return saved_note(history.save(report, owner=getattr(request, "username", None) or None))
 
@@ -97,9 +103,45 @@ class HistoryView:
     board: gr.HTML
 
 
+# A click (or Enter) on a history row asks the page to open that comparison.
+ROW_CLICKS = """
+const pick = (event) => {
+  const row = event.target.closest('tr[data-run]');
+  if (!row || event.target.closest('a')) return;
+  trigger('click', {run: row.dataset.run});
+};
+element.addEventListener('click', pick);
+element.addEventListener('keydown', (event) => { if (event.key === 'Enter') pick(event); });
+"""
+# The share link as the full address the page was opened at, and its copy button.
+FULL_LINK = """
+const full = () => element.querySelectorAll('a.al-permalink').forEach((a) => {
+  const url = new URL(a.getAttribute('href'), window.location.href).href;
+  if (a.textContent !== url) { a.href = url; a.textContent = url; }
+});
+new MutationObserver(full).observe(element, {childList: true, subtree: true, characterData: true});
+full();
+element.addEventListener('click', (event) => {
+  const button = event.target.closest('button.al-copy');
+  if (!button) return;
+  const url = element.querySelector('a.al-permalink').href;
+  const copied = () => { button.textContent = 'Copied'; setTimeout(() => { button.textContent = 'Copy link'; }, 2000); };
+  const fallback = () => {
+    const box = document.createElement('textarea');
+    box.value = url; document.body.appendChild(box); box.select();
+    document.execCommand('copy'); box.remove(); copied();
+  };
+  if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(url).then(copied, fallback);
+  else fallback();
+});
+"""
+# After a comparison opens, bring it into view (it is below the list).
+SCROLL_TO_OPENED = "() => document.querySelector('#al-saved-left')?.scrollIntoView({behavior: 'smooth', block: 'start'})"
+
+
 def _side(name: str) -> Side:
     with gr.Column(visible=False, elem_id=f"al-saved-{name}", min_width=360) as column:
-        caption = gr.HTML()
+        caption = gr.HTML(js_on_load=FULL_LINK, elem_id=f"al-saved-{name}-caption")
         headline = gr.HTML()
         speedup = gr.Plot(show_label=False, elem_id=f"al-saved-{name}-speedup")
         latency = gr.Plot(show_label=False)
@@ -128,7 +170,7 @@ def build_history() -> dict:
                             placeholder="e.g. cpu, H200")
         page = gr.Number(1, label="Page", precision=0, minimum=1, min_width=80)
     refresh = gr.Button("Show saved comparisons", elem_id="al-history-refresh")
-    listing = gr.HTML(elem_id="al-history-list")
+    listing = gr.HTML(elem_id="al-history-list", js_on_load=ROW_CLICKS)
     with gr.Row():
         chosen = gr.Dropdown([], multiselect=True, max_choices=2, label="Comparisons to open (one or two)",
                              allow_custom_value=True, elem_id="al-history-chosen", scale=4)
@@ -183,7 +225,7 @@ def listing_of(history: History):
         with user_errors():
             result = history.list(target=target or "", assistant=assistant or "", device=device or "",
                                   page=int(number or 1), page_size=PAGE_SIZE)
-        choices = [(f"{e.id} · {e.created_at:%Y-%m-%d %H:%M} · {e.target}", e.id) for e in result.entries]
+        choices = [(chooser_label(e), e.id) for e in result.entries]
         return entries_html(result), gr.update(choices=choices)
 
     return listing
@@ -199,11 +241,16 @@ def board_of(history: History):
     return board
 
 
-def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: gr.Blocks) -> None:
-    """List, open (one or two), delete, leaderboard, and the ?run=<id> permalink."""
+def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: gr.Blocks,
+         workloads: tuple[list, Callable[[str, dict], dict]] | None = None) -> None:
+    """List, open (one or two), delete, leaderboard, and the ?run=<id> permalink.
+
+    `workloads` is (the Workloads panels, how a saved workload fills them): a saved workload opens there.
+    """
     folder = page.files.root / "saved"
     folder.mkdir(parents=True, exist_ok=True)
-    side_outputs = [c for side in view.sides for c in side.outputs()]
+    workload_outputs, workload_updates = workloads if workloads is not None else ([], None)
+    side_outputs = [c for side in view.sides for c in side.outputs()] + list(workload_outputs) + [tabs]
 
     listing = listing_of(history)
     def open_chosen(ids: list[str] | None):
@@ -212,9 +259,13 @@ def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: g
             raise gr.Error("Choose one or two saved comparisons to open.", print_exception=False)
         update = {}
         with user_errors():
-            for side, run_id in zip(view.sides, ids):
-                entry, report = history.get(run_id)
-                update.update(_side_updates(side, entry, report, folder))
+            opened = [(run_id, *history.get(run_id)) for run_id in ids]
+        suites = [o for o in opened if o[2].get("kind") == "suite"]
+        if suites and workload_updates is not None:  # a workload opens in its own tab's panels
+            run_id, _entry, report = suites[0]
+            return {**workload_updates(run_id, report), tabs: gr.update(selected="workloads"), view.status: ""}
+        for side, (_run_id, entry, report) in zip(view.sides, opened):
+            update.update(_side_updates(side, entry, report, folder))
         for side in view.sides[len(ids):]:
             update[side.column] = gr.update(visible=False)
         update[view.status] = ""
@@ -241,14 +292,22 @@ def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: g
         except (gr.Error, AssistLabError) as exc:
             message = exc.message if isinstance(exc, gr.Error) else str(exc)
             return {tabs: gr.update(selected="history"), view.status: f'<p class="al-note">{html.escape(message)}</p>'}
-        return {**update, tabs: gr.update(selected="history"), view.chosen: gr.update(value=[check_id(run_id)])}
+        return {tabs: gr.update(selected="history"), **update, view.chosen: gr.update(value=[check_id(run_id)])}
 
     filters = [view.target, view.assistant, view.device, view.page]
     view.refresh.click(listing, filters, [view.listing, view.chosen], **LIGHT)
     for box in filters[:3]:
         box.submit(listing, filters, [view.listing, view.chosen], **LIGHT)
-    view.open.click(open_chosen, view.chosen, [*side_outputs, view.status], **LIGHT)
+    view.open.click(open_chosen, view.chosen, [*side_outputs, view.status], **LIGHT).success(
+        None, None, None, js=SCROLL_TO_OPENED, **LIGHT)
+
+    def open_row(event: gr.EventData):
+        run_id = check_id((getattr(event, "_data", None) or {}).get("run"))
+        return {**open_chosen([run_id]), view.chosen: gr.update(value=[run_id])}
+
+    view.listing.click(open_row, None, [*side_outputs, view.status, view.chosen], **LIGHT).success(
+        None, None, None, js=SCROLL_TO_OPENED, **LIGHT)
     view.delete.click(delete_chosen, view.chosen, [view.status, view.chosen, *[s.column for s in view.sides]],
                       **LIGHT).then(listing, filters, [view.listing, view.chosen], **LIGHT)
     view.board_refresh.click(board, [view.board_target, view.board_device], view.board, **LIGHT)
-    demo.load(permalink, None, [tabs, view.chosen, view.status, *side_outputs], **LIGHT)
+    demo.load(permalink, None, [view.chosen, view.status, *side_outputs], **LIGHT)

@@ -212,6 +212,9 @@ class Page:
     inputs: list  # the form's components, in FORM_FIELDS order
     pool: SlotPool
     history: History | None = None  # where finished comparisons are saved; None saves nothing
+    # Every button that starts a run on this page (Run, the sweep buttons, the workload's Run): all are off
+    # while one of this page's runs is under way, so a second press can neither hide nor drop the first.
+    run_buttons: tuple = ()
 
     @property
     def heavy(self) -> dict:
@@ -288,12 +291,26 @@ class Page:
                 job.stop()  # a no-op when it has finished; else it stops at its next check
 
     def waiting_for_slot(self, session: str, progress: gr.HTML, hidden: tuple) -> dict:
-        """Clear the session's stop flag and say it is queued, hiding what the previous run offered."""
+        """Clear the session's stop flag and say it is queued, hiding what the previous run offered; every run
+        button is switched off until `buttons_back` (listen with `run_listeners`)."""
         self.stops.arm(session)
         return {
             progress: progress_html("Waiting for a free slot...", None),
             **{component: gr.update(visible=False) for component in hidden},
+            **{button: gr.update(interactive=False) for button in self.run_buttons},
         }
+
+    def buttons_back(self) -> dict:
+        """Every run button on again: the run has ended, failed or been stopped."""
+        return {button: gr.update(interactive=True) for button in self.run_buttons}
+
+    def run_listeners(self, button: gr.Button, arm: Callable, arm_outputs: list, stream: Callable, inputs,
+                      outputs: list, progress: gr.HTML) -> None:
+        """Press `button`: `arm` (page only: buttons off, old result hidden), then `stream` on a slot, then the
+        run buttons on again, whether the stream ended, failed or was stopped."""
+        button.click(arm, None, [*arm_outputs, *self.run_buttons], **LIGHT).then(
+            stream, inputs, outputs, show_progress_on=[progress], **self.heavy,
+        ).then(self.buttons_back, None, list(self.run_buttons), **LIGHT)
 
     def request_stop(self, request: gr.Request):
         running = self.stops.is_running(request.session_hash)

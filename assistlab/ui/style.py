@@ -42,6 +42,9 @@ CSS = """
 .al-sub { color: var(--body-text-color-subdued); font-size: .8rem; }
 /* Wide tables scroll inside their own box instead of widening the page. */
 .al-wrap { overflow-x: auto; max-width: 100%; }
+.al-history-row { cursor: pointer; }
+.al-history-row:hover, .al-history-row:focus { background: var(--background-fill-secondary); }
+.al-copy { margin-left: .4em; padding: 1px 8px; border: 1px solid var(--border-color-primary); border-radius: 4px; cursor: pointer; }
 .al-texts { display: grid; grid-template-columns: repeat(auto-fit, minmax(260px, 1fr)); gap: 12px; }
 .al-text-card { border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 10px 12px;
   background: var(--background-fill-primary); min-width: 0; }

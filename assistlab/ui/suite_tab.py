@@ -27,6 +27,7 @@ from ..results.suite import (
 from ..views import charts
 from ..views.panels import progress_html, texts_html
 from .fields import FORM_FIELDS, request_from_form
+from .history_tab import save_report
 from .session import LIGHT, Page, SuitePlan
 
 SOURCE_CHOICES = [("Spec-Bench (bundled)", SPEC_BENCH), ("My prompts (a file)", "file")]
@@ -221,6 +222,36 @@ def _choices(report: SuiteReport) -> list[tuple[str, str]]:
             for r in report.results if r.report is not None and r.report.runs]
 
 
+def saved_outputs(view: SuiteView) -> list:
+    """The Workloads panels a saved workload is opened in (from History or its link)."""
+    return [view.progress, view.panel, view.plot, view.summary, view.table, view.prompts, view.pick, view.texts,
+            view.per_prompt, view.download_json, view.download_csv]
+
+
+def saved_updates(view: SuiteView, run_id: str, data: dict) -> dict:
+    """A saved workload's report dict in the Workloads panels, drawn by the same functions as a fresh one."""
+    rows = [r for r in (data.get("suite") or {}).get("prompts") or [] if r.get("runs")]
+    # Each prompt's texts from its saved runs (plain first), as the texts panel reads a comparison.
+    per_prompt = {r["id"]: {"arms": r["runs"], "comparison": [{"arm": a["arm"], "outputs_identical": a.get("identical")}
+                                                              for a in r.get("arms") or []]} for r in rows}
+    choices = [(f"{r['id']} · {r['category']} · {str(r.get('prompt') or '')[:50]}", r["id"]) for r in rows]
+    first = choices[0][1] if choices else None
+    note = f"Opened the saved workload {run_id} (from the history)."
+    return {
+        view.progress: progress_html(note, 1.0, "done"),
+        view.panel: gr.update(visible=True),
+        view.plot: charts.suite_figure(data),
+        view.summary: summary_html(data),
+        view.table: table_html(data),
+        view.prompts: prompts_html(data),
+        view.per_prompt: per_prompt,
+        view.pick: gr.update(choices=choices, value=first),
+        view.texts: texts_html(per_prompt[first]) if first else "",
+        view.download_json: gr.update(visible=False),
+        view.download_csv: gr.update(visible=False),
+    }
+
+
 def write_files(root: Path, report: SuiteReport) -> tuple[str, str]:
     folder = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
@@ -288,17 +319,13 @@ def wire(page: Page, view: SuiteView) -> None:
                         json_path, csv_path = write_files(page.files.root, report)
                         update[view.download_json] = gr.update(value=json_path, visible=True)
                         update[view.download_csv] = gr.update(value=csv_path, visible=True)
+                        update[view.progress] += save_report(page.history, data_, request)
             return update
 
         yield from page.streamed(request.session_hash, view.progress, prepare, render, redraws)
 
-    view.run.click(arm_run, None, [view.progress, view.download_json, view.download_csv], **LIGHT).then(
-        run_stream,
-        {*page.inputs, *view.settings()},
-        view.outputs(),
-        show_progress_on=[view.progress],
-        **page.heavy,
-    )
+    page.run_listeners(view.run, arm_run, [view.progress, view.download_json, view.download_csv], run_stream,
+                       {*page.inputs, *view.settings()}, view.outputs(), view.progress)
     view.stop.click(page.request_stop, None, view.progress, **LIGHT)
 
     def open_prompt(item_id, per_prompt: dict):

@@ -118,13 +118,8 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
         yield from sweep_stream("prompt_lookup_num_tokens", data, request)
 
     for button, handler in ((view.draft_length, sweep_draft_length), (view.lookup_length, sweep_lookup_length)):
-        button.click(arm_sweep, None, [view.progress, view.download_json, view.apply, view.panel], **LIGHT).then(
-            handler,
-            {*page.inputs, view.values},
-            view.outputs(),
-            show_progress_on=[view.progress],
-            **page.heavy,
-        )
+        page.run_listeners(button, arm_sweep, [view.progress, view.download_json, view.apply, view.panel], handler,
+                           {*page.inputs, view.values}, view.outputs(), view.progress)
     view.stop.click(page.request_stop, None, view.progress, **LIGHT)
     view.apply.click(
         best_setting_updates, view.best,

@@ -62,7 +62,9 @@ def entries_html(page: Page, base: str = "") -> str:
             best, identical, escape(e.prompt_preview),
             f'<a href="{escape(permalink(e.id, base))}" target="_blank" rel="noopener">{escape(e.id)}</a>',
         )
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        # The whole row opens the comparison (the page's listener reads data-run); the id stays a plain link.
+        rows.append(f'<tr class="al-history-row" data-run="{escape(check_id(e.id))}" tabindex="0" '
+                    f'title="Open this comparison">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     first = (page.page - 1) * page.page_size + 1
     caption = f"{first}–{first + len(page.entries) - 1} of {page.total} saved comparisons, newest first"
     return (
@@ -78,10 +80,24 @@ def entry_caption_html(entry: Entry, base: str = "") -> str:
     stopped = " It was stopped before all repetitions finished." if entry.status == "stopped" else ""
     versions = f"AssistLab {escape(entry.assistlab_version or '?')}, transformers {escape(entry.transformers_version or '?')}"
     link = escape(permalink(entry.id, base))
+    # The page turns the link into the full address it was opened at (a server cannot know it behind a proxy);
+    # the button copies it.
     return (
         f'<p class="al-note">Saved {escape(_when(entry.created_at))}{who} on {escape(entry.device_name)} '
-        f'({escape(entry.dtype)}; {versions}).{stopped} Permalink: <a href="{link}">{link}</a></p>'
+        f'({escape(entry.dtype)}; {versions}).{stopped} Link to share: <a class="al-permalink" href="{link}">{link}</a> '
+        f'<button type="button" class="al-copy" title="Copy the link">Copy link</button></p>'
     )
+
+
+def chooser_label(entry: Entry) -> str:
+    """One saved comparison in the chooser, by what tells it apart from the others: when, the pair, the new
+    tokens, its answer and the start of its prompt (plain text: the dropdown shows it as text)."""
+    answer = "no answer" if entry.best_speedup is None else f"{entry.best_arm or 'best'} {entry.best_speedup:.2f}×"
+    tokens = f"{entry.new_tokens} tokens" if entry.new_tokens else "tokens ?"
+    prompt = entry.prompt_preview[:40] + ("…" if len(entry.prompt_preview) > 40 else "")
+    stopped = " (stopped)" if entry.status == "stopped" else ""
+    return (f"{entry.created_at:%m-%d %H:%M} · {entry.target} + {entry.assistants or 'no assistant'} · {tokens} · "
+            f"{answer}{stopped} · “{prompt}” · {entry.id}")
 
 
 def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
@@ -101,7 +117,8 @@ def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
             )
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         parts.append(
-            f'<h4>{escape(section.target)} <span class="al-sub">on {escape(section.device_name)}</span></h4>'
+            f'<h4>{escape(section.target)} <span class="al-sub">on {escape(section.device_name)}'
+            + (f" · workload {escape(section.workload)}" if section.workload else "") + "</span></h4>"
             f'<p class="al-note">{escape(section.note)}</p>'
             '<div class="al-wrap"><table class="al-table al-board"><thead><tr>'
             + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr></thead><tbody>" + "".join(rows)

@@ -12,6 +12,7 @@ import unicodedata
 
 from .. import __version__
 from ..engines.transformers.paths import LOSSY_MARK, LOSSY_TRADE
+from ..results import estimate
 from ..results.events import Event
 from ..results.report import interval_cell, level_words
 from ..results.stats import MIN_LEVEL, spread_is_wide
@@ -139,7 +140,9 @@ def timing_text(event: Event) -> str:
     if event.elapsed_s is not None:
         parts.append(f"{duration(event.elapsed_s)} so far")
     if event.kind != "done":
-        if event.eta_s is not None:
+        if event.eta_s is not None and event.eta_rough:
+            parts.append(f"roughly {duration(event.eta_s)} left ({estimate.BASIS}, until a run has been timed)")
+        elif event.eta_s is not None:
             # Before the run count starts (loading) the estimate covers that step only.
             parts.append(f"about {duration(event.eta_s)} left" + ("" if event.total else " for this step"))
         elif event.elapsed_s is not None:
