@@ -55,7 +55,7 @@ def save_report(data: dict, store: history.History | None = None) -> int:
 
 
 def _speed(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+    return "-" if value is None else f"{value:.2f}×"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:

@@ -6,7 +6,7 @@ import html
 
 import plotly.graph_objects as go
 
-from ..results.report import interval_cell, is_busy, speedup_sentence, verdict
+from ..results.report import interval_cell, is_busy, level_words, speedup_sentence, verdict
 from ..results.stats import spread_is_wide
 
 # Plain is always the calm slate; assisted arms take the colours after it, in report order.
@@ -438,7 +438,7 @@ def suite_figure(report: dict) -> go.Figure:
             ys.append(label)
             lows.append(s["geomean"] - low)
             highs.append(high - s["geomean"])
-            custom.append([low, high, s.get("n", 0), f"{s.get('level', 0.95):.0%}",
+            custom.append([low, high, s.get("n", 0), level_words(s.get("level") or 0.95),
                            arm.get("acceptance_rate") if arm.get("acceptance_rate") is not None else float("nan")])
         if not xs:
             continue

@@ -11,6 +11,7 @@ import re
 from urllib.parse import quote
 
 from ..history import INTERVAL_KINDS, BoardSection, Entry, Page, check_id
+from ..results.report import level_words
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
@@ -38,7 +39,7 @@ def interval_words(kind: str, low: float | None, high: float | None, level: floa
     if low is None or high is None:
         return "–"
     if kind in INTERVAL_KINDS:
-        return f"{(level or 0.95):.1%} interval {low:.2f}–{high:.2f}× (n={n})"
+        return f"{level_words(level or 0.95)} interval {low:.2f}–{high:.2f}× (n={n})"
     return f"range of {n} runs {low:.2f}–{high:.2f}× (too few for an interval)"
 
 
