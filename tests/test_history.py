@@ -648,3 +648,27 @@ def test_a_full_disk_gives_a_warning(tmp_path):
     result = store.save(report)
     assert not result.saved and "full" in result.warning
     assert store.count() == 1
+
+
+def test_the_command_line_says_the_best_and_the_board_as_the_page_does(tmp_path, capsys):
+    import argparse
+
+    from assistlab.cli import history as cli_history
+
+    store = hist.History(f"sqlite:///{tmp_path / hist.DB_FILENAME}", max_entries=None)
+    try:
+        store.save(minimal_report("org/t", (("org/a", 0.72, 0.7, 0.75, "order-statistic", 0.9375),), n=5))
+        listing = argparse.Namespace(history_command=None, json=False, target="", assistant="", device="", page=1,
+                                     limit=20)
+        assert cli_history.run(listing, store) == 0
+        out = capsys.readouterr().out
+        assert "plain (no assistant helped)" in out and "0.72" not in out
+        board = argparse.Namespace(history_command="leaderboard", json=False, target="", device="")
+        assert cli_history.run(board, store) == 0
+        out = capsys.readouterr().out
+        assert "16 new tokens · prompt “hello” · greedy): No assistant has beaten plain here yet." in out
+        lines = [line for line in out.splitlines() if line[:1].isdigit()]
+        assert lines[0].split()[:4] == ["1", "plain", "(no", "assistant)"] and lines[1].startswith("2 ")
+        assert "0.72×, 93.7% interval 0.70–0.75× (n=5)" in lines[1]
+    finally:
+        store.close()
