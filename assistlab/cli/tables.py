@@ -101,6 +101,9 @@ def format_table(data: dict) -> str:
                 f"cost per token in target steps), drafted per step {entry['k']:.3g} -> predicted {entry['predicted_speedup']:.2f}×. "
                 f"{entry['limit']}"
             )
+            if entry.get("probe_busy"):
+                out.append(f"    the drafting cost was measured while the machine was busy ({entry['probe_busy']}), "
+                           "so this prediction may be far off.")
         for missing in entry.get("figures_unavailable") or []:
             out.append(f"    {missing['figure']}: {missing['why']}.")
     if any(entry.get("lossless") is False for entry in data["comparison"]):

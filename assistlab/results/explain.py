@@ -15,6 +15,7 @@ import numpy as np
 
 from ..config import LIMITS
 from . import stats
+from .busy import probe_disturbed
 
 if TYPE_CHECKING:
     from ..engines.transformers.models import LoadedModel
@@ -425,6 +426,9 @@ def explain_arm(
         "limit_kind": None,
         "limit": None,
         "probe_error": probe.get("error"),
+        # Others' use of the machine during the probe: c is a time, so a busy machine makes it, and the
+        # prediction, wrong while the timed runs (watched apart) may be fine.
+        "probe_busy": probe_disturbed(probe.get("contention")),
     }
     if not steps:  # no finished run to explain yet
         return result

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..engines.transformers import paths
 from . import explain, stats
+from .busy import probe_warning
 from .busy import warnings as busy_warnings
 
 SCHEMA = 1
@@ -157,6 +158,7 @@ class Report:
             entry["analysis"] = paths.restrict_analysis(analysis, info.strategy)
             entry.update(paths.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
             entry.update({key: analysis[key] for key in explain.ANALYSIS_KEYS})
+            entry["probe_busy"] = analysis["probe_busy"]
             if runs and plain:
                 first = stats.first_difference(plain[-1].token_ids, runs[-1].token_ids)
                 entry["first_difference"] = first
@@ -180,7 +182,9 @@ class Report:
             "comparison": self.comparison(),
         }
         data["ranking"] = explain.rank_arms(data)
-        data["warnings"] = busy_warnings(self.environment.get("contention"))
+        data["warnings"] = busy_warnings(self.environment.get("contention")) + [
+            probe_warning(entry["arm"], entry["probe_busy"]) for entry in data["comparison"] if entry.get("probe_busy")
+        ]
         if self.sweep is not None:
             data["sweep"] = self.sweep
         return data
