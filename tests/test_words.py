@@ -200,3 +200,13 @@ def test_the_command_line_ranks_plain_too_and_says_the_same_note():
         "(failed).",
         "  " + panels.ranking_note(report["ranking"]),
     ]
+
+
+def test_a_short_run_says_how_many_repetitions_give_an_answer():
+    from assistlab.results import stats
+
+    assert stats.fewest_runs() == 5 and stats.order_statistic_level(4, 1) < stats.MIN_LEVEL
+    assert "5 repetitions are the fewest that give an interval and an answer" in charts.TOO_FEW_TO_TELL
+    # and 5 do: the README's quick look (16 tokens, 5 repetitions) ends in a verdict, not "too few"
+    five = _report(_arm("prompt-lookup (k=10)", "prompt-lookup", 0.72, 0.70, 0.75))
+    assert charts.lead_sentence(five) == charts.NOTHING_HELPED
