@@ -102,8 +102,8 @@ def format_table(data: dict) -> str:
                 f"{entry['limit']}"
             )
             if entry.get("probe_busy"):
-                out.append(f"    the drafting cost was measured while the machine was busy ({entry['probe_busy']}), "
-                           "so this prediction may be far off.")
+                out.append(f"    the drafting cost was measured while the machine was busy, so this prediction may be "
+                           f"far off: {entry['probe_busy']}.")
         for missing in entry.get("figures_unavailable") or []:
             out.append(f"    {missing['figure']}: {missing['why']}.")
     if any(entry.get("lossless") is False for entry in data["comparison"]):

@@ -72,7 +72,7 @@ RANKING_HEAD = ("Rank", "Arm", "Speedup (interval, its level)", "Accepted", "c",
 RANKING_TERMS = {"Speedup (interval, its level)": "speedup", "Accepted": "accepted", "c": "c", "α": "alpha"}
 # Beside a prediction whose drafting cost was measured while others used the machine (explain's probe_busy).
 PROBE_BUSY_NOTE = ("The drafting cost behind this prediction was measured while the machine was busy, so the "
-                   "prediction may be far off; the measured speedup is not affected")
+                   "prediction may be far off (the measured speedup is not affected)")
 PLAIN_ROW_NOTE = "The target model on its own: the baseline every arm is compared with."
 
 
@@ -406,8 +406,8 @@ def why_html(report: dict) -> str:
                     f"(predicted {analysis['best_k_speedup']:.2f}×).</p>")
         disturbed = ""
         if comp.get("probe_busy") and predicted_value is not None:
-            disturbed = (f'<p class="al-sub al-probe-busy" role="note">⚠ {html.escape(PROBE_BUSY_NOTE)} '
-                         f'({html.escape(comp["probe_busy"])}).</p>')
+            disturbed = (f'<p class="al-sub al-probe-busy" role="note">⚠ {html.escape(PROBE_BUSY_NOTE)}: '
+                         f'{html.escape(comp["probe_busy"])}.</p>')
         cards.append(
             f'<div class="al-why-card">{title}<div class="al-why-nums">'
             f'<div><div class="al-big">{measured}</div><div class="al-sub">measured</div></div>'
