@@ -672,3 +672,11 @@ def test_the_command_line_says_the_best_and_the_board_as_the_page_does(tmp_path,
         assert "0.72×, 93.7% interval 0.70–0.75× (n=5)" in lines[1]
     finally:
         store.close()
+
+
+def test_a_level_reads_the_same_on_the_leaderboard_as_on_compare():
+    from assistlab.results.report import interval_phrase
+
+    five = {"median": 1.2, "ci_low": 1.14, "ci_high": 1.25, "n": 5, "level": 0.9375, "interval": "order-statistic"}
+    assert "93.7% sure" in interval_phrase(five)
+    assert history_html.interval_words("order-statistic", 1.14, 1.25, 0.9375, 5) == "93.7% interval 1.14–1.25× (n=5)"
