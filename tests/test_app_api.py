@@ -63,7 +63,8 @@ def test_extra_assistants_are_ranked_with_the_rest(client):
                         max_new_tokens=6)
     assisted = [a["name"] for a in report["arms"][1:]]
     assert assisted == ["universal: assistant-other (transformers defaults)", "assistant: assistant-same (transformers defaults)", "prompt-lookup (k=10)"]
-    assert sorted(row["arm"] for row in report["ranking"]) == sorted(assisted)
+    assert sorted(row["arm"] for row in report["ranking"] if not row["plain"]) == sorted(assisted)
+    assert [row["arm"] for row in report["ranking"] if row["plain"]] == ["plain"]  # plain ranks among them
     speeds = [row["speedup"] for row in report["ranking"]]
     assert speeds == sorted(speeds, reverse=True)
     table = panels.ranking_html(report)
@@ -320,7 +321,7 @@ def test_the_why_panel_puts_prediction_beside_measurement():
     assert "1.30×" in page and "(1.20–1.40×, 93.7%)" in page and "2.00×" in page
     # Each symbol carries its meaning as a hover (panels.term).
     assert ">α</abbr></th><td>0.80</td>" in page and ">c</abbr></th><td>0.10</td>" in page
-    assert ">k</abbr></th><td>5</td>" in page
+    assert ">drafted per step</abbr></th><td>5</td>" in page  # "k" is the draft length in an arm's name
     assert "&lt;it measures 1.30x&gt;" in page and "<it " not in page
     assert "Leviathan et al. 2023" in page
     assert "would favour" not in page  # k=6 is predicted only 0.5% better: not worth a line
@@ -355,10 +356,16 @@ def test_the_ranking_says_whether_the_first_is_ahead():
                 "behind_first": None, **extra}
 
     arms = [{"name": "plain"}, {"name": "a"}, {"name": "b"}, {"name": "c"}]
-    clear = [row("a", 1, clearly_first=True, family_level=1 - 44 / 1024),
-             row("b", 2, behind_first={"ci_low": 1.05}), row("c", 3, behind_first={"ci_low": 1.2})]
-    assert "a is clearly ahead of every other arm (95.7% sure of the 2 run-by-run comparisons together)." in (
-        panels.ranking_html({"arms": arms, "ranking": clear}))
+    plain = {"arm": "plain", "plain": True, "rank": 4, "speedup": 1.0, "behind_first": {"ci_low": 1.3}}
+    clear = [row("a", 1, clearly_first=True, family_level=1 - 66 / 1024),
+             row("b", 2, behind_first={"ci_low": 1.05}), row("c", 3, behind_first={"ci_low": 1.2}), plain]
+    assert ("a is clearly ahead of every other arm, plain included (93.5% sure of all 3 run-by-run comparisons "
+            "together).") in panels.ranking_html({"arms": arms, "ranking": clear})
+    # A report saved before plain was ranked: its comparisons left plain out, and the note says so.
+    legacy = [row("a", 1, clearly_first=True, family_level=1 - 44 / 1024),
+              row("b", 2, behind_first={"ci_low": 1.05}), row("c", 3, behind_first={"ci_low": 1.2})]
+    assert "a is clearly ahead of every other assistant (95.7% sure of all 2 run-by-run comparisons together)." in (
+        panels.ranking_html({"arms": arms, "ranking": legacy}))
     close = [row("a", 1, clearly_first=False, family_level=1 - 44 / 1024),
              row("b", 2, behind_first={"ci_low": 0.97}), row("c", 3, behind_first={"ci_low": 1.2})]
     assert "Ranked by median; a is not clearly ahead of b (95.7% sure" in panels.ranking_html(

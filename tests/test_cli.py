@@ -111,4 +111,5 @@ def test_sweep_and_cost_model_on_the_command_line(models_dir, tmp_path):
     default_k = GenerationConfig._get_default_generation_params()["num_assistant_tokens"]
     assert [p["value"] for p in report["sweep"]["points"]] == [2, 4, default_k]
     assert [p["schedule"] for p in report["sweep"]["points"]] == ["constant", "constant", "heuristic"]
-    assert {r["arm"] for r in report["ranking"]} == {c["arm"] for c in report["comparison"]}
+    assert {r["arm"] for r in report["ranking"] if not r["plain"]} == {c["arm"] for c in report["comparison"]}
+    assert [r["arm"] for r in report["ranking"] if r["plain"]] == ["plain"]

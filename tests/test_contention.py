@@ -187,7 +187,13 @@ def test_a_comparison_records_one_window_per_counted_run(allowed_models, store):
     timed = sum(sum(a["latencies_s"]) for a in data["arms"])
     assert timed <= record["timed_seconds"] <= timed + 0.5  # the window is the timed span plus two /proc reads
     assert record["other_cpu_cores"] is not None
-    assert data["warnings"] == contention.warnings(record)
+    # The untimed drafting-cost run is watched apart: its own warning follows its own window (issue 19).
+    from assistlab.results import busy
+
+    probe_busy = busy.probe_disturbed(data["arms"][1]["probe"].get("contention"))
+    assert data["comparison"][0]["probe_busy"] == probe_busy
+    assert data["warnings"] == contention.warnings(record) + (
+        [busy.probe_warning(data["comparison"][0]["arm"], probe_busy)] if probe_busy else [])
 
 
 def test_the_page_headline_shows_the_warning_beside_the_verdict():
@@ -209,3 +215,47 @@ def test_the_page_headline_shows_the_warning_beside_the_verdict():
     assert "may not hold on an idle one." in html  # the verdict sentence itself says so too
     made["warnings"] = []
     assert "al-warning" not in panels.headline_html(made) and "idle one" not in panels.headline_html(made)
+
+
+def test_a_busy_machine_during_the_drafting_cost_run_is_named_beside_the_prediction(allowed_models, store,
+                                                                                     monkeypatch):
+    """Others get busy only during the untimed probe: the timed runs stay clean, the prediction is flagged."""
+    from assistlab.cli.tables import format_table
+    from assistlab.config import BenchRequest
+    from assistlab.engines.transformers.arms import ArmSpec
+    from assistlab.measure import runner
+    from assistlab.results import explain
+    from assistlab.views import panels
+
+    others = {"busy_s": 0.0}
+
+    def fake_read():  # others' CPU time grows only while a probe runs
+        return CpuReading(time.monotonic(), others["busy_s"], 0.0, 0.0)
+
+    real_monitor, real_probe = contention.Monitor, explain.probe_arm
+
+    def busy_probe(*args, **kwargs):
+        result = real_probe(*args, **kwargs)
+        others["busy_s"] += 50.0  # far above a quarter core over any probe's length
+        return result
+
+    monkeypatch.setattr(runner.contention, "Monitor", lambda device=None: real_monitor(device, read_cpu=fake_read))
+    monkeypatch.setattr(explain, "probe_arm", busy_probe)
+    request = BenchRequest(target="target", arms=(ArmSpec("assistant", "target-copy"),), prompt="the quick brown fox",
+                           max_new_tokens=6, repeats=2, warmup=0, device="cpu")
+    data = runner.run_to_report(request, store).to_dict()
+    assert data["environment"]["contention"]["other_cpu_cores"] == 0.0  # the timed runs were not disturbed
+    assert data["environment"]["probe_contention"]["windows"] == 1
+    probe = data["arms"][1]["probe"]
+    assert probe["contention"]["other_cpu_cores"] > 1.0
+    entry = data["comparison"][0]
+    assert entry["probe_busy"] and "while it was measured" in entry["probe_busy"]
+    assert [w["code"] for w in data["warnings"]] == ["busy-probe"]
+    assert f"drafting cost of {entry['arm']} was measured" in data["warnings"][0]["message"]
+    assert "may be far off" in data["warnings"][0]["message"]
+    assert "may not hold on an idle one" not in report_mod.speedup_sentence(entry)  # the timed verdict stands
+    assert entry["predicted_speedup"] is not None  # a copy of the target drafts every step: c is measured
+    why = panels.why_html(data)  # the sentence stands beside the prediction
+    assert 'class="al-sub al-probe-busy"' in why and "may be far off" in why
+    assert "prediction may be far off" in format_table(data)
+    assert "⚠ The machine was busy while the drafting cost" in panels.headline_html(data)

@@ -228,7 +228,7 @@ def test_a_slow_assistant_is_named():
     assert predicted == pytest.approx(4.0951 / 3)
     assert explain.limit_kind(predicted, 1.3, 0.9, 0.5, 4) == "assistant"
     sentence = explain.limiting_factor(predicted, 1.3, 0.9, 0.5, 4, universal=True)
-    assert sentence.startswith("A slow assistant") and "re-tokenisation" in sentence and "3.00x" in sentence
+    assert sentence.startswith("A slow assistant") and "re-tokenisation" in sentence and "3.00×" in sentence
 
 
 def test_overhead_is_named_with_its_cause():
@@ -237,7 +237,7 @@ def test_overhead_is_named_with_its_cause():
     assert predicted == pytest.approx(4.0951 / 1.08)
     assert explain.limit_kind(predicted, 1.5, 0.9, 0.02, 4) == "overhead"
     sentence = explain.limiting_factor(predicted, 1.5, 0.9, 0.02, 4, verify_cost=2.5)
-    assert sentence.startswith("Overhead") and "1.50x" in sentence and "3.79x" in sentence
+    assert sentence.startswith("Overhead") and "1.50×" in sentence and "3.79×" in sentence
     assert "costs 2.50 plain decode steps" in sentence
     assert "2.50" not in explain.limiting_factor(predicted, 1.5, 0.9, 0.02, 4, verify_cost=1.0)
 
@@ -325,10 +325,12 @@ def test_rank_arms_orders_by_speedup_and_keeps_failures_last():
                        entry("c", None), entry("d", 0.9)],
     }
     ranked = explain.rank_arms(report)
-    assert [r["arm"] for r in ranked] == ["b", "a", "d", "c"]
-    assert [r["rank"] for r in ranked] == [1, 2, 3, None]
+    # Plain ranks among the arms, at 1×: below every arm that beats it, above every arm it beats.
+    assert [r["arm"] for r in ranked] == ["b", "a", "plain", "d", "c"]
+    assert [r["rank"] for r in ranked] == [1, 2, 3, 4, None]
+    assert [r["plain"] for r in ranked] == [False, False, True, False, False] and ranked[2]["speedup"] == 1.0
     assert ranked[1]["c"] == 0.1 and ranked[1]["alpha"] == 0.7 and ranked[0]["c"] is None
-    assert ranked[3]["error"] == "ran out of memory"
+    assert ranked[4]["error"] == "ran out of memory"
     # No runs to pair: the first is not called clearly ahead.
     assert ranked[0]["clearly_first"] is False and ranked[0]["family_level"] is None
 
@@ -350,9 +352,11 @@ def test_rank_arms_says_whether_the_first_is_really_ahead():
         "fast": [0.6 * j for j in reversed(jitter)],
         "mid": [0.8 * j for j in jitter],
     }))
-    assert [r["arm"] for r in ranked] == ["fast", "mid", "slow"]
+    assert [r["arm"] for r in ranked] == ["fast", "mid", "slow", "plain"]
     first = ranked[0]
-    assert first["clearly_first"] is True and first["family_level"] == 1 - 44 / 1024  # two rivals at 97.85%
+    # Three rivals, plain included, each needing >= 1 - 0.05/3: at 10 runs that is the 1st and 10th of the
+    # ratios, 1 - 2/1024 each, so 1 - 6/1024 together.
+    assert first["clearly_first"] is True and first["family_level"] == 1 - 6 / 1024
     assert first["n"] == 10 and first["level"] == 1002 / 1024 and first["interval"] == "order-statistic"
     # Each rival's paired comparison: its latency over the first's, run by run.
     assert ranked[1]["behind_first"]["median"] == pytest.approx(0.8 / 0.6, rel=0.05)
@@ -360,7 +364,7 @@ def test_rank_arms_says_whether_the_first_is_really_ahead():
     # Three runs each: the same order, but too few runs to call the first ahead.
     few = explain.rank_arms(_ranked_report({"slow": [0.9] * 3, "fast": [0.6, 0.61, 0.59], "mid": [0.8] * 3}))
     assert few[0]["arm"] == "fast" and few[0]["clearly_first"] is False
-    assert few[0]["family_level"] == 0.5  # 1 - 2 * (1 - 0.75)
+    assert few[0]["family_level"] == 0.25  # 1 - 3 * (1 - 0.75): two assisted rivals and plain
     assert few[1]["behind_first"]["interval"] == "range"
 
 

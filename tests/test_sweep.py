@@ -106,7 +106,7 @@ def test_summary_says_when_the_winner_is_within_noise():
     ]))
     assert summary["best"]["value"] == 3 and summary["best"]["clear"] is False
     assert summary["best"]["family_level"] == 1002 / 1024  # one rival with runs: its own 97.85%
-    assert "; it is not clearly faster than k=2 (97.8% sure of the 1 run-by-run comparisons together)." in (
+    assert "; it is not clearly faster than k=2 (97.8% sure of the one run-by-run comparison)." in (
         summary["best_text"])
     assert len(summary["points"]) == 3
 

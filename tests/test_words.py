@@ -101,7 +101,7 @@ def test_every_symbol_and_abbreviation_has_plain_words_where_it_appears(report_d
         assert shown in titles and len(titles[shown]) > 40, shown
     assert "What do these words mean?" in numbers and "TTFT" in numbers and "tok/fwd" in numbers
     why = panels.why_html(report_dict)
-    assert {"α", "c", "k"} <= set(_titles(why))
+    assert {"α", "c", "drafted per step"} <= set(_titles(why))  # "k" is the draft length in an arm's name
     for words in ("target forward pass", "bonus token", "α (alpha)"):
         assert f"<dt>{words}</dt>" in why
     ranking = _titles(panels.ranking_html(report_dict))
@@ -167,3 +167,65 @@ def test_a_bad_model_or_a_long_prompt_names_its_box_by_the_label_on_the_page():
         f"Prompt: the text has 40,000 characters; the limit is {LIMITS['prompt_chars']:,}. Shorten it.")
     # inside a sentence, a plain word stays a word
     assert in_page_words("Choose a target model.") == "Choose a target model."
+def _measured(latencies: dict[str, list[float] | None]) -> dict:
+    """A report dict whose speedups come from the runs themselves (stats.speedup), ranked by explain.rank_arms."""
+    from assistlab.results import explain, stats
+
+    plain = [1.0, 1.01, 0.99, 1.02, 0.98]
+    arms = [{"name": "plain", "strategy": "plain", "error": None, "latencies_s": plain}]
+    comparison = []
+    for name, lat in latencies.items():
+        arms.append({"name": name, "strategy": "prompt-lookup", "error": None if lat else "ran out of memory",
+                     "latencies_s": lat or []})
+        comparison.append({"arm": name, "speedup": stats.speedup(plain[:len(lat or [])], lat or [])})
+    report = {"status": "complete", "arms": arms, "comparison": comparison}
+    report["ranking"] = explain.rank_arms(report)
+    return report
+
+
+def test_the_ranking_note_never_puts_an_arm_slower_than_plain_ahead():
+    # The issue's run: plain first, prompt lookup at 0.72×, the other assistant failed.
+    report = _measured({"prompt-lookup (k=10)": [1.39, 1.40, 1.38, 1.41, 1.37], "universal: small": None})
+    assert [row["arm"] for row in report["ranking"]] == ["plain", "prompt-lookup (k=10)", "universal: small"]
+    page = panels.ranking_html(report)
+    note = re.search(r'id="al-ranking-note">(.*?)</p>', page).group(1)
+    assert note == ("Plain generation is clearly the fastest here: no assistant helped (93.7% sure of the one "
+                    "run-by-run comparison).")
+    # A report saved before plain was ranked (assisted rows only) is ranked again, plain included.
+    legacy = {**report, "ranking": [r for r in report["ranking"] if not r["plain"]]}
+    legacy["ranking"][0].update(rank=1, clearly_first=False, family_level=None)
+    assert panels.ranking_html(legacy) == page
+
+
+def test_the_ranking_note_says_plain_is_first_without_claiming_more_than_it_knows():
+    report = _measured({"a": [1.3, 1.2, 1.25, 1.35, 1.28], "b": [1.1, 1.12, 1.08, 1.11, 1.09]})
+    # Two rivals at 5 runs each: 1 - 2 * (1 - 0.9375) = 87.5%, below the 90% a claim needs.
+    assert panels.ranking_note(report["ranking"]) == (
+        "Plain generation ranks first: no assistant's median beat it; too few runs to be sure of the order.")
+    fast = _measured({"a": [0.5, 0.51, 0.49, 0.5, 0.52], "b": [1.1, 1.12, 1.08, 1.11, 1.09]})
+    assert [row["arm"] for row in fast["ranking"]] == ["a", "plain", "b"]
+    assert panels.ranking_note(fast["ranking"]) == "Ranked by median only: too few runs to be sure of this order."
+    one = _measured({"a": [0.5, 0.51, 0.49, 0.5, 0.52], "b": None})  # one rival, plain: the arm's own interval
+    assert panels.ranking_note(one["ranking"]) == (
+        "a is clearly ahead of every other arm, plain included (93.7% sure of the one run-by-run comparison).")
+
+
+def test_the_command_line_ranks_plain_too_and_says_the_same_note():
+    from assistlab.cli.tables import ranking_lines
+
+    report = _measured({"prompt-lookup (k=10)": [1.39, 1.40, 1.38, 1.41, 1.37], "universal: small": None})
+    assert ranking_lines(report) == [
+        "Ranking, fastest first: 1. plain (1×, no assistant), 2. prompt-lookup (k=10) (0.72×), universal: small "
+        "(failed).",
+        "  " + panels.ranking_note(report["ranking"]),
+    ]
+
+
+def test_a_short_run_says_how_many_repetitions_give_an_answer():
+    from assistlab.results import stats
+
+    assert stats.fewest_runs() == 5 and stats.order_statistic_level(4, 1) < stats.MIN_LEVEL
+    assert "5 repetitions are the fewest that give an interval and an answer" in charts.TOO_FEW_TO_TELL
+    # and 5 do: the README's quick look (16 tokens, 5 repetitions) ends in a verdict, not "too few"
+    five = _report(_arm("prompt-lookup (k=10)", "prompt-lookup", 0.72, 0.70, 0.75))
+    assert charts.lead_sentence(five) == charts.NOTHING_HELPED

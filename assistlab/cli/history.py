@@ -8,7 +8,8 @@ import sys
 
 from .. import history
 from ..errors import InputError
-from ..views.history_html import interval_words
+from ..history.derive import PLAIN
+from ..views.history_html import PLAIN_LINE, PLAIN_NOTE, best_words, board_lines, latest_words
 from .tables import format_table
 
 
@@ -55,7 +56,7 @@ def save_report(data: dict, store: history.History | None = None) -> int:
 
 
 def _speed(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+    return "-" if value is None else f"{value:.2f}×"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -90,14 +91,16 @@ def run(args: argparse.Namespace, store: history.History | None = None) -> int:
         if not sections:
             print("Nothing saved yet: run `python -m assistlab bench --save`.")
         for section in sections:
-            print(f"\n{section.target} on {section.device_name}: {section.note}")
+            measured = f" ({section.measured})" if section.measured else ""
+            print(f"\n{section.target} on {section.device_name}{measured}: {section.note}")
             rows = [
-                [str(rank), r.label, _speed(r.speedup), str(r.comparisons),
-                 interval_words(r.latest_kind, r.latest_low, r.latest_high, r.latest_level, r.latest_n),
+                [str(rank), PLAIN_LINE, "1.00×", "-", PLAIN_NOTE, "", ""] if r is None else
+                [str(rank), r.label, _speed(r.speedup), str(r.comparisons), latest_words(r),
                  f"{r.latest_at:%Y-%m-%d}", r.latest_id]
-                for rank, r in enumerate(section.rows, 1)
+                for rank, r in board_lines(section)
             ]
-            print(_table(["rank", "pairing", "speedup", "comparisons", "latest interval", "latest", "id"], rows))
+            print(_table(["rank", "pairing", "median speedup", "comparisons", "latest comparison (speedup, interval)",
+                          "latest", "id"], rows))
         return 0
     page = store.list(target=args.target, assistant=args.assistant, device=args.device, page=args.page,
                       page_size=args.limit)
@@ -111,7 +114,7 @@ def run(args: argparse.Namespace, store: history.History | None = None) -> int:
         return 0
     rows = [
         [e.id, f"{e.created_at:%Y-%m-%d %H:%M}", e.owner or "-", e.status, e.target, e.assistants or "-",
-         e.device_name, _speed(e.best_speedup)]
+         e.device_name, best_words(e) if e.best_arm == PLAIN else _speed(e.best_speedup)]
         for e in page.entries
     ]
     print(_table(["id", "saved (UTC)", "who", "status", "target", "assistants", "device", "best"], rows))

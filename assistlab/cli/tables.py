@@ -39,6 +39,23 @@ def settings_phrase(settings: dict) -> str:
     return ", ".join(parts)
 
 
+def ranking_lines(data: dict) -> list[str]:
+    """With two or more assisted arms, the page's ranking: every arm, plain among them, and the same note."""
+    from ..views.panels import ranked_rows, ranking_note
+
+    rows = ranked_rows(data)
+    if sum(1 for row in rows if not row.get("plain")) < 2:
+        return []
+    def said(row: dict) -> str:
+        if row.get("rank") is None:
+            return f"{row['arm']} ({'failed' if row.get('error') else 'no run'})"
+        speed = "1×, no assistant" if row.get("plain") else f"{row['speedup']:.2f}×"
+        return f"{row['rank']}. {row['arm']} ({speed})"
+
+    order = ", ".join(said(row) for row in rows)
+    return [f"Ranking, fastest first: {order}.", f"  {ranking_note(rows)}"]
+
+
 def format_table(data: dict) -> str:
     """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
     # Imported here: the report brings numpy, which --help, presets and history do not need.
@@ -81,13 +98,17 @@ def format_table(data: dict) -> str:
         if entry.get("predicted_speedup") is not None:
             out.append(
                 f"    why: alpha {entry['alpha']:.2f} (acceptance per drafted token), c {entry['c']:.2f} (drafting "
-                f"cost per token in target steps), k {entry['k']:.3g} -> predicted {entry['predicted_speedup']:.2f}×. "
+                f"cost per token in target steps), drafted per step {entry['k']:.3g} -> predicted {entry['predicted_speedup']:.2f}×. "
                 f"{entry['limit']}"
             )
+            if entry.get("probe_busy"):
+                out.append(f"    the drafting cost was measured while the machine was busy, so this prediction may be "
+                           f"far off: {entry['probe_busy']}.")
         for missing in entry.get("figures_unavailable") or []:
             out.append(f"    {missing['figure']}: {missing['why']}.")
     if any(entry.get("lossless") is False for entry in data["comparison"]):
         out.append(LOSSY_TRADE)
+    out += ranking_lines(data)
     for arm in data["arms"]:
         if arm.get("choice"):
             out.append(f"  {arm['name']}: {arm['choice']}")

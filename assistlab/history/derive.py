@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import hashlib
 import io
 import json
 import math
@@ -17,6 +18,7 @@ from .records import MAX_NAME_CHARS, MAX_PREVIEW_CHARS
 # The largest report one comparison may store (issue 10, as the limits in records); only _report_text reads it.
 MAX_REPORT_BYTES = 8_000_000
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._@:/+-]")
+PLAIN = "plain"  # best_arm when no assistant beat plain generation
 
 
 def clean_text(value: object, limit: int) -> str:
@@ -186,6 +188,8 @@ def summary_columns(report: dict) -> dict:
     arms = arm_rows(report)
     measured = [a for a in arms if a["speedup"] is not None]
     best = max(measured, key=lambda a: a["speedup"], default=None)
+    if best is not None and best["speedup"] <= 1.0:  # nothing beat plain: the best of this comparison is plain
+        best = {"label": PLAIN, "speedup": 1.0}
     identical = [a["outputs_identical"] for a in arms if a["outputs_identical"] is not None]
     target_text = request.get("target") or ""
     strategies = sorted({a["strategy"] for a in arms})
@@ -218,7 +222,15 @@ def summary_columns(report: dict) -> dict:
         "assistlab_version": clean_text(env.get("assistlab") or "", 32) or None,
         "transformers_version": clean_text(env.get("transformers") or "", 32) or None,
         "prompt_preview": clean_text(preview, MAX_PREVIEW_CHARS),
+        "prompt_hash": prompt_hash(request.get("prompt")),
+        "do_sample": bool(request.get("do_sample")),
+        "workload": workload,
     }
+
+
+def prompt_hash(prompt: object) -> str:
+    """Which prompt was measured, as 16 hex digits of its SHA-256: the leaderboard ranks like with like."""
+    return hashlib.sha256(str(prompt or "").encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _report_text(report: dict) -> tuple[str, str | None]:

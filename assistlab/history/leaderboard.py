@@ -1,4 +1,5 @@
-"""The leaderboard: per target and device, the pairings tried, ranked by their median speedup over plain."""
+"""The leaderboard: per target, device and what was measured, the pairings tried, ranked by their median speedup
+over plain, with plain on the board as the line to beat."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from .queries import Connect, part_of
 from .records import INTERVAL_KINDS, BoardRow, BoardSection
 from .schema import arms_table, comparisons
 
+# What a comparison measured, beside its target and device: a median mixes only comparisons alike in all of it.
+MEASURED = ("new_tokens", "workload", "prompt_hash", "do_sample", "status")
+
 
 def leaderboard(connect: Connect, *, target: str = "", device: str = "") -> tuple[BoardSection, ...]:
-    """For each target and device, the pairings tried, fastest first, from every saved comparison."""
+    """For each target, device and measured setting, the pairings tried, fastest first, from every saved comparison."""
     query = (
         sa.select(comparisons.c.id, comparisons.c.created_at, comparisons.c.target, comparisons.c.device_name,
-                  comparisons.c.workload, arms_table)
+                  comparisons.c.new_tokens, comparisons.c.workload, comparisons.c.prompt_hash,
+                  comparisons.c.do_sample, comparisons.c.status, comparisons.c.prompt_preview, arms_table)
         .join(arms_table, arms_table.c.comparison_seq == comparisons.c.seq)
         .where(arms_table.c.speedup.is_not(None))
         .where(*part_of(comparisons.c.target, target), *part_of(comparisons.c.device_name, device))
@@ -36,17 +41,25 @@ def _is_faster(row) -> bool:
     return has_interval(row) and row["ci_low"] > 1.0
 
 
+def _measured(row) -> tuple:
+    """The part of a row's group key that says what was measured; rows from before it was recorded read None."""
+    values = ["" if row.get(name) is None else row.get(name) for name in MEASURED]
+    if values[1]:  # a workload is its own measure: its prompts are its name's
+        values[2] = ""
+    return tuple(values)
+
+
 def build_board(rows: list) -> tuple[BoardSection, ...]:
-    """Group arm rows (oldest first) by target, device and pairing; rank pairings by their median speedup."""
-    groups: dict[tuple[str, str, str], dict[tuple, list]] = {}
+    """Group arm rows (oldest first) by target, device, what was measured and pairing; rank pairings by their
+    median speedup within each group, so no median mixes different token counts, prompts, sampling or stopped runs."""
+    groups: dict[tuple, dict[tuple, list]] = {}
     for r in rows:
         key = (r["strategy"], r["assistant"], r["setting"])
-        # A workload ranks apart from single prompts and from other workloads ('' sorts single prompts first).
-        workload = r.get("workload") or ""
-        groups.setdefault((r["target"], r["device_name"], workload), {}).setdefault(key, []).append(r)
+        groups.setdefault((r["target"], r["device_name"], *_measured(r)), {}).setdefault(key, []).append(r)
     sections = []
-    for (target, device, workload), pairings in sorted(groups.items()):
-        board = []
+    for (target, device, new_tokens, workload, _prompt, sampling, status), pairings in sorted(
+            groups.items(), key=lambda item: tuple(str(v) for v in item[0])):
+        board, newest = [], None
         for (strategy, assistant, setting), tried in pairings.items():
             latest = tried[-1]
             speedups = sorted(t["speedup"] for t in tried)
@@ -59,9 +72,16 @@ def build_board(rows: list) -> tuple[BoardSection, ...]:
             board.append(BoardRow(
                 label=latest["label"], strategy=strategy, assistant=assistant, setting=setting, speedup=median,
                 comparisons=len(tried), latest_low=latest["ci_low"], latest_high=latest["ci_high"],
-                latest_level=latest["ci_level"], latest_kind=latest["ci_kind"] or "none", latest_n=latest["n"], latest_at=created, latest_id=latest["id"],
-                faster=faster,
+                latest_level=latest["ci_level"], latest_kind=latest["ci_kind"] or "none", latest_n=latest["n"],
+                latest_at=created, latest_id=latest["id"], faster=faster, latest_speedup=latest["speedup"],
             ))
+            if newest is None or created >= newest[0]:
+                newest = (created, latest)
         board.sort(key=lambda b: (-b.speedup, -b.comparisons, b.label))
-        sections.append(BoardSection(target, device, tuple(board), workload or None))
+        last = newest[1] if newest else {}
+        sections.append(BoardSection(
+            target, device, tuple(board), new_tokens=new_tokens or None, workload=workload or None,
+            prompt_preview=None if workload else last.get("prompt_preview"),
+            sampling=bool(sampling) if sampling != "" else None, stopped=status == "stopped",
+        ))
     return tuple(sections)

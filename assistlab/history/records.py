@@ -102,6 +102,7 @@ class BoardRow:
     latest_at: datetime
     latest_id: str
     faster: int  # comparisons whose interval lies wholly above 1x
+    latest_speedup: float | None = None  # the latest comparison's own median, which its interval is around
 
     def to_dict(self) -> dict:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -109,25 +110,61 @@ class BoardRow:
         return data
 
 
+def _comparisons(n: int) -> str:
+    return "its one comparison" if n == 1 else f"the median of its {n} comparisons"
+
+
 @dataclass(frozen=True)
 class BoardSection:
+    """One target on one device, measured one way (new tokens, prompt or workload, sampling, finished or stopped)."""
+
     target: str
     device_name: str
-    rows: tuple[BoardRow, ...]
-    workload: str | None = None  # the workload its rows measured (ranked apart from single prompts); None: prompts
+    rows: tuple[BoardRow, ...]  # the pairings, fastest first; plain, at 1×, is the line they are ranked against
+    new_tokens: int | None = None
+    workload: str | None = None
+    prompt_preview: str | None = None
+    sampling: bool | None = None
+    stopped: bool = False
 
     @property
     def beaten(self) -> bool:
-        return any(r.faster for r in self.rows)
+        """Some pairing beat plain: one of its comparisons clearly (an interval above 1×), and its median too."""
+        return any(r.faster and r.speedup > 1.0 for r in self.rows)
+
+    @property
+    def measured(self) -> str:
+        """What these comparisons measured, in words: '16 new tokens · prompt "hello" · greedy'."""
+        parts = [f"{self.new_tokens} new tokens"] if self.new_tokens else []
+        if self.workload:
+            parts.append(f"workload {self.workload}")
+        elif self.prompt_preview is not None:
+            preview = self.prompt_preview if len(self.prompt_preview) <= 60 else self.prompt_preview[:59] + "…"
+            parts.append(f"prompt “{preview}”")
+        if self.sampling is not None:
+            parts.append("sampling" if self.sampling else "greedy")
+        if self.stopped:
+            parts.append("stopped before every repetition ran")
+        return " · ".join(parts)
 
     @property
     def note(self) -> str:
-        if self.beaten:
-            best = self.rows[0]
-            return f"{best.label} is the fastest pairing measured here ({best.speedup:.2f}×)."
+        winners = [r for r in self.rows if r.faster and r.speedup > 1.0]
+        if winners:
+            best = self.rows[0]  # its median is above 1× too: winners' are, and it is the highest
+            how = f"{best.speedup:.2f}×, {_comparisons(best.comparisons)}"
+            note = f"{best.label} is the fastest pairing measured here ({how})"
+            if winners[0] is not best:
+                return f"{note}; {winners[0].label} has clearly beaten plain, it has not yet."
+            return note + "."
+        once = sum(r.faster for r in self.rows)
+        if once:
+            return (f"No assistant has beaten plain here: {once} comparison{'s' if once != 1 else ''} did, but no "
+                    f"pairing's median is above 1×.")
         return "No assistant has beaten plain here yet."
 
     def to_dict(self) -> dict:
-        return {"target": self.target, "device_name": self.device_name, "workload": self.workload,
-                "beaten": self.beaten, "note": self.note,
+        return {"target": self.target, "device_name": self.device_name, "new_tokens": self.new_tokens,
+                "workload": self.workload, "prompt_preview": self.prompt_preview, "sampling": self.sampling,
+                "stopped": self.stopped, "measured": self.measured, "beaten": self.beaten, "note": self.note,
                 "rows": [r.to_dict() for r in self.rows]}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from .derive import arm_rows, workload_label
+from .derive import arm_rows, summary_columns
 from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS, HistoryError
 
 # The final shape, used by queries. The whole JSON report is kept; the columns beside it (canonical model
@@ -45,6 +45,8 @@ comparisons = sa.Table(
     sa.Column("transformers_version", sa.String(32)),
     sa.Column("prompt_preview", sa.String(MAX_PREVIEW_CHARS)),
     sa.Column("report", sa.Text, nullable=False),
+    sa.Column("prompt_hash", sa.String(64)),
+    sa.Column("do_sample", sa.Boolean),
     sa.Column("workload", sa.String(MAX_NAME_CHARS)),
 )
 
@@ -133,22 +135,32 @@ def _migration_2(conn: sa.Connection) -> None:
 
 
 def _migration_3(conn: sa.Connection) -> None:
-    """Version 3: workloads are saved too; `workload` says what one measured (NULL for a single prompt), and a
-    workload's arm rows hold its geometric-mean speedups."""
-    conn.execute(sa.text("ALTER TABLE comparisons ADD COLUMN workload VARCHAR(200)"))
-    for seq, text in conn.execute(sa.text("SELECT seq, report FROM comparisons")).all():
+    """Version 3: what each comparison measured (prompt, sampling, workload), so the leaderboard ranks like with
+    like; and the best of a comparison in which nothing beat plain is plain. Both recomputed from the reports."""
+    for column, kind in (("prompt_hash", "VARCHAR(64)"), ("do_sample", "BOOLEAN"), ("workload", "VARCHAR(200)")):
+        conn.execute(sa.text(f"ALTER TABLE comparisons ADD COLUMN {column} {kind}"))
+    md = sa.MetaData()
+    table = sa.Table(
+        "comparisons", md, sa.Column("seq", sa.Integer, primary_key=True), sa.Column("prompt_hash", sa.String(64)),
+        sa.Column("do_sample", sa.Boolean), sa.Column("workload", sa.String(200)), sa.Column("best_arm", sa.String(200)),
+        sa.Column("best_speedup", sa.Float),
+    )
+    rows = conn.execute(sa.text("SELECT seq, report FROM comparisons")).all()
+    for seq, text in rows:
         try:
             report = json.loads(text)
         except ValueError:
             continue
-        label = workload_label(report) if isinstance(report, dict) else None
-        if label:
-            conn.execute(sa.text("UPDATE comparisons SET workload = :w WHERE seq = :s"), {"w": label, "s": seq})
+        columns = summary_columns(report)
+        conn.execute(table.update().where(table.c.seq == seq).values(
+            **{name: columns[name] for name in ("prompt_hash", "do_sample", "workload", "best_arm", "best_speedup")}
+        ))
 
 
 # Ordered: (version it brings the database to, what it does). Append; never edit a released step.
 MIGRATIONS: tuple[tuple[int, Callable[[sa.Connection], None]], ...] = (
-    (1, _migration_1), (2, _migration_2), (3, _migration_3))
+    (1, _migration_1), (2, _migration_2), (3, _migration_3),
+)
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

@@ -25,7 +25,6 @@ from .derive import (
     canonical_report,
     clean_text,
     summary_columns,
-    workload_label,
 )
 from .records import MAX_OWNER_CHARS, BoardSection, Entry, HistoryError, Page, SaveResult, check_id
 from .schema import arms_table, comparisons, upgrade
@@ -208,8 +207,7 @@ class History:
             engine = self._ready()
             with engine.begin() as conn:
                 seq = conn.execute(
-                    comparisons.insert().values(id=run_id, created_at=created, owner=who or None, report=text,
-                                                workload=workload_label(report), **columns)
+                    comparisons.insert().values(id=run_id, created_at=created, owner=who or None, report=text, **columns)
                     .returning(comparisons.c.seq)
                 ).scalar_one()
                 if arms:

@@ -246,6 +246,10 @@ class Monitor:
         self.windows.append(Window(wall, others, steal, *gpu))
         self._update()
 
+    def window_record(self, window: Window) -> dict:
+        """One window summarised as environment.contention is: what others used during that call alone."""
+        return summarize([window], self.cpu_count, self.gpu.status if self.gpu else None)
+
     def _update(self) -> None:
         self.record.clear()
         self.record.update(summarize(self.windows, self.cpu_count, self.gpu.status if self.gpu else None))

@@ -720,20 +720,31 @@ def run_benchmark(
             break
     monitor.close()
 
-    # The cost model: one untimed, instrumented run per assisted arm, after every timed run.
+    # The cost model: one untimed, instrumented run per assisted arm, after every timed run. Each is watched
+    # like a timed run (one window around it): its drafting time is the prediction's c, so others' work
+    # during it would make the prediction wrong without touching the measured speedup.
     probing = [(index, arm) for index, arm in enumerate(arms) if arm.info.assisted and not arm.info.error]
-    for count, (index, arm) in enumerate(probing, start=1):
-        if not should_stop():
-            step = f"Measuring the drafting cost, {count} of {len(probing)}: {arm.info.name} (untimed)"
-            left = progress.eta(len(probing) - count + 1, runs_left=0)
-            yield progress.event("status", f"{step}...", report, step=step, eta_s=left)
-            if request.do_sample:
-                torch.manual_seed(request.seed)
-            kwargs, criterion = stoppable(arm.kwargs, should_stop)
-            probe = explain.probe_arm(target, inputs, kwargs, arm.configure, clock)
-            if criterion.fired:
-                break  # a probe cut short would describe a shorter run; keep none
-            report.probes[index] = probe
+    watch = contention.Monitor(device)
+    report.environment["probe_contention"] = watch.record
+    try:
+        for count, (index, arm) in enumerate(probing, start=1):
+            if not should_stop():
+                step = f"Measuring the drafting cost, {count} of {len(probing)}: {arm.info.name} (untimed)"
+                left = progress.eta(len(probing) - count + 1, runs_left=0)
+                yield progress.event("status", f"{step}...", report, step=step, eta_s=left)
+                if request.do_sample:
+                    torch.manual_seed(request.seed)
+                kwargs, criterion = stoppable(arm.kwargs, should_stop)
+                seen = len(watch.windows)
+                with watch.window():
+                    probe = explain.probe_arm(target, inputs, kwargs, arm.configure, clock)
+                if criterion.fired:
+                    break  # a probe cut short would describe a shorter run; keep none
+                if len(watch.windows) > seen:  # no window when the machine cannot be read
+                    probe["contention"] = watch.window_record(watch.windows[-1])
+                report.probes[index] = probe
+    finally:
+        watch.close()
     if should_stop():
         # Every repetition the rule asked for was measured; only the untimed cost-model runs were cut.
         report.status = "stopped"

@@ -16,7 +16,7 @@ from ..engines.transformers.models import ModelStore
 from ..engines.transformers.paths import LOSSY_MARK, NON_ADAPTIVE_STRATEGIES
 from ..errors import InputError
 from ..results import explain, stats
-from ..results.report import Report, interval_phrase, level_words
+from ..results.report import Report, comparisons_words, interval_phrase, level_words
 from .runner import Clock, Event, run_benchmark
 
 PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight")
@@ -167,16 +167,16 @@ def summarize_sweep(report: dict, param: str = "num_assistant_tokens") -> dict:
     if not rivals:
         text += "."
     elif versus["clear"]:
-        text += (f", clearly ahead of every other setting ({level_words(family)} sure of all "
-                 f"{len(rivals)} run-by-run comparisons together).")
+        text += (f", clearly ahead of every other setting ({level_words(family)} sure of "
+                 f"{comparisons_words(len(rivals))}).")
     elif family is None or family < stats.MIN_LEVEL:
         runs = min((c["n"] for c in versus["comparisons"]), default=0)
         text += (f"; {'one run' if runs <= 1 else f'{runs} runs'} of each setting {'is' if runs <= 1 else 'are'} "
                  "too few to tell the settings apart.")
     else:
         close = [p["label"] for (p, _), c in zip(rivals, versus["comparisons"]) if not c["ci_low"] > 1.0]
-        text += (f"; it is not clearly faster than {', '.join(close)} ({level_words(family)} sure of the "
-                 f"{len(rivals)} run-by-run comparisons together).")
+        text += (f"; it is not clearly faster than {', '.join(close)} ({level_words(family)} sure of "
+                 f"{comparisons_words(len(rivals))}).")
     summary["best"] = {"arm": best["arm"], "label": best["label"], "value": best["value"],
                        "schedule": best["schedule"], "speedup": s, "clear": versus["clear"],
                        "family_level": family,

@@ -11,8 +11,13 @@ CPU_BUSY_CORES = 0.25
 GPU_BUSY_PERCENT = 10.0
 
 
-def warnings(contention: dict | None) -> list[dict]:
-    """[{"code": "busy-machine", "message": ...}] when others used a meaningful share of the CPU or the GPU."""
+PROBE_BUSY = "busy-probe"
+WHILE_TIMED = "while the runs were timed"
+WHILE_PROBED = "while it was measured"
+
+
+def reasons(contention: dict | None, during: str = WHILE_TIMED) -> list[str]:
+    """What others used, one phrase per resource at or above its threshold; [] on an idle machine."""
     if not contention:
         return []
     found = []
@@ -20,24 +25,47 @@ def warnings(contention: dict | None) -> list[dict]:
     if cores is not None and cores >= CPU_BUSY_CORES:
         found.append(
             f"other processes used {cores:.2f} CPU cores on average ({contention['other_cpu_percent']:.0f}% of "
-            f"this machine's {contention['cpu_count']}) while the runs were timed"
+            f"this machine's {contention['cpu_count']}) {during}"
         )
     gpu = contention.get("gpu") or {}
     theirs = gpu.get("others_utilization_percent")
     if theirs is not None and theirs >= GPU_BUSY_PERCENT:
-        found.append(f"other processes kept the GPU busy {theirs:.0f}% of the time while the runs were timed")
+        found.append(f"other processes kept the GPU busy {theirs:.0f}% of the time {during}")
     elif theirs is None and gpu.get("other_processes"):
         found.append(
-            f"{gpu['other_processes']} other process(es) used the GPU while the runs were timed (how much could "
-            f"not be measured)"
+            f"{gpu['other_processes']} other process(es) used the GPU {during} (how much could not be measured)"
         )
+    return found
+
+
+def probe_disturbed(contention: dict | None) -> str | None:
+    """Why an arm's untimed drafting-cost run (explain.probe_arm) was disturbed, or None when it was not."""
+    found = reasons(contention, WHILE_PROBED)
+    return "; ".join(found) if found else None
+
+
+def probe_warning(arm: str, why: str) -> dict:
+    """The warning entry for a prediction that rests on a drafting cost measured on a busy machine."""
+    return {
+        "code": PROBE_BUSY,
+        "message": (
+            f"The machine was busy while the drafting cost of {arm} was measured (the untimed run after the timed "
+            f"ones): {why}. Its predicted speedup rests on that measurement and may be far off; the measured "
+            f"speedup is not affected."
+        ),
+    }
+
+
+def warnings(contention: dict | None) -> list[dict]:
+    """[{"code": "busy-machine", "message": ...}] when others used a meaningful share of the CPU or the GPU."""
+    found = reasons(contention)
     if not found:
         return []
-    reasons = "; ".join(found)
+    why = "; ".join(found)
     return [{
         "code": "busy-machine",
         "message": (
-            f"The machine was busy: {reasons}. Timings take longer and vary more than on an idle machine, so the "
+            f"The machine was busy: {why}. Timings take longer and vary more than on an idle machine, so the "
             f"result may not hold there; close other programs and run again to be sure."
         ),
     }]

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..config import LIMITS
 from . import stats
+from .busy import probe_disturbed
 
 if TYPE_CHECKING:
     from ..engines.transformers.models import LoadedModel
@@ -294,7 +295,7 @@ def limiting_factor(
         retok = ", re-tokenisation included," if universal else ""
         return (
             f"A slow assistant limits this pair: drafting one token{retok} costs {c:.2f} of a target forward "
-            f"pass, so drafting {k:.3g} tokens makes each step {k * c + 1:.2f}x as long as a plain one."
+            f"pass, so drafting {k:.3g} tokens makes each step {k * c + 1:.2f}× as long as a plain one."
         )
     why = (
         f"; the gap is mostly verification: checking {k + 1:.3g} tokens costs {verify_cost:.2f} plain decode "
@@ -303,7 +304,7 @@ def limiting_factor(
         else "; the gap is time the model does not count (cache handling, work between steps)"
     )
     return (
-        f"Overhead limits this pair: it measures {measured:.2f}x against the {predicted:.2f}x the ideal cost "
+        f"Overhead limits this pair: it measures {measured:.2f}× against the {predicted:.2f}× the ideal cost "
         f"model (verification as cheap as one plain step) predicts{why}."
     )
 
@@ -425,6 +426,9 @@ def explain_arm(
         "limit_kind": None,
         "limit": None,
         "probe_error": probe.get("error"),
+        # Others' use of the machine during the probe: c is a time, so a busy machine makes it, and the
+        # prediction, wrong while the timed runs (watched apart) may be fine.
+        "probe_busy": probe_disturbed(probe.get("contention")),
     }
     if not steps:  # no finished run to explain yet
         return result
@@ -469,23 +473,53 @@ def paired_arms(report: dict) -> list[tuple[dict, dict]]:
 
 
 def rank_arms(report: dict) -> list[dict]:
-    """Assisted arms from a report dict, fastest first (by median speedup), with acceptance and cost beside.
+    """Every arm from a report dict, plain among them, fastest first (by median speedup over plain).
 
-    Arms with no speedup (failed, or no runs yet) come last, in their original order. The order of the
-    medians is not a claim; whether the first is really ahead is: the first row's `clearly_first` is
-    stats.compare_with_best of its runs against every other ranked arm's, paired by repetition (position in
-    `latencies_s`), Bonferroni over the rivals, with the joint level in `family_level`; each other ranked
-    row's `behind_first` is its run-by-run comparison (ratio of its latency to the first's).
+    Plain's row (`plain: True`) stands at 1×, the line to beat; an assisted arm ties with it at exactly 1× and
+    comes after it, so an arm is ranked above plain only when its median beats 1×. Arms with no speedup
+    (failed, or no runs yet) come last, in their original order. The order of the medians is not a claim;
+    whether the first is really ahead is: the first row's `clearly_first` is stats.compare_with_best of its
+    runs against every other ranked arm's, plain included, paired by repetition (position in `latencies_s`),
+    Bonferroni over the rivals, with the joint level in `family_level`; each other ranked row's
+    `behind_first` is its run-by-run comparison (ratio of its latency to the first's).
     A lossy arm (ensemble verification, sampling) ranks by its speed too, but its row says `lossless: false` and
     its name carries the lossy mark the runner gives it, so it never stands above a lossless arm unmarked.
     """
+    arms = report.get("arms") or []
     rows = []
+    if arms:
+        plain = arms[0]
+        rows.append(
+            {
+                "arm": plain.get("name", "plain"),
+                "strategy": "plain",
+                "plain": True,
+                "speedup": 1.0,
+                "ci_low": None,
+                "ci_high": None,
+                "level": None,
+                "n": len(plain.get("latencies_s") or []),
+                "interval": None,
+                "acceptance_rate": None,
+                "tokens_per_forward": 1.0,
+                **{key: None for key in ANALYSIS_KEYS},
+                "outputs_identical": True,
+                "lossless": True,
+                "lossy_reason": None,
+                "error": plain.get("error"),
+                "clearly_first": None,
+                "family_level": None,
+                "behind_first": None,
+                "_latencies": plain.get("latencies_s") or [],
+            }
+        )
     for entry, arm in paired_arms(report):
         speed = entry.get("speedup") or {}
         rows.append(
             {
                 "arm": entry["arm"],
                 "strategy": arm.get("strategy"),
+                "plain": False,
                 "speedup": speed.get("median"),
                 "ci_low": speed.get("ci_low"),
                 "ci_high": speed.get("ci_high"),
@@ -505,7 +539,8 @@ def rank_arms(report: dict) -> list[dict]:
                 "_latencies": arm.get("latencies_s") or [],
             }
         )
-    ordered = sorted(rows, key=lambda r: (r["speedup"] is None, -(r["speedup"] or 0.0)))
+    # Ties with plain go to plain: an assistant that saves nothing does not stand above the line it did not beat.
+    ordered = sorted(rows, key=lambda r: (r["speedup"] is None, -(r["speedup"] or 0.0), not r["plain"]))
     for rank, row in enumerate(ordered, start=1):
         row["rank"] = rank if row["speedup"] is not None else None
     ranked = [row for row in ordered if row["rank"] is not None]

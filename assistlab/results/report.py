@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..engines.transformers import paths
 from . import explain, stats
+from .busy import probe_warning
 from .busy import warnings as busy_warnings
 
 SCHEMA = 1
@@ -157,6 +158,7 @@ class Report:
             entry["analysis"] = paths.restrict_analysis(analysis, info.strategy)
             entry.update(paths.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
             entry.update({key: analysis[key] for key in explain.ANALYSIS_KEYS})
+            entry["probe_busy"] = analysis["probe_busy"]
             if runs and plain:
                 first = stats.first_difference(plain[-1].token_ids, runs[-1].token_ids)
                 entry["first_difference"] = first
@@ -180,7 +182,9 @@ class Report:
             "comparison": self.comparison(),
         }
         data["ranking"] = explain.rank_arms(data)
-        data["warnings"] = busy_warnings(self.environment.get("contention"))
+        data["warnings"] = busy_warnings(self.environment.get("contention")) + [
+            probe_warning(entry["arm"], entry["probe_busy"]) for entry in data["comparison"] if entry.get("probe_busy")
+        ]
         if self.sweep is not None:
             data["sweep"] = self.sweep
         return data
@@ -251,6 +255,11 @@ def level_words(level: float) -> str:
     return f"{tenths // 10}%" if tenths % 10 == 0 else f"{tenths / 10:.1f}%"
 
 
+def comparisons_words(count: int) -> str:
+    """'the one run-by-run comparison' or 'all 3 run-by-run comparisons together', after 'n% sure of'."""
+    return "the one run-by-run comparison" if count == 1 else f"all {count} run-by-run comparisons together"
+
+
 def verdict(speedup: dict) -> str:
     """'faster', 'slower', 'unclear' (the interval contains 1×) or 'too few' (no interval of 90% or more).
 
@@ -276,6 +285,18 @@ def interval_phrase(speedup: dict) -> str:
     if level is None:  # a report from before levels were recorded
         return f"{low:.2f}–{high:.2f}× over {n} runs, at a level not recorded"
     return f"range of {n} runs {low:.2f}–{high:.2f}×: too few to be sure"
+
+
+def time_ratio(speedup: float) -> str:
+    """A speedup below 1× as the time it costs: 0.54 -> '1.85×' (plain time × this is the assisted time)."""
+    return f"{1.0 / speedup:.2f}×"
+
+
+def slower_phrase(speedup: dict) -> str:
+    """A slower verdict's interval in times as long as plain: '94.5% sure it takes between 1.72× and 1.89× as
+    long', so a slowdown is never worded as a speedup below 1×."""
+    low, high = speedup["ci_low"], speedup["ci_high"]
+    return f"{level_words(speedup['level'])} sure it takes between {time_ratio(high)} and {time_ratio(low)} as long"
 
 
 def interval_cell(speedup: dict) -> str:
@@ -307,8 +328,9 @@ def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) ->
     """One comparison entry in words; the CLI and the page both say a result this way.
 
     e.g. 'assistant: x (k=5) was 1.17× faster (95.8% sure the speedup lies between 1.12× and 1.21×); 83% of
-    drafted tokens accepted; outputs identical.' A result whose interval contains 1× is called no clear
-    difference, and one with too few runs for a 90% interval is neither faster nor slower.
+    drafted tokens accepted; outputs identical.' A slower one is said in time: 'was slower: it took 1.85× as
+    long as plain (94.5% sure it takes between 1.72× and 1.89× as long)'. A result whose interval contains 1×
+    is called no clear difference, and one with too few runs for a 90% interval is neither faster nor slower.
     """
     name, s = entry["arm"], entry.get("speedup") or {}
     median = s.get("median")
@@ -319,7 +341,7 @@ def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) ->
     if kind == "faster":
         parts = [f"{name} was {median:.2f}× faster ({interval})"]
     elif kind == "slower":
-        parts = [f"{name} was slower, {median:.2f}× as fast as plain ({interval})"]
+        parts = [f"{name} was slower: it took {time_ratio(median)} as long as plain ({slower_phrase(s)})"]
     elif kind == "unclear":
         parts = [f"{name} was {median:.2f}×, no clear difference from plain ({interval}, which contains 1×)"]
     else:

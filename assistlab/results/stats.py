@@ -58,6 +58,11 @@ def order_statistic_level(n: int, j: int) -> float:
     return 1.0 - 2.0 * tail / 2**n
 
 
+def fewest_runs(level: float = MIN_LEVEL) -> int:
+    """The fewest runs whose widest interval, [min, max], reaches `level`: 5 for 90% (93.75%)."""
+    return next(n for n in range(1, 64) if order_statistic_level(n, 1) >= level)
+
+
 def median_interval(values: Sequence[float], aim: float = TARGET_LEVEL) -> dict:
     """The median with the narrowest order-statistic interval whose true level is at least `aim`.
 

@@ -21,7 +21,7 @@ import numpy as np
 from ..config import LIMITS, _as_int, _choice
 from ..errors import InputError
 from .busy import warnings as busy_warnings
-from .report import Report
+from .report import Report, level_words
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "spec_bench"  # assistlab/data/spec_bench
 SPEC_BENCH = "spec-bench"
@@ -526,7 +526,7 @@ def aggregate(rows: list[dict], arm_names: list[str]) -> dict:
 def _interval_text(s: dict) -> str:
     if s["ci_low"] is None:
         return "one prompt, so no interval" if s["n"] == 1 else "no interval"
-    return f"{s['level']:.0%} interval {s['ci_low']:.2f}–{s['ci_high']:.2f}×"
+    return f"{level_words(s['level'])} interval {s['ci_low']:.2f}–{s['ci_high']:.2f}×"
 
 
 def best_sentence(label: str, entry: dict) -> str:

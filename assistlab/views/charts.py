@@ -6,8 +6,8 @@ import html
 
 import plotly.graph_objects as go
 
-from ..results.report import interval_cell, is_busy, speedup_sentence, verdict
-from ..results.stats import spread_is_wide
+from ..results.report import interval_cell, is_busy, level_words, speedup_sentence, verdict
+from ..results.stats import fewest_runs, spread_is_wide
 
 # Plain is always the calm slate; assisted arms take the colours after it, in report order.
 PALETTE = ("#64748b", "#4f46e5", "#0d9488", "#d97706", "#db2777", "#2563eb", "#65a30d", "#9333ea", "#dc2626")
@@ -349,7 +349,8 @@ NONE_CLEARLY_FASTER = (
 )
 TOO_FEW_TO_TELL = (
     "Too few repetitions to tell yet whether an assistant saves time over plain generation: each speedup below "
-    "is the range of a few runs, too few to be sure; more repetitions give an interval."
+    f"is the range of a few runs, too few to be sure; {fewest_runs()} repetitions are the fewest that give an "
+    "interval and an answer."
 )
 
 
@@ -438,7 +439,7 @@ def suite_figure(report: dict) -> go.Figure:
             ys.append(label)
             lows.append(s["geomean"] - low)
             highs.append(high - s["geomean"])
-            custom.append([low, high, s.get("n", 0), f"{s.get('level', 0.95):.0%}",
+            custom.append([low, high, s.get("n", 0), level_words(s.get("level") or 0.95),
                            arm.get("acceptance_rate") if arm.get("acceptance_rate") is not None else float("nan")])
         if not xs:
             continue

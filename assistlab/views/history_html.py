@@ -10,7 +10,9 @@ import html
 import re
 from urllib.parse import quote
 
-from ..history import INTERVAL_KINDS, BoardSection, Entry, Page, check_id
+from ..history import INTERVAL_KINDS, BoardRow, BoardSection, Entry, Page, check_id
+from ..history.derive import PLAIN
+from ..results.report import level_words
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
@@ -38,8 +40,16 @@ def interval_words(kind: str, low: float | None, high: float | None, level: floa
     if low is None or high is None:
         return "–"
     if kind in INTERVAL_KINDS:
-        return f"{(level or 0.95):.1%} interval {low:.2f}–{high:.2f}× (n={n})"
+        return f"{level_words(level or 0.95)} interval {low:.2f}–{high:.2f}× (n={n})"
     return f"range of {n} runs {low:.2f}–{high:.2f}× (too few for an interval)"
+
+
+def best_words(entry: Entry) -> str:
+    """A comparison's best as History says it: 'plain (no assistant helped)' when nothing beat plain, else
+    '1.17× <pairing>' (the page sets the pairing apart itself)."""
+    if entry.best_arm == PLAIN:
+        return "plain (no assistant helped)"
+    return _speed(entry.best_speedup) + (f" {entry.best_arm}" if entry.best_arm else "")
 
 
 def _when(entry_time) -> str:
@@ -55,7 +65,8 @@ def entries_html(page: Page, base: str = "") -> str:
     for e in page.entries:
         identical = {True: "yes", False: "no", None: "–"}[e.outputs_identical]
         status = "" if e.status == "complete" else ' <span class="al-sub">(stopped)</span>'
-        best = _speed(e.best_speedup) + (f' <span class="al-sub">{escape(e.best_arm)}</span>' if e.best_arm else "")
+        best = escape(best_words(e)) if e.best_arm == PLAIN else (
+            _speed(e.best_speedup) + (f' <span class="al-sub">{escape(e.best_arm)}</span>' if e.best_arm else ""))
         cells = (
             escape(_when(e.created_at)) + status, escape(e.owner or "–"), escape(e.target), escape(e.assistants or "–"),
             escape(e.device_name) + f' <span class="al-sub">{escape(e.dtype)}</span>', escape(e.new_tokens or "–"),
@@ -98,35 +109,60 @@ def chooser_label(entry: Entry) -> str:
     stopped = " (stopped)" if entry.status == "stopped" else ""
     return (f"{entry.created_at:%m-%d %H:%M} · {entry.target} + {entry.assistants or 'no assistant'} · {tokens} · "
             f"{answer}{stopped} · “{prompt}” · {entry.id}")
+PLAIN_LINE = "plain (no assistant)"
+PLAIN_NOTE = "the line to beat"
+
+
+def board_lines(section: BoardSection) -> list[tuple[int, BoardRow | None]]:
+    """(rank, row) fastest first with plain (row None) in its place at 1×: after every pairing whose median beats
+    it, before the rest, so a pairing slower than plain never ranks above it."""
+    ahead = [r for r in section.rows if r.speedup > 1.0]
+    behind = [r for r in section.rows if r.speedup <= 1.0]
+    return list(enumerate([*ahead, None, *behind], 1))
+
+
+def latest_words(row: BoardRow) -> str:
+    """The latest comparison's own speedup beside its own interval: '1.20×, 93.7% interval 1.14–1.25× (n=5)'."""
+    interval = interval_words(row.latest_kind, row.latest_low, row.latest_high, row.latest_level, row.latest_n)
+    speed = _speed(row.latest_speedup)
+    return speed if interval == "–" else f"{speed}, {interval}"
 
 
 def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
-    """The leaderboard: per target and device, pairings ranked by their median speedup over saved comparisons."""
+    """The leaderboard: per target, device and what was measured, pairings ranked by their median speedup over
+    plain, plain among them at 1×."""
     if not sections:
         return '<p class="al-note">Nothing saved yet: finished comparisons appear here.</p>'
-    head = ("Rank", "Pairing", "Speedup", "Comparisons", "Latest interval", "Latest", "")
+    head = ("Rank", "Pairing", "Median speedup", "Comparisons", "Latest comparison: its speedup and interval",
+            "Latest", "")
     parts = []
     for section in sections:
         rows = []
-        for rank, row in enumerate(section.rows, 1):
-            latest = interval_words(row.latest_kind, row.latest_low, row.latest_high, row.latest_level, row.latest_n)
+        for rank, row in board_lines(section):
+            if row is None:
+                cells = (str(rank), escape(PLAIN_LINE), "1.00×", "–", escape(PLAIN_NOTE), "", "")
+                rows.append('<tr class="al-plain-row">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+                continue
             cells = (
-                str(rank), escape(row.label), f"{row.speedup:.2f}×", str(row.comparisons), escape(latest),
+                str(rank), escape(row.label), f"{row.speedup:.2f}×", str(row.comparisons), escape(latest_words(row)),
                 escape(_when(row.latest_at)),
                 f'<a href="{escape(permalink(row.latest_id, base))}" target="_blank" rel="noopener">open</a>',
             )
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        measured = f'<p class="al-sub al-measured">{escape(section.measured)}</p>' if section.measured else ""
         parts.append(
             f'<h4>{escape(section.target)} <span class="al-sub">on {escape(section.device_name)}'
-            + (f" · workload {escape(section.workload)}" if section.workload else "") + "</span></h4>"
+            + (f" · workload {escape(section.workload)}" if section.workload else "") + f"</span></h4>{measured}"
             f'<p class="al-note">{escape(section.note)}</p>'
             '<div class="al-wrap"><table class="al-table al-board"><thead><tr>'
             + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr></thead><tbody>" + "".join(rows)
             + "</tbody></table></div>"
         )
     parts.append(
-        '<p class="al-sub">Speedup: the median, over the comparisons that tried a pairing, of each one\'s median '
-        "speedup over plain. The interval is the latest comparison's own, at its true level; a pairing has beaten "
-        "plain where some comparison's interval lies wholly above 1×.</p>"
+        '<p class="al-sub">Each table holds comparisons that measured the same thing (target, device, new tokens, '
+        "prompt or workload, sampling, finished or stopped). Median speedup: the median, over the comparisons that "
+        "tried a pairing, of each one's median speedup over plain; plain is 1×, the line to beat. The latest "
+        "comparison's own speedup stands beside its own interval, at its true level; a pairing has beaten plain "
+        "where some comparison's interval lies wholly above 1× and its median is above 1× too.</p>"
     )
     return "".join(parts)

@@ -14,7 +14,8 @@ from .. import __version__
 from ..engines.transformers.paths import LOSSY_MARK, LOSSY_TRADE
 from ..results import estimate
 from ..results.events import Event
-from ..results.report import interval_cell, level_words
+from ..results.explain import rank_arms
+from ..results.report import comparisons_words, interval_cell, level_words
 from ..results.stats import MIN_LEVEL, spread_is_wide
 from . import charts
 
@@ -29,7 +30,10 @@ GLOSSARY = {
               "guess."),
     "c": ("c", "how long drafting one token takes, counted in target forward passes: 0.1 is a tenth of one step "
           "of the target."),
-    "k": ("k", "how many tokens are drafted before the target checks them (the draft length)."),
+    "k": ("k", "in an arm's name (k=10), the most tokens it may draft before the target checks them (the draft "
+          "length)."),
+    "drafted": ("drafted per step", "how many tokens were drafted, on average, before each check by the target; "
+                "at most the k in the arm's name, fewer when drafting stopped early."),
     "forward": ("target forward pass", "one step of the big target model: in plain generation it writes one "
                 "token; with an assistant it checks a whole draft at once."),
     "bonus": ("bonus token", "when the target checks a draft it also writes one token of its own after the ones "
@@ -41,7 +45,7 @@ GLOSSARY = {
     "per_pass": ("tokens per pass (tok/fwd)", "new tokens per target forward pass: plain writes 1, and every "
                  "drafted token the target keeps adds to it."),
 }
-WHY_TERMS = ("alpha", "c", "k", "forward", "bonus", "speedup")
+WHY_TERMS = ("alpha", "c", "drafted", "k", "forward", "bonus", "speedup")
 NUMBER_TERMS = ("plain", "iqr", "ttft", "speedup", "accepted", "per_pass")
 
 # Token origins, as explain.token_origins names them, and how the page explains each.
@@ -51,13 +55,15 @@ ORIGIN_LABELS = {
     "target": "written by the target itself at a verification step (a correction or the bonus token)",
 }
 
+# (shown name, glossary term, the comparison entry's key, format, meaning). The mean drafted per step is the
+# cost model's k, but "k" in an arm's name is its draft length, so the panel names the mean in words.
 WHY_ROWS = (
-    ("α", "alpha", ".2f", "chance the target keeps each drafted token it checks"),
-    ("c", "c", ".2f", "time to draft one token, in target forward passes"),
-    ("k", "k", ".3g", "tokens drafted before each check (mean)"),
+    ("α", "alpha", "alpha", ".2f", "chance the target keeps each drafted token it checks"),
+    ("c", "c", "c", ".2f", "time to draft one token, in target forward passes"),
+    ("drafted per step", "drafted", "k", ".3g", "tokens drafted before each check, on average"),
 )
 WHY_FOOTNOTE = (
-    "Predicted speedup = (1 − α<sup>k+1</sup>) / ((1 − α)(k·c + 1)): the tokens a verification step is expected "
+    "Predicted speedup = (1 − α<sup>k+1</sup>) / ((1 − α)(k·c + 1)), with k the tokens drafted per step: the tokens a verification step is expected "
     "to yield over what the step costs in target forward passes, from "
     '<a href="https://arxiv.org/abs/2211.17192" target="_blank" rel="noopener">Leviathan et al. 2023</a>. '
     "α counts only the drafted tokens the target judged (up to the first rejection), so it is higher than the "
@@ -65,6 +71,9 @@ WHY_FOOTNOTE = (
 )
 RANKING_HEAD = ("Rank", "Arm", "Speedup (interval, its level)", "Accepted", "c", "α", "Predicted", "What limits it")
 RANKING_TERMS = {"Speedup (interval, its level)": "speedup", "Accepted": "accepted", "c": "c", "α": "alpha"}
+# Beside a prediction whose drafting cost was measured while others used the machine (explain's probe_busy).
+PROBE_BUSY_NOTE = ("The drafting cost behind this prediction was measured while the machine was busy, so the "
+                   "prediction may be far off (the measured speedup is not affected)")
 PLAIN_ROW_NOTE = "The target model on its own: the baseline every arm is compared with."
 
 
@@ -380,8 +389,8 @@ def why_html(report: dict) -> str:
         measured = _speed_cell(s.get("median"), s)
         predicted = _fmt(comp.get("predicted_speedup"), ".2f", "×")
         rows = "".join(
-            f"<tr><th>{term(key, symbol)}</th><td>{_fmt(comp.get(key), pattern)}</td><td>{meaning}</td></tr>"
-            for symbol, key, pattern, meaning in WHY_ROWS
+            f"<tr><th>{term(word, symbol)}</th><td>{_fmt(comp.get(key), pattern)}</td><td>{meaning}</td></tr>"
+            for symbol, word, key, pattern, meaning in WHY_ROWS
         )
         if comp.get("limit"):
             limit = html.escape(comp["limit"])
@@ -398,11 +407,15 @@ def why_html(report: dict) -> str:
                 and analysis.get("best_k_speedup", 0) >= 1.05 * predicted_value):
             hint = (f'<p class="al-sub">For this α and c the model would favour k = {best_k} '
                     f"(predicted {analysis['best_k_speedup']:.2f}×).</p>")
+        disturbed = ""
+        if comp.get("probe_busy") and predicted_value is not None:
+            disturbed = (f'<p class="al-sub al-probe-busy" role="note">⚠ {html.escape(PROBE_BUSY_NOTE)}: '
+                         f'{html.escape(comp["probe_busy"])}.</p>')
         cards.append(
             f'<div class="al-why-card">{title}<div class="al-why-nums">'
             f'<div><div class="al-big">{measured}</div><div class="al-sub">measured</div></div>'
             f'<div><div class="al-big">{predicted}</div><div class="al-sub">predicted by the cost model</div></div>'
-            f'</div><table class="al-kv">{rows}</table><p class="al-limit">{limit}</p>{hint}</div>'
+            f'</div>{disturbed}<table class="al-kv">{rows}</table><p class="al-limit">{limit}</p>{hint}</div>'
         )
     if not cards:
         return ""
@@ -412,11 +425,10 @@ def why_html(report: dict) -> str:
     )
 
 
-def _ranked_with_plain(rows: list[dict]) -> list[dict]:
-    """The ranking rows with plain in its place: after every arm whose median beats 1×, before the rest.
-
-    Ranks are renumbered for the page, so an arm slower than plain is never rank 1.
-    """
+def _legacy_with_plain(rows: list[dict]) -> list[dict]:
+    """Rows from before plain was ranked (assisted arms only) with plain in its place: after every arm whose
+    median beats 1×, before the rest; ranks renumbered, so an arm slower than plain is never rank 1. Their
+    run-by-run comparisons left plain out, so the first's `clearly_first` is kept only as `over_assistants`."""
     ahead = [r for r in rows if r.get("speedup") is not None and r["speedup"] > 1.0]
     rest = [r for r in rows if not (r.get("speedup") is not None and r["speedup"] > 1.0)]
     ordered = [*ahead, {"arm": "plain", "plain": True, "speedup": 1.0}, *rest]
@@ -424,33 +436,69 @@ def _ranked_with_plain(rows: list[dict]) -> list[dict]:
     for row in ordered:
         if row.get("speedup") is not None:
             rank += 1
-        shown.append({**row, "rank": rank if row.get("speedup") is not None else None})
+        legacy = {"over_assistants": row.get("clearly_first"), "clearly_first": None}
+        shown.append({**row, **legacy, "rank": rank if row.get("speedup") is not None else None})
     return shown
 
 
-def _ranking_note(rows: list[dict]) -> str:
-    """Whether the first-ranked arm is really ahead, from rank_arms' run-by-run comparisons (Bonferroni)."""
+def ranked_rows(report: dict) -> list[dict]:
+    """The ranking with plain among the arms: the report's own (explain.rank_arms), recomputed for a report
+    saved before plain was ranked, or, when that cannot be, the old rows with plain put in its place."""
+    rows = report.get("ranking") or []
+    if any(row.get("plain") for row in rows):
+        return rows
+    try:
+        return rank_arms(report)
+    except (KeyError, TypeError, ValueError):  # a partial report dict: rank what it holds
+        return _legacy_with_plain(rows)
+
+
+def _behind(first: dict, row: dict) -> float:
+    """The low end of `row`'s run-by-run comparison with the first (above 1: clearly behind); for plain in an old
+    report, which has none, the first arm's own interval over plain."""
+    if row.get("behind_first"):
+        return row["behind_first"].get("ci_low") or 0.0
+    if row.get("plain") and first.get("interval") in ("order-statistic", "bootstrap"):
+        return first.get("ci_low") or 0.0
+    return 0.0
+
+
+def ranking_note(rows: list[dict]) -> str:
+    """Whether the first-ranked arm, plain included, is really ahead, from rank_arms' run-by-run comparisons
+    (Bonferroni over every other ranked arm). Never calls an arm slower than plain ahead of anything."""
     ranked = [r for r in rows if r.get("rank") is not None]
     if len(ranked) < 2:
         return ""
     first, rest, family = ranked[0], ranked[1:], ranked[0].get("family_level")
-    together = f"{level_words(family)} sure of the {len(rest)} run-by-run comparisons together" if family else ""
+    together = f"{level_words(family)} sure of {comparisons_words(len(rest))}" if family else ""
+    if first.get("plain"):
+        if first.get("clearly_first"):
+            return f"Plain generation is clearly the fastest here: no assistant helped ({together})."
+        if family is None or family < MIN_LEVEL:
+            return "Plain generation ranks first: no assistant's median beat it; too few runs to be sure of the order."
+        close = [r["arm"] for r in rest if not _behind(first, r) > 1.0]
+        return (f"Plain generation ranks first: no assistant's median beat it, but it is not clearly ahead of "
+                f"{', '.join(close)} ({together}).")
+    if first.get("over_assistants"):  # an old report: its comparisons left plain out
+        assistants = sum(1 for r in rest if not r.get("plain"))
+        return f"{first['arm']} is clearly ahead of every other assistant ({level_words(family)} sure of " \
+               f"{comparisons_words(assistants)})."
     if first.get("clearly_first"):
-        return f"{first['arm']} is clearly ahead of every other arm ({together})."
+        return f"{first['arm']} is clearly ahead of every other arm, plain included ({together})."
     if family is None or family < MIN_LEVEL:
         return "Ranked by median only: too few runs to be sure of this order."
-    close = [r["arm"] for r in rest if not ((r.get("behind_first") or {}).get("ci_low") or 0.0) > 1.0]
+    close = [r["arm"] for r in rest if not _behind(first, r) > 1.0]
     return f"Ranked by median; {first['arm']} is not clearly ahead of {', '.join(close)} ({together})."
 
 
 def ranking_html(report: dict) -> str:
     """The arms fastest first, plain among them, with the numbers that explain the order; two or more assisted."""
-    rows = report.get("ranking") or []
-    if len(rows) < 2:
+    rows = ranked_rows(report)
+    if sum(1 for row in rows if not row.get("plain")) < 2:
         return ""
     colour = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
     body = []
-    for row in _ranked_with_plain(rows):
+    for row in rows:
         rank = str(row["rank"]) if row.get("rank") is not None else "–"
         if row.get("plain"):
             cells = [rank, f"{_dot(0)}{term('plain', 'plain')} <span class=\"al-sub\">(no assistant)</span>",
@@ -479,7 +527,7 @@ def ranking_html(report: dict) -> str:
     return (
         '<div class="al-wrap"><h4 class="al-h">Ranking</h4><table class="al-table al-ranking" id="al-ranking">'
         f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-        f'<p class="al-sub" id="al-ranking-note">{html.escape(_ranking_note(rows))}</p>{_lossy_note(rows)}</div>'
+        f'<p class="al-sub" id="al-ranking-note">{html.escape(ranking_note(rows))}</p>{_lossy_note(rows)}</div>'
     )
 
 
