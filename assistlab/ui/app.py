@@ -140,10 +140,17 @@ def build_app(
             values = {name: value for name, value in locals().items() if name in FORM_FIELDS}
             if values["prompt"] is None:
                 values["prompt"] = catalog.default_prompt(target)
+            owner = getattr(request, "username", None) or None
             with user_errors():
-                final = await finish_job(page.start_job(request_from_form(**values), lambda: False), request)
+                job = page.start_job(request_from_form(**values), lambda: False)
+                try:
+                    final = await finish_job(job, request)
+                except asyncio.CancelledError:  # a cancelled comparison is saved as a stopped one would be
+                    page.save_when_over(job, owner)
+                    raise
                 report = final.report.to_dict()
-            result = history.save(report, owner=getattr(request, "username", None) or None)
+            # Off the event loop: a stalled or locked database delays this answer only, never the server.
+            result = await asyncio.to_thread(history.save, report, owner=owner)
             report["saved"] = {"id": result.id, "warning": result.warning}
             return report, charts.headline(report)
 
