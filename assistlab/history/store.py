@@ -160,6 +160,9 @@ class History:
                 cur.execute(f"PRAGMA busy_timeout = {busy_ms}")
                 cur.execute("PRAGMA journal_mode = WAL")  # readers never block the one writer
                 cur.execute("PRAGMA synchronous = NORMAL")
+                # Each commit is copied into the file itself at once, not left in the -wal beside it: a file moved
+                # aside (or copied) alone then holds every acknowledged save. Saves are rare; this costs little.
+                cur.execute("PRAGMA wal_autocheckpoint = 1")
                 cur.execute("PRAGMA foreign_keys = ON")
                 cur.close()
 
@@ -208,8 +211,7 @@ class History:
                 return self._engine
             if self._engine is not None:
                 log.warning("%s was moved, replaced or removed; opening the one at that path now.", self.where)
-                self._engine.dispose()
-                self._engine = None
+                self._forget()
             engine = None
             try:
                 engine = self._make_engine()
