@@ -72,7 +72,8 @@ class Pinger:
 # ---------------------------------------------------------------- 1: a save never blocks serving
 
 def _compare_timed(client, **args) -> tuple[dict, float]:
-    report = client.predict(**{**QUICK, **args}, api_name="/compare")[0]
+    """One comparison's report and when it came; a server that never answers fails it within 2 minutes."""
+    report = client.submit(**{**QUICK, **args}, api_name="/compare").result(timeout=120)[0]
     return report, time.monotonic()
 
 
@@ -162,7 +163,7 @@ def test_a_paused_postgresql_never_freezes_the_server(models_dir, store, launch_
         assert report["status"] == "complete"
         assert report["saved"]["id"] is None and "did not answer within 3 s" in report["saved"]["warning"]
         assert done - began < 60
-        slowest, pings = pinger.slowest(done - history.save_wait_s, done)
+        slowest, pings = pinger.slowest(done - 3.0, done)
         assert pings >= 5 and slowest < 1.0, f"the root URL took {slowest:.2f} s while the save waited"
         print(f"paused PostgreSQL: the run ended {done - began:.1f} s after it began, the root URL answered "
               f"within {slowest:.3f} s meanwhile")
@@ -442,12 +443,16 @@ def test_a_page_stop_inside_the_first_repetition_saves_nothing(models_dir, store
             page.set_default_timeout(30_000)
             page.goto(url)
             page.wait_for_selector("#al-run")
-            choose(page, "target", "assistant-same", tokens=150, repeats=40)
+            choose(page, "target", "assistant-same", tokens=32, repeats=40)
             page.click("#al-run")
             # plain has run in the first counted repetition; an assisted arm is timing now
-            page.wait_for_function(
-                "() => /Timing (?!plain)[^,]*, repetition 1 of/.test("
-                "document.querySelector('#al-progress').innerText)", timeout=90_000, polling=50)
+            seen, deadline = [], time.monotonic() + 240
+            while not re.search(r"Repetition 1 of \d+: (?!plain)", seen[-1] if seen else ""):
+                assert time.monotonic() < deadline, seen[-20:]
+                text = page.inner_text("#al-progress")
+                if not seen or text != seen[-1]:
+                    seen.append(text)
+                page.wait_for_timeout(30)
             page.click("#al-stop")
             page.wait_for_selector("#al-progress .al-stopped", timeout=60_000)
             page.wait_for_timeout(1500)

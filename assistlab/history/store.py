@@ -7,7 +7,8 @@ import os
 import secrets
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+import queue
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -105,6 +106,39 @@ def _reason(exc: BaseException) -> str:
     return text[:300]
 
 
+class _Writers:
+    """A few daemon threads that run saves. Not a ThreadPoolExecutor: its threads are joined when the process
+    exits, and one stuck on a stalled database server would then keep the process from ever exiting."""
+
+    def __init__(self, count: int) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name="assistlab-save", daemon=True) for _ in range(count)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            future, fn, args = job
+            if not future.set_running_or_notify_cancel():  # given up before it started
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller waiting on the future
+                future.set_exception(exc)
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)  # each ends after what it holds; one stuck on a stalled server stays stuck
+
+
 class _GaveUp(Exception):
     """The caller stopped waiting for this save: roll it back rather than keep what was not acknowledged."""
 
@@ -134,7 +168,7 @@ class History:
         self._engine: sa.Engine | None = None
         self._file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the SQLite file the engine opened
         self._lock = threading.RLock()  # _error may forget the engine while _ready holds it
-        self._writers: ThreadPoolExecutor | None = None
+        self._writers: _Writers | None = None
 
     @property
     def where(self) -> str:
@@ -256,7 +290,7 @@ class History:
         with self._lock:
             writers, self._writers = self._writers, None
         if writers is not None:
-            writers.shutdown(wait=False, cancel_futures=True)  # a writer stuck on a stalled server is left to it
+            writers.shutdown()
         self._forget()
 
     # --- writing ----------------------------------------------------------------------------------------
@@ -305,10 +339,10 @@ class History:
             log.warning("%s", warning)
         return SaveResult(warning=warning)
 
-    def _writer(self) -> ThreadPoolExecutor:
+    def _writer(self) -> _Writers:
         with self._lock:
             if self._writers is None:
-                self._writers = ThreadPoolExecutor(SAVE_WRITERS, thread_name_prefix="assistlab-save")
+                self._writers = _Writers(SAVE_WRITERS)
             return self._writers
 
     def _write(self, row: dict, arms: list[dict], gave_up: threading.Event) -> None:

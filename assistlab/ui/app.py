@@ -81,8 +81,11 @@ def build_app(
 
         demo.unload(forget_session)
 
-        async def finish_job(job, request: gr.Request | None):
-            """Wait for a job's last event without holding a thread; a cancel or a departed client stops it."""
+        async def finish_job(job, request: gr.Request | None, seen: list | None = None):
+            """Wait for a job's last event without holding a thread; a cancel or a departed client stops it.
+
+            `seen` gets each event read, for whoever takes over when this is cancelled.
+            """
             session = request.session_hash if request is not None else None
             final = None
             try:  # a cancel raises CancelledError at the sleep; the job is stopped on the way out
@@ -97,6 +100,8 @@ def build_app(
                         await asyncio.sleep(HEARTBEAT_S)
                     elif not isinstance(item, Waiting):
                         final = item
+                        if seen is not None:
+                            seen.append(item)
             finally:
                 job.stop()
             if final is None or final.report is None:
@@ -142,11 +147,11 @@ def build_app(
                 values["prompt"] = catalog.default_prompt(target)
             owner = getattr(request, "username", None) or None
             with user_errors():
-                job = page.start_job(request_from_form(**values), lambda: False)
+                job, seen = page.start_job(request_from_form(**values), lambda: False), []
                 try:
-                    final = await finish_job(job, request)
+                    final = await finish_job(job, request, seen)
                 except asyncio.CancelledError:  # a cancelled comparison is saved as a stopped one would be
-                    page.save_when_over(job, owner)
+                    page.save_when_over(job, owner, seen[-1] if seen else None)
                     raise
                 report = final.report.to_dict()
             # Off the event loop: a stalled or locked database delays this answer only, never the server.

@@ -301,14 +301,14 @@ class Page:
             if job is not None:
                 job.stop()  # a no-op when it has finished; else it stops at its next check
 
-    def save_when_over(self, job: Job, owner: str | None) -> None:
+    def save_when_over(self, job: Job, owner: str | None, final: Event | None = None) -> None:
         """Save a comparison nobody waits for any more (a cancelled request), as a stopped one is saved: once its
-        work has stopped, on a thread of its own, by the history's rule (`savable`)."""
+        work has stopped, on a thread of its own, by the history's rule (`savable`). `final` is its last event
+        the request had read, if any."""
         if self.history is None:
             return
 
-        def drain() -> None:
-            final = None
+        def drain(final: Event | None) -> None:
             while True:
                 try:
                     item = job.get(timeout=HEARTBEAT_S)
@@ -316,12 +316,12 @@ class Page:
                     break
                 except Exception:  # noqa: BLE001 - it failed: there is nothing to save
                     return
-                if item is not None and not isinstance(item, Waiting):
+                if isinstance(item, Event):
                     final = item
-            if final is not None and final.report is not None:
+            if final is not None and final.kind == "done" and final.report is not None:
                 self.history.save(final.report.to_dict(), owner=owner)
 
-        threading.Thread(target=drain, name="assistlab-save-cancelled", daemon=True).start()
+        threading.Thread(target=drain, args=(final,), name="assistlab-save-cancelled", daemon=True).start()
 
     def waiting_for_slot(self, session: str, progress: gr.HTML, hidden: tuple) -> dict:
         """Clear the session's stop flag and say it is queued, hiding what the previous run offered."""
