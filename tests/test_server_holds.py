@@ -452,7 +452,7 @@ def test_a_page_stop_inside_the_first_repetition_saves_nothing(models_dir, store
                 text = page.inner_text("#al-progress")
                 if not seen or text != seen[-1]:
                     seen.append(text)
-                page.wait_for_timeout(30)
+                page.wait_for_timeout(100)
             page.click("#al-stop")
             page.wait_for_selector("#al-progress .al-stopped", timeout=60_000)
             page.wait_for_timeout(1500)

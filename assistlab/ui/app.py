@@ -84,7 +84,7 @@ def build_app(
         async def finish_job(job, request: gr.Request | None, seen: list | None = None):
             """Wait for a job's last event without holding a thread; a cancel or a departed client stops it.
 
-            `seen` gets each event read, for whoever takes over when this is cancelled.
+            `seen` holds the last event read, for whoever takes over when this is cancelled.
             """
             session = request.session_hash if request is not None else None
             final = None
@@ -101,7 +101,7 @@ def build_app(
                     elif not isinstance(item, Waiting):
                         final = item
                         if seen is not None:
-                            seen.append(item)
+                            seen[:] = [item]  # the last one is all that is needed
             finally:
                 job.stop()
             if final is None or final.report is None:
