@@ -67,7 +67,8 @@ def launch_app(tmp_path_factory):
             mp.setenv("ASSISTLAB_MODELS_DIR", str(models))
             for name, value in (env or {}).items():
                 mp.setenv(name, value)
-            demo = ui.build_app(model_store, reports_dir=tmp_path_factory.mktemp("reports"), **build_kwargs)
+            build_kwargs.setdefault("reports_dir", tmp_path_factory.mktemp("reports"))
+            demo = ui.build_app(model_store, **build_kwargs)
             _app, url, _share = demo.launch(
                 prevent_thread_lock=True, server_port=free_port(), quiet=True, **ui.launch_options({})
             )

@@ -233,6 +233,21 @@ def prompt_hash(prompt: object) -> str:
     return hashlib.sha256(str(prompt or "").encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def savable(report: object) -> bool:
+    """The one rule for what the history keeps, whoever saves (the page, the API, the command line): a
+    comparison, finished or stopped, that measured at least one whole repetition (every arm once in a counted
+    round; a stopped report counts only those). Anything else is not a measurement worth keeping."""
+    if not isinstance(report, dict):
+        return False
+    if report.get("kind") == "suite":  # a workload: at least one prompt measured
+        measured = ((report.get("suite") or {}).get("overall") or {}).get("prompts")
+        return isinstance(measured, int) and not isinstance(measured, bool) and measured >= 1
+    if not report.get("arms"):
+        return False
+    count = report.get("counted_repetitions")
+    return isinstance(count, int) and not isinstance(count, bool) and count >= 1
+
+
 def _report_text(report: dict) -> tuple[str, str | None]:
     """The report as JSON within the size limit; per-step traces are dropped first when it is too large."""
     text = json.dumps(report, ensure_ascii=True, allow_nan=False, default=str)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import secrets
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +27,7 @@ from .derive import (
     arm_rows,
     canonical_report,
     clean_text,
+    savable,
     summary_columns,
 )
 from .records import MAX_OWNER_CHARS, BoardSection, Entry, HistoryError, Page, SaveResult, check_id
@@ -36,7 +40,12 @@ DATABASE_URL_ENV = "ASSISTLAB_DATABASE_URL"
 HISTORY_MAX_ENV = "ASSISTLAB_HISTORY_MAX"
 DB_FILENAME = "history.sqlite3"
 DEFAULT_HISTORY_MAX = 10_000
+# How long one step may wait: SQLite's busy timeout for the write lock; PostgreSQL's connect, pool and statement
+# timeouts. A whole save waits at most SAVE_WAIT_FACTOR times this for its writer (a stalled server, say), then
+# gives up with a warning.
 BUSY_TIMEOUT_S = 5.0
+SAVE_WAIT_FACTOR = 2.0
+SAVE_WRITERS = 2  # threads that write saves; a stalled database holds these, never the callers
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -87,25 +96,79 @@ def _describe(url: str) -> str:
     return f"the history database {parsed.render_as_string(hide_password=True)}"
 
 
+def _damaged(reason: str) -> bool:
+    lower = reason.lower()
+    return "not a database" in lower or "malformed" in lower
+
+
 def _reason(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:300]
 
 
+class _Writers:
+    """A few daemon threads that run saves. Not a ThreadPoolExecutor: its threads are joined when the process
+    exits, and one stuck on a stalled database server would then keep the process from ever exiting."""
+
+    def __init__(self, count: int) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name="assistlab-save", daemon=True) for _ in range(count)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            future, fn, args = job
+            if not future.set_running_or_notify_cancel():  # given up before it started
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller waiting on the future
+                future.set_exception(exc)
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)  # each ends after what it holds; one stuck on a stalled server stays stuck
+
+
+class _GaveUp(Exception):
+    """The caller stopped waiting for this save: roll it back rather than keep what was not acknowledged."""
+
+
+class _Replaced(Exception):
+    """The SQLite file was replaced during the save: write it again into the file now at the path."""
+
+
 # ---------------------------------------------------------------------------------------------------------
 # A SQLite file by default, PostgreSQL for a shared board: SQLAlchemy Core speaks both. Saving never raises:
-# a database that cannot be written gives a warning and the comparison goes on being shown.
+# a database that cannot be written gives a warning and the comparison goes on being shown. Saving never
+# waits long either: the writing happens on the store's own threads, and the caller waits at most `save_wait_s`.
 
 class History:
-    """One database of saved comparisons. Connects on first use; every method is safe from several threads."""
+    """One database of saved comparisons. Connects on first use; every method is safe from several threads.
+
+    A SQLite file is checked before each use: when it was moved, replaced or removed, or was found damaged, the
+    database at the configured path is opened again (a new, empty one when nothing is there).
+    """
 
     def __init__(self, url: str | None = None, *, max_entries: int | None | str = "env",
-                 busy_timeout_s: float = BUSY_TIMEOUT_S):
+                 busy_timeout_s: float = BUSY_TIMEOUT_S, save_wait_s: float | None = None):
         self.url = url or database_url()
         self.max_entries = history_max() if max_entries == "env" else max_entries
         self.busy_timeout_s = busy_timeout_s
+        self.save_wait_s = save_wait_s if save_wait_s is not None else SAVE_WAIT_FACTOR * busy_timeout_s
         self._engine: sa.Engine | None = None
-        self._lock = threading.Lock()
+        self._file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the SQLite file the engine opened
+        self._lock = threading.RLock()  # _error may forget the engine while _ready holds it
+        self._writers: _Writers | None = None
 
     @property
     def where(self) -> str:
@@ -131,6 +194,9 @@ class History:
                 cur.execute(f"PRAGMA busy_timeout = {busy_ms}")
                 cur.execute("PRAGMA journal_mode = WAL")  # readers never block the one writer
                 cur.execute("PRAGMA synchronous = NORMAL")
+                # Each commit is copied into the file itself at once, not left in the -wal beside it: a file moved
+                # aside (or copied) alone then holds every acknowledged save. Saves are rare; this costs little.
+                cur.execute("PRAGMA wal_autocheckpoint = 1")
                 cur.execute("PRAGMA foreign_keys = ON")
                 cur.close()
 
@@ -140,20 +206,51 @@ class History:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
 
             return engine
+        connect_args: dict = {"connect_timeout": max(1, round(self.busy_timeout_s))}
+        if "options" not in sa.engine.make_url(self.url).query:  # the operator's own options win
+            # A statement the server cannot finish (a lock held elsewhere, an overloaded server) ends with an error.
+            connect_args["options"] = f"-c statement_timeout={max(1, int(self.busy_timeout_s * 1000))}"
         return sa.create_engine(
-            self.url, pool_pre_ping=True, pool_size=4, max_overflow=4,
-            connect_args={"connect_timeout": max(1, int(self.busy_timeout_s))},
+            self.url, pool_pre_ping=True, pool_size=4, max_overflow=4, pool_timeout=self.busy_timeout_s,
+            connect_args=connect_args,
         )
 
+    @property
+    def _path(self) -> Path | None:
+        """The SQLite file, or None (PostgreSQL, or an in-memory database)."""
+        if not self.is_sqlite:
+            return None
+        path = sa.engine.make_url(self.url).database
+        return Path(path) if path and path != ":memory:" else None
+
+    def _identity(self) -> tuple[int, int] | None:
+        path = self._path
+        try:
+            info = path.stat() if path is not None else None
+        except OSError:
+            return None
+        return (info.st_dev, info.st_ino) if info is not None else None
+
+    def _replaced(self) -> bool:
+        """Whether the SQLite file at the path is no longer the one the engine opened (moved, replaced, removed)."""
+        return self._path is not None and self._identity() != self._file_id
+
     def _ready(self) -> sa.Engine:
-        """The engine, created and upgraded to the current schema on first use; HistoryError if it cannot be."""
+        """The engine, created and upgraded to the current schema on first use; HistoryError if it cannot be.
+
+        A SQLite file that was replaced since is opened again: the engine on the old one is disposed.
+        """
         with self._lock:
-            if self._engine is not None:
+            if self._engine is not None and not self._replaced():
                 return self._engine
+            if self._engine is not None:
+                log.warning("%s was moved, replaced or removed; opening the one at that path now.", self.where)
+                self._forget()
             engine = None
             try:
                 engine = self._make_engine()
                 upgrade(engine)
+                self._file_id = self._identity()
             except HistoryError:
                 if engine is not None:
                     engine.dispose()
@@ -168,7 +265,8 @@ class History:
     def _error(self, exc: BaseException) -> HistoryError:
         reason = _reason(exc)
         lower = reason.lower()
-        if "not a database" in lower or "malformed" in lower:
+        if _damaged(reason):
+            self._forget()  # the next use opens the file again: repaired, or moved aside for a new one
             hint = "It is damaged; move the file aside and AssistLab will start a new one."
         elif "locked" in lower or "busy" in lower:
             hint = "Another process is holding it; try again in a moment."
@@ -181,38 +279,52 @@ class History:
             hint = f"Check {DATABASE_URL_ENV} / {DATA_DIR_ENV}."
         return HistoryError(f"Cannot use {self.where} ({reason}). {hint}")
 
-    def close(self) -> None:
+    def _forget(self) -> None:
+        """Dispose of the engine (if any); the next use opens the database again."""
         with self._lock:
             if self._engine is not None:
                 self._engine.dispose()
                 self._engine = None
+
+    def close(self) -> None:
+        with self._lock:
+            writers, self._writers = self._writers, None
+        if writers is not None:
+            writers.shutdown()
+        self._forget()
 
     # --- writing ----------------------------------------------------------------------------------------
     def save(self, report: dict, owner: str | None = None, *, now: datetime | None = None,
              log_warning: bool = True) -> SaveResult:
         """Keep one comparison. Never raises: a problem becomes `SaveResult.warning` and one log line.
 
+        Only a comparison that measured at least one whole repetition is kept (`savable`). The writing happens
+        on one of the store's threads; this waits at most `save_wait_s` for it (a stalled database server, a
+        lock held elsewhere), then gives up with a warning, and the writer rolls back when it gets that far.
         The command line passes `log_warning=False` because it prints the warning itself on stderr.
         """
         try:
-            if not isinstance(report, dict) or not report.get("arms") or report.get("counted_repetitions") == 0:
-                raise InputError("There is no measured comparison to save (no repetition finished).")
+            if not savable(report):
+                raise InputError("There is no measured comparison to save (no whole repetition finished).")
             report = canonical_report(_sanitize_json(report))
             text, note = _report_text(report)
-            columns = summary_columns(report)
+            row = dict(report=text, **summary_columns(report))
             arms = arm_rows(report)
-            run_id = secrets.token_hex(8)
-            created = now or datetime.now(timezone.utc)
+            row["id"] = run_id = secrets.token_hex(8)
+            row["created_at"] = now or datetime.now(timezone.utc)
             who = clean_text(owner, MAX_OWNER_CHARS) if owner else None
-            engine = self._ready()
-            with engine.begin() as conn:
-                seq = conn.execute(
-                    comparisons.insert().values(id=run_id, created_at=created, owner=who or None, report=text, **columns)
-                    .returning(comparisons.c.seq)
-                ).scalar_one()
-                if arms:
-                    conn.execute(arms_table.insert(), [{**a, "comparison_seq": seq} for a in arms])
-                self._prune(conn)
+            row["owner"] = who or None
+            gave_up = threading.Event()
+            future = self._writer().submit(self._write, row, arms, gave_up)
+            try:
+                future.result(timeout=self.save_wait_s)
+            except FutureTimeout:
+                gave_up.set()
+                future.cancel()  # still queued behind a stuck writer: it never starts
+                raise HistoryError(
+                    f"{self.where[0].upper()}{self.where[1:]} did not answer within {self.save_wait_s:g} s; "
+                    f"check that it is running and reachable."
+                ) from None
             return SaveResult(id=run_id, note=note)
         except (HistoryError, InputError) as exc:
             warning = f"This comparison was not saved to the history: {exc}"
@@ -226,6 +338,34 @@ class History:
         if log_warning:
             log.warning("%s", warning)
         return SaveResult(warning=warning)
+
+    def _writer(self) -> _Writers:
+        with self._lock:
+            if self._writers is None:
+                self._writers = _Writers(SAVE_WRITERS)
+            return self._writers
+
+    def _write(self, row: dict, arms: list[dict], gave_up: threading.Event) -> None:
+        """One save's transaction, on a writer thread; once more when the SQLite file was replaced meanwhile."""
+        for attempt in (1, 2):
+            if gave_up.is_set():
+                return
+            engine = self._ready()
+            try:
+                with engine.begin() as conn:
+                    seq = conn.execute(comparisons.insert().values(**row).returning(comparisons.c.seq)).scalar_one()
+                    if arms:
+                        conn.execute(arms_table.insert(), [{**a, "comparison_seq": seq} for a in arms])
+                    self._prune(conn)
+                    if gave_up.is_set():  # the caller was told it was not saved: keep it so
+                        raise _GaveUp
+                    if attempt == 1 and self._replaced():  # moved while we wrote: into the file at the path
+                        raise _Replaced
+                return
+            except _GaveUp:
+                return
+            except _Replaced:
+                continue
 
     def _prune(self, conn: sa.Connection) -> None:
         if not self.max_entries:
@@ -252,7 +392,7 @@ class History:
                     )
                 conn.execute(arms_table.delete().where(arms_table.c.comparison_seq == row.seq))
                 conn.execute(comparisons.delete().where(comparisons.c.seq == row.seq))
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, OSError) as exc:
             raise self._error(exc) from None
 
     # --- reading: the queries live in queries.py and leaderboard.py; this gives them a connection --------
@@ -262,7 +402,7 @@ class History:
         try:
             with self._ready().connect() as conn:
                 yield conn
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, OSError) as exc:
             raise self._error(exc) from None
 
     def list(self, *, target: str = "", assistant: str = "", device: str = "", page: int = 1,

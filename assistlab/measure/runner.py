@@ -457,6 +457,21 @@ def record_run(report: Report, index: int, repetition: int, position: int, outco
     report.segments[index] = explain.text_segments(target.tokenizer, report.runs[-1])
 
 
+def keep_whole_repetitions(report: Report, whole: int, target: LoadedModel) -> None:
+    """Drop the runs of a repetition a stop cut short, so a stopped report holds whole repetitions only: every
+    figure (and `counted_repetitions`) then compares the arms over the same rounds, as a finished one does."""
+    if all(run.repetition < whole for run in report.runs):
+        return
+    report.runs = [run for run in report.runs if run.repetition < whole]
+    del report.orders[whole:]
+    for index in range(len(report.arms)):
+        runs = report.runs_of(index)
+        if runs:
+            report.segments[index] = explain.text_segments(target.tokenizer, runs[-1])
+        else:
+            report.segments.pop(index, None)
+
+
 @dataclass
 class Progress:
     """Runs done out of the most that may run (warm-up included), when the timed repetitions began, and the
@@ -681,6 +696,7 @@ def run_benchmark(
     def stopped_event() -> Event:
         stopping["elapsed_s"] = 0.0 if progress.started is None else clock() - progress.started
         stopping["ended_by"] = "stopped"
+        keep_whole_repetitions(report, stopping["repetitions"], target)
         report.status = "stopped"
         most = "at most " if request.precision else ""
         report.message = f"Stopped after {stopping['repetitions']} of {most}{request.repeats} repetitions."

@@ -83,8 +83,11 @@ def build_app(
 
         demo.unload(forget_session)
 
-        async def finish_job(job, request: gr.Request | None):
-            """Wait for a job's last event without holding a thread; a cancel or a departed client stops it."""
+        async def finish_job(job, request: gr.Request | None, seen: list | None = None):
+            """Wait for a job's last event without holding a thread; a cancel or a departed client stops it.
+
+            `seen` holds the last event read, for whoever takes over when this is cancelled.
+            """
             session = request.session_hash if request is not None else None
             final = None
             try:  # a cancel raises CancelledError at the sleep; the job is stopped on the way out
@@ -99,6 +102,8 @@ def build_app(
                         await asyncio.sleep(HEARTBEAT_S)
                     elif not isinstance(item, Waiting):
                         final = item
+                        if seen is not None:
+                            seen[:] = [item]  # the last one is all that is needed
             finally:
                 job.stop()
             if final is None or final.report is None:
@@ -142,10 +147,17 @@ def build_app(
             values = {name: value for name, value in locals().items() if name in FORM_FIELDS}
             if values["prompt"] is None:
                 values["prompt"] = catalog.default_prompt(target)
+            owner = getattr(request, "username", None) or None
             with user_errors():
-                final = await finish_job(page.start_job(request_from_form(**values), lambda: False), request)
+                job, seen = page.start_job(request_from_form(**values), lambda: False), []
+                try:
+                    final = await finish_job(job, request, seen)
+                except asyncio.CancelledError:  # a cancelled comparison is saved as a stopped one would be
+                    page.save_when_over(job, owner, seen[-1] if seen else None)
+                    raise
                 report = final.report.to_dict()
-            result = history.save(report, owner=getattr(request, "username", None) or None)
+            # Off the event loop: a stalled or locked database delays this answer only, never the server.
+            result = await asyncio.to_thread(history.save, report, owner=owner)
             report["saved"] = {"id": result.id, "warning": result.warning}
             return report, charts.headline(report)
 

@@ -19,7 +19,7 @@ from ..views.panels import (
     why_html,
 )
 from .fields import INTRO
-from .history_tab import save_report
+from .history_tab import save_after
 from .session import LIGHT, Page, repetition_end
 
 
@@ -113,6 +113,8 @@ def wire(page: Page, results: Results) -> None:
         )
 
     def run_stream(data: dict, request: gr.Request):
+        finished: dict = {}  # the finished (or stopped) report and its progress line, saved once they are shown
+
         def render(event: Event) -> dict:
             update = {results.progress: event_progress(event)}
             if event.report is not None and repetition_end(event):
@@ -123,11 +125,12 @@ def wire(page: Page, results: Results) -> None:
                 json_path, csv_path = page.files.write(event.report)
                 update[results.download_json] = gr.update(value=json_path, visible=True)
                 update[results.download_csv] = gr.update(value=csv_path, visible=True)
-                update[results.progress] += save_report(page.history, report, request)
+                finished.update(report=report, progress=update[results.progress])
             return update
 
         yield from page.streamed(request.session_hash, results.progress,
                                  lambda: (page.form_request(data), None), render)
+        yield from save_after(finished, results.progress, page.history, request)
 
     page.run_listeners(
         results.run, arm_run, [results.progress, results.download_json, results.download_csv, results.panel],

@@ -15,7 +15,7 @@ from pathlib import Path
 import gradio as gr
 
 from ..errors import AssistLabError
-from ..history import History, SaveResult, canonical_model, check_id, runs_csv
+from ..history import History, SaveResult, canonical_model, check_id, runs_csv, savable
 from ..views import charts
 from ..views.history_html import board_html, chooser_label, entries_html, entry_caption_html
 from ..views.panels import headline_html, numbers_html, ranking_html, sweep_html, texts_html, why_html
@@ -38,14 +38,36 @@ def saved_note(result: SaveResult) -> str:
 
 def save_report(history: History | None, report: dict, request: gr.Request | None) -> str:
     """Save a finished (or stopped, measured) comparison or workload with the login name; '' when there is no
-    history or nothing was measured."""
-    if report.get("kind") == "suite":
-        measured = ((report.get("suite") or {}).get("overall") or {}).get("prompts")
-    else:
-        measured = report.get("counted_repetitions")
-    if history is None or not measured:
+    history or the history's rule (`savable`: at least one whole repetition, or one measured prompt of a
+    workload) says it is not kept."""
+    if history is None or not savable(report):
         return ""
     return saved_note(history.save(report, owner=getattr(request, "username", None) or None))
+
+
+def save_after(finished: dict, progress: gr.HTML, history: History | None, request: gr.Request | None):
+    """After a run's last update (its result already on the page), save `finished["report"]` and add the note
+    to `finished["progress"]`; a slow or stalled database then delays only this line, never the result."""
+    if "report" in finished:
+        note = save_report(history, finished["report"], request)
+        if note:
+            yield {progress: finished["progress"] + note}
+
+
+def failure_html(message: str) -> str:
+    """A sentence where the person looked (the listing, the status line, the board), in red."""
+    return f'<p class="al-note al-failed">{html.escape(message)}</p>'
+
+
+def shown_errors(call, on_error):
+    """`call()`, or `on_error(sentence)` when it fails: the History and Leaderboard listeners run outside the
+    queue, where a raised gr.Error reaches the browser as a bare HTTP 500 "Error", so the sentence is returned
+    into a visible component instead."""
+    try:
+        with user_errors():
+            return call()
+    except gr.Error as exc:
+        return on_error(failure_html(exc.message))
 
 
 def environment_html(report: dict) -> str:
@@ -221,12 +243,15 @@ def _side_updates(side: Side, entry, report: dict, folder: Path) -> dict:
 def listing_of(history: History):
     """The listener that shows one page of the history with the filters."""
 
-    def listing(target: str, assistant: str, device: str, number):
+    def listed(target: str, assistant: str, device: str, number):
         with user_errors():
             result = history.list(target=target or "", assistant=assistant or "", device=device or "",
                                   page=int(number or 1), page_size=PAGE_SIZE)
         choices = [(chooser_label(e), e.id) for e in result.entries]
         return entries_html(result), gr.update(choices=choices)
+
+    def listing(target: str, assistant: str, device: str, number):
+        return shown_errors(lambda: listed(target, assistant, device, number), lambda note: (note, gr.update()))
 
     return listing
 
@@ -235,8 +260,8 @@ def board_of(history: History):
     """The listener that shows the leaderboard."""
 
     def board(target: str, device: str):
-        with user_errors():
-            return board_html(history.leaderboard(target=target or "", device=device or ""))
+        return shown_errors(lambda: board_html(history.leaderboard(target=target or "", device=device or "")),
+                            lambda note: note)
 
     return board
 
@@ -247,17 +272,16 @@ def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: g
 
     `workloads` is (the Workloads panels, how a saved workload fills them): a saved workload opens there.
     """
-    folder = page.files.root / "saved"
-    folder.mkdir(parents=True, exist_ok=True)
     workload_outputs, workload_updates = workloads if workloads is not None else ([], None)
     side_outputs = [c for side in view.sides for c in side.outputs()] + list(workload_outputs) + [tabs]
 
     listing = listing_of(history)
-    def open_chosen(ids: list[str] | None):
+    def opened(ids: list[str] | None):
         ids = [i for i in (ids or []) if i][:2]
         if not ids:
             raise gr.Error("Choose one or two saved comparisons to open.", print_exception=False)
         update = {}
+        folder = page.files.folder("saved")  # made again if it went: the files of opened comparisons
         with user_errors():
             opened = [(run_id, *history.get(run_id)) for run_id in ids]
         suites = [o for o in opened if o[2].get("kind") == "suite"]
@@ -271,7 +295,10 @@ def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: g
         update[view.status] = ""
         return update
 
-    def delete_chosen(ids: list[str] | None, request: gr.Request):
+    def open_chosen(ids: list[str] | None):
+        return shown_errors(lambda: opened(ids), lambda note: {view.status: note})
+
+    def deleted(ids: list[str] | None, request: gr.Request):
         ids = [i for i in (ids or []) if i]
         if not ids:
             raise gr.Error("Choose the saved comparisons to delete.", print_exception=False)
@@ -282,13 +309,17 @@ def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: g
         return (f'<p class="al-note">Deleted {html.escape(done)}.</p>', gr.update(value=[]),
                 *[gr.update(visible=False) for _ in view.sides])
 
+    def delete_chosen(ids: list[str] | None, request: gr.Request):
+        return shown_errors(lambda: deleted(ids, request),
+                            lambda note: (note, gr.update(), *[gr.update() for _ in view.sides]))
+
     board = board_of(history)
     def permalink(request: gr.Request):
         run_id = (getattr(request, "query_params", None) or {}).get("run")
         if not run_id:
             return {view.status: gr.update()}
         try:
-            update = open_chosen([check_id(run_id)])
+            update = opened([check_id(run_id)])
         except (gr.Error, AssistLabError) as exc:
             message = exc.message if isinstance(exc, gr.Error) else str(exc)
             return {tabs: gr.update(selected="history"), view.status: f'<p class="al-note">{html.escape(message)}</p>'}

@@ -25,7 +25,7 @@ from ..errors import AssistLabError
 from ..history import History
 from ..measure import contention, suite_runner, sweep
 from ..measure.runner import run_benchmark
-from ..measure.slots import Job, Placement, SlotPool, Waiting
+from ..measure.slots import Finished, Job, Placement, SlotPool, Waiting
 from ..results.events import Event
 from ..results.report import Report
 from ..results.suite import Selection
@@ -145,17 +145,26 @@ class SessionStops:
 
 
 class ReportFiles:
-    """The app's own folder of downloadable reports, one subfolder per finished run."""
+    """The app's own folder of downloadable reports, one subfolder per finished run, and the named folders
+    parts of the app keep (`folder`), which pruning never removes (only their old files)."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="assistlab-reports-"))
         self.root.mkdir(parents=True, exist_ok=True)
+        self._kept: set[str] = set()
         # A folder the app made for itself goes with the server: at close(), or when the process exits.
         self._remove = weakref.finalize(self, shutil.rmtree, str(self.root), True) if not root else None
 
     def close(self) -> None:
         if self._remove is not None:
             self._remove()
+
+    def folder(self, name: str) -> Path:
+        """A folder the app keeps under the root (made again if someone removed it); call it at each use."""
+        self._kept.add(name)
+        path = self.root / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def write(self, report: Report) -> tuple[str, str]:
         self._prune()
@@ -166,11 +175,16 @@ class ReportFiles:
         csv_path.write_text(report.to_csv(), encoding="utf-8")
         return str(json_path), str(csv_path)
 
-    def _prune(self) -> None:
-        cutoff = time.time() - REPORT_FILES_MAX_AGE_S
+    def _prune(self, now: float | None = None) -> None:
+        cutoff = (time.time() if now is None else now) - REPORT_FILES_MAX_AGE_S
         for old in self.root.iterdir():
-            if old.is_dir() and old.stat().st_mtime < cutoff:
-                shutil.rmtree(old, ignore_errors=True)
+            with contextlib.suppress(OSError):  # another request may be pruning the same folder
+                if old.name in self._kept:  # a folder the app needs stays; its old files go
+                    for item in old.iterdir():
+                        if item.is_file() and item.stat().st_mtime < cutoff:
+                            item.unlink(missing_ok=True)
+                elif old.is_dir() and old.stat().st_mtime < cutoff:
+                    shutil.rmtree(old, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -289,6 +303,28 @@ class Page:
         finally:
             if job is not None:
                 job.stop()  # a no-op when it has finished; else it stops at its next check
+
+    def save_when_over(self, job: Job, owner: str | None, final: Event | None = None) -> None:
+        """Save a comparison nobody waits for any more (a cancelled request), as a stopped one is saved: once its
+        work has stopped, on a thread of its own, by the history's rule (`savable`). `final` is its last event
+        the request had read, if any."""
+        if self.history is None:
+            return
+
+        def drain(final: Event | None) -> None:
+            while True:
+                try:
+                    item = job.get(timeout=HEARTBEAT_S)
+                except Finished:
+                    break
+                except Exception:  # noqa: BLE001 - it failed: there is nothing to save
+                    return
+                if isinstance(item, Event):
+                    final = item
+            if final is not None and final.kind == "done" and final.report is not None:
+                self.history.save(final.report.to_dict(), owner=owner)
+
+        threading.Thread(target=drain, args=(final,), name="assistlab-save-cancelled", daemon=True).start()
 
     def waiting_for_slot(self, session: str, progress: gr.HTML, hidden: tuple) -> dict:
         """Clear the session's stop flag and say it is queued, hiding what the previous run offered; every run

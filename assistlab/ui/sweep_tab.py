@@ -12,7 +12,7 @@ from ..views import charts
 from ..views.panels import event_progress, progress_html, sweep_html
 from .fields import HINTS, SWEEP_INTRO, SWEEP_VALUES, sweep_plan
 from .form import Form
-from .history_tab import save_report
+from .history_tab import save_after
 from .session import LIGHT, Page, repetition_end
 
 
@@ -88,6 +88,8 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
         return page.waiting_for_slot(request.session_hash, view.progress, (view.download_json, view.apply, view.panel))
 
     def sweep_stream(param: str, data: dict, request: gr.Request):
+        finished: dict = {}  # the finished (or stopped) report and its progress line, saved once they are shown
+
         def prepare() -> tuple:
             bench, plan = page.form_request(data), sweep_plan(param, data[view.values])
             plan.apply(bench)  # refuse a bad value before waiting for models
@@ -106,10 +108,11 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
                     update[view.apply] = gr.update(visible=best is not None)
                     json_path, _csv = page.files.write(event.report)
                     update[view.download_json] = gr.update(value=json_path, visible=True)
-                    update[view.progress] += save_report(page.history, report, request)
+                    finished.update(report=report, progress=update[view.progress])
             return update
 
         yield from page.streamed(request.session_hash, view.progress, prepare, render)
+        yield from save_after(finished, view.progress, page.history, request)
 
     def sweep_draft_length(data: dict, request: gr.Request):
         yield from sweep_stream("num_assistant_tokens", data, request)
