@@ -192,6 +192,9 @@ class BenchRequest:
                 raise InputError(f"The arm {arm.label} runs on {arm.engine}, which is not among the engines chosen "
                                  f"({', '.join(engines)}); add it to the engines or drop the arm.")
         object.__setattr__(self, "engines", engines)
+        if self.do_sample is True and any(arm.engine != "transformers" for arm in arms):
+            raise InputError("vLLM arms are timed greedy (temperature 0) so that their tokens can be checked; turn "
+                             "sampling off, or leave the vLLM arms out.")
         for name, low in (("max_new_tokens", 1), ("repeats", 1), ("warmup", 0)):
             value = getattr(self, name)
             if value is not None:

@@ -38,10 +38,12 @@ HERE = Path(__file__).parent
 
 
 def vllm_processes() -> list[str]:
-    """Command lines of live processes that are vLLM servers or the fake ones started as vLLM."""
+    """Command lines of live processes that are vLLM servers (and their helpers) or the fake ones started as vLLM."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    python = os.environ.get(server.PYTHON_VAR) or "\0"
     return [line for line in out.splitlines()[1:]
-            if ("vllm.entrypoints" in line or "fake_openai.py" in line or "VLLM::" in line) and "ps -eo" not in line]
+            if ("vllm.entrypoints" in line or "fake_openai.py" in line or "VLLM::" in line or python in line)
+            and "ps -eo" not in line]
 
 
 def own_vllm_processes(before: set[str]) -> list[str]:
@@ -95,6 +97,8 @@ def test_engines_must_cover_every_arm():
     with pytest.raises(InputError, match="engines must be one of"):
         BenchRequest(target="t", engines=("tgi",))
     assert BenchRequest(target="t", engines="transformers, vllm").engines == ("transformers", "vllm")
+    with pytest.raises(InputError, match="greedy"):
+        BenchRequest(target="t", arms=(VllmArm("plain"),), engines=("vllm",), do_sample=True)
 
 
 def test_cli_builds_both_engines_arms():
@@ -163,7 +167,7 @@ def target_name(allowed_models):
     return catalog.resolve("target").text
 
 
-def test_operator_servers_are_timed_beside_transformers_against_their_own_plain(store, allowed_models):
+def test_operator_servers_are_timed_beside_transformers_against_their_own_plain(store, allowed_models, tmp_path):
     slow = Behaviour(model="target", root=str(allowed_models / "target"), delay_s=0.03)
     fast = Behaviour(model="target", delay_s=0.03, per_chunk=3, drafts=(2, 4, 3, [2, 1]))
     with FakeServer(slow) as plain_url, FakeServer(fast) as ngram_url:
@@ -181,8 +185,11 @@ def test_operator_servers_are_timed_beside_transformers_against_their_own_plain(
         0.0, 6, True, True, True)
     entry = next(c for c in data["comparison"] if c["arm"] == "vllm ngram")
     assert entry["engine"] == "vllm" and entry["baseline"] == "vllm plain"
-    # 6 chunks of 30 ms against 2 chunks of 30 ms: about 3x against vLLM's plain, never against transformers'.
-    assert 1.8 < entry["speedup"]["median"] < 4.5
+    # 6 chunks of 30 ms against 2: faster than vLLM's plain, whose runs it is paired with; never transformers'.
+    vllm_plain, ngram = data["arms"][2]["latencies_s"], data["arms"][3]["latencies_s"]
+    assert entry["speedup"]["median"] == pytest.approx(stats.speedup(vllm_plain, ngram)["median"])
+    assert entry["speedup"]["median"] > 1.5
+    assert entry["speedup"]["median"] != pytest.approx(stats.speedup(data["arms"][0]["latencies_s"], ngram)["median"])
     assert entry["acceptance_rate"] == pytest.approx(3 / 4)  # per request: 4 drafted, 3 accepted
     assert entry["acceptance_by_position"] == pytest.approx([1.0, 0.5])
     assert entry["tokens_per_forward"] == pytest.approx(3.0)
@@ -198,6 +205,23 @@ def test_operator_servers_are_timed_beside_transformers_against_their_own_plain(
     assert lines["transformers"]["plain"]["arm"] == "plain"
     assert data["environment"]["engines"]["vllm"]["servers"]["vllm ngram"]["started_by"] == "operator"
     assert "engine" in events[-1].report.to_csv().splitlines()[0]
+    _views_and_history_take(data, tmp_path)
+
+
+def _views_and_history_take(data: dict, tmp_path) -> None:
+    """Every view of a two-engine report renders, the CLI table says each baseline, the history keeps it."""
+    from assistlab.cli.tables import format_table
+    from assistlab.history.store import History
+    from assistlab.views import charts, panels
+
+    for build in (charts.latency_figure, charts.timeline_figure, charts.speedup_figure, charts.acceptance_figure):
+        build(data)
+    for render in (panels.headline_html, panels.numbers_html, panels.texts_html, panels.why_html,
+                   panels.ranking_html, panels.environment_markdown):
+        render(data)
+    table = format_table(data)
+    assert "(against vllm plain)" in table and "Engines (plain with plain, best with best):" in table
+    History(f"sqlite:///{tmp_path / 'h.sqlite3'}").save(data)
 
 
 def test_an_operator_server_with_another_model_or_none_fails_alone(store, allowed_models):
@@ -334,3 +358,89 @@ def _real_vllm_reason() -> str | None:
 
 
 real = pytest.mark.skipif(_real_vllm_reason() is not None, reason=str(_real_vllm_reason()))
+
+
+@pytest.fixture(scope="session")
+def real_vllm():
+    """Real-vLLM settings for the session: eager mode (compiling costs minutes on two cores), 0.3 of memory."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv(server.ARGS_VAR, os.environ.get(server.ARGS_VAR, "--enforce-eager"))
+    mp.setenv(server.MEMORY_VAR, os.environ.get(server.MEMORY_VAR, "0.3"))
+    yield server.find_python()
+    mp.undo()
+
+
+@pytest.fixture(scope="session")
+def real_plain_server(real_vllm):
+    """One real vLLM server of the bundled target that the tests start themselves (as an operator would)."""
+    from assistlab.engines import catalog
+    from assistlab.engines.transformers import bundled
+
+    folder = str(bundled.ensure_converted(catalog.BUNDLED_TARGET))
+    started = server.start(real_vllm, "the operator's plain server", folder, catalog.BUNDLED_TARGET, "float32",
+                           None, 2048)
+    try:
+        started.wait_ready(server.start_timeout())
+        yield started
+    finally:
+        started.stop()
+
+
+@real
+def test_real_vllm_beside_transformers_on_the_bundled_target(store, real_vllm):
+    from assistlab.engines import catalog
+
+    before = set(vllm_processes())
+    arms = (ArmSpec("prompt-lookup"), VllmArm("plain"), VllmArm("ngram"),
+            VllmArm("draft_model", 3, draft_model=catalog.BUNDLED_ASSISTANT))
+    request = BenchRequest(target=catalog.BUNDLED_TARGET, arms=arms, prompt=catalog.default_prompt(catalog.BUNDLED_TARGET),
+                           max_new_tokens=16, repeats=2, warmup=1, engines=("transformers", "vllm"))
+    report = runner.run_to_report(request, store)
+    data = report.to_dict()
+    assert data["status"] == "complete", data["message"]
+    errors = {a["name"]: a["error"] for a in data["arms"]}
+    assert "another tokenizer" in errors[f"vllm draft_model: smollm2-135m-instruct (k=3)"]
+    assert [n for n, e in errors.items() if e] == ["vllm draft_model: smollm2-135m-instruct (k=3)"]
+    vllm_line = next(line for line in data["engines"] if line["engine"] == "vllm")
+    # Both engines in float32 from the same token ids: the same greedy text.
+    assert vllm_line["plain_identical_to_transformers"] is True, vllm_line
+    entry = next(c for c in data["comparison"] if c["arm"].startswith("vllm ngram"))
+    assert entry["baseline"] == "vllm plain" and entry["speedup"]["n"] == 2
+    arm = next(a for a in data["arms"] if a["name"].startswith("vllm ngram"))
+    assert all(n == 16 for n in arm["new_tokens"]) and arm["trace"][0]["counts"]["drafts"] >= 0
+    assert "figures_unavailable" in entry and entry["outputs_identical"] is True
+    env = data["environment"]["engines"]["vllm"]
+    assert env["vllm"] == real_vllm.vllm and env["servers"]["vllm plain"]["max_num_seqs"] == 1
+    assert own_vllm_processes(before) == []
+
+
+@real
+def test_real_operator_server_is_timed_and_stop_ends_its_request(store, real_plain_server):
+    from assistlab.engines import catalog
+
+    before = set(vllm_processes())
+    arms = varms.parse_servers([f"plain={real_plain_server.url}"])
+    request = BenchRequest(target=catalog.BUNDLED_TARGET, arms=arms, prompt=catalog.default_prompt(catalog.BUNDLED_TARGET),
+                           max_new_tokens=8, repeats=1, warmup=0, engines=("transformers", "vllm"))
+    data = runner.run_to_report(request, store).to_dict()
+    assert data["status"] == "complete", data["message"]
+    vllm_plain = next(a for a in data["arms"] if a["engine"] == "vllm")
+    assert vllm_plain["error"] is None and vllm_plain["new_tokens"] == [8]
+    assert data["environment"]["engines"]["vllm"]["servers"]["vllm plain"]["started_by"] == "operator"
+    # Stop in the middle of a long request: the report says stopped, and the server still serves.
+    stop = threading.Event()
+    long = BenchRequest(target=catalog.BUNDLED_TARGET, arms=arms, prompt=request.prompt, max_new_tokens=400,
+                        repeats=1, warmup=0, engines=("vllm",))
+    timer = threading.Timer(3.0, stop.set)
+    timer.start()
+    began = time.monotonic()
+    events = list(runner.run_benchmark(long, store, should_stop=stop.is_set))
+    timer.cancel()
+    assert events[-1].report.status == "stopped" and time.monotonic() - began < 60
+    assert client.served_models(real_plain_server.url, None)
+    # A server whose model is not the target: refused in one sentence.
+    wrong = BenchRequest(target="bundled:smollm2-135m-instruct", arms=arms, prompt=request.prompt, max_new_tokens=4,
+                         repeats=1, warmup=0, engines=("transformers", "vllm"))
+    data = runner.run_to_report(wrong, store).to_dict()
+    assert "not the target bundled:smollm2-135m-instruct" in data["arms"][1]["error"]
+    assert own_vllm_processes(before) == []  # AssistLab started none; the test's own server is still up

@@ -127,7 +127,8 @@ class Server:
         kept = [line.strip() for line in text.splitlines() if line.strip() and "DeprecationWarning" not in line
                 and not line.strip().startswith("warnings.warn") and "shm_broadcast" not in line]
         # The first error line is the root cause; vLLM's later ones only say that start-up failed.
-        causes = [line for line in kept if re.search(r"\b\w*(Error|Exception): ", line)]
+        causes = [line for line in kept if re.search(r"\b\w*(Error|Exception): ", line)
+                  and not re.search(r"\b(WARNING|INFO|DEBUG)\b", line)]
         shown = ([causes[0]] if causes else []) + [line for line in kept[-lines:] if not causes or line != causes[0]]
         return " | ".join(line[:400] for line in shown[: lines + 1])
 
