@@ -37,13 +37,27 @@ PROMPT = "write me a long essay on deep learning"
 HERE = Path(__file__).parent
 
 
+MARK = "ASSISTLAB_TEST_MARK"
+
+
+@pytest.fixture(autouse=True)
+def process_mark(monkeypatch, request):
+    """A mark in the environment that every server this test starts (and their workers) inherit."""
+    monkeypatch.setenv(MARK, f"{os.getpid()}-{request.node.name}")
+
+
 def vllm_processes() -> list[str]:
-    """Command lines of live processes that are vLLM servers (and their helpers) or the fake ones started as vLLM."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    python = os.environ.get(server.PYTHON_VAR) or "\0"
-    return [line for line in out.splitlines()[1:]
-            if ("vllm.entrypoints" in line or "fake_openai.py" in line or "VLLM::" in line or python in line)
-            and "ps -eo" not in line]
+    """Live processes that carry this test's mark, other than this one: servers and workers it started."""
+    import psutil
+
+    mark, out = os.environ.get(MARK), []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(MARK) == mark and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])}")
+        except psutil.Error:
+            continue
+    return out
 
 
 def own_vllm_processes(before: set[str]) -> list[str]:

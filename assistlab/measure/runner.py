@@ -741,15 +741,23 @@ def _run_benchmark(
         yield status()
         return (yield from _while_loading(lambda: get(text, keep), status))
 
-    target_key, target = yield from load("target", request.target, set())
+    if "transformers" in request.engines:
+        target_key, target = yield from load("target", request.target, set())
+    else:  # only servers run it, so only its tokenizer is needed here: the target may not fit this machine
+        target_key, target = ("tokenizer only",), (yield from _while_loading(
+            lambda: models_mod.tokenizer_only(request.target, messages.append),
+            lambda: Event("status", f"Reading the target {request.target}'s tokenizer...", 0, 0,
+                          step="Reading the target's tokenizer", elapsed_s=pace.elapsed())))
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
     drafts: dict[str, LoadedModel] = {}  # vLLM draft models: loaded here to check their vocabulary
     for spec in request.arms:
         if spec.engine == "vllm":
-            if spec.draft_model and spec.draft_model not in drafts:
-                key, drafts[spec.draft_model] = yield from load("draft model", spec.draft_model, keep)
-                keep.add(key)
+            if spec.draft_model and spec.draft_model not in drafts:  # its tokenizer, to check the vocabulary
+                drafts[spec.draft_model] = yield from _while_loading(
+                    lambda text=spec.draft_model: models_mod.tokenizer_only(text, messages.append),
+                    lambda: Event("status", "Reading the draft model's tokenizer...", 0, 0,
+                                  step="Reading the draft model's tokenizer", elapsed_s=pace.elapsed()))
             continue
         if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant and spec.assistant not in assistants:
             key, assistants[spec.assistant] = yield from load("assistant", spec.assistant, keep)
