@@ -38,8 +38,9 @@ def main() -> None:
     parser.add_argument("--compiled", action="store_true", help="let vLLM compile (no --enforce-eager)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    if not args.compiled:
-        os.environ.setdefault(server.ARGS_VAR, "--enforce-eager")
+    # A KV cache for one sequence (0.5 GiB) rather than a share of the machine's memory, which is shared.
+    os.environ.setdefault(server.ARGS_VAR, ("" if args.compiled else "--enforce-eager ") +
+                          "--kv-cache-memory-bytes 536870912")
     arms = (ArmSpec("prompt-lookup", prompt_lookup_num_tokens=args.lookup), VllmArm("plain"),
             VllmArm("ngram", args.lookup))
     request = BenchRequest(target=catalog.BUNDLED_TARGET, arms=arms, prompt=catalog.default_prompt(catalog.BUNDLED_TARGET),

@@ -38,6 +38,7 @@ HERE = Path(__file__).parent
 
 
 MARK = "ASSISTLAB_TEST_MARK"
+SMALL_KV = "--kv-cache-memory-bytes 536870912"
 
 
 @pytest.fixture(autouse=True)
@@ -376,9 +377,10 @@ real = pytest.mark.skipif(_real_vllm_reason() is not None, reason=str(_real_vllm
 
 @pytest.fixture(scope="session")
 def real_vllm():
-    """Real-vLLM settings for the session: eager mode (compiling costs minutes on two cores), 0.3 of memory."""
+    """Real-vLLM settings for the session: eager mode (compiling costs minutes on two cores) and a KV cache of
+    0.5 GiB (one sequence of 2048 tokens of the bundled target needs 0.04 GiB; a share of RAM reserves GiBs)."""
     mp = pytest.MonkeyPatch()
-    mp.setenv(server.ARGS_VAR, os.environ.get(server.ARGS_VAR, "--enforce-eager"))
+    mp.setenv(server.ARGS_VAR, os.environ.get(server.ARGS_VAR, f"--enforce-eager {SMALL_KV}"))
     mp.setenv(server.MEMORY_VAR, os.environ.get(server.MEMORY_VAR, "0.3"))
     yield server.find_python()
     mp.undo()
@@ -458,3 +460,30 @@ def test_real_operator_server_is_timed_and_stop_ends_its_request(store, real_pla
     data = runner.run_to_report(wrong, store).to_dict()
     assert "not the target bundled:smollm2-135m-instruct" in data["arms"][1]["error"]
     assert own_vllm_processes(before) == []  # AssistLab started none; the test's own server is still up
+
+
+def test_suites_and_sweeps_refuse_vllm_arms_for_now(store):
+    from assistlab.measure import suite_runner, sweep
+
+    request = BenchRequest(target="t", arms=(ArmSpec("prompt-lookup"), VllmArm("plain")),
+                           engines=("transformers", "vllm"))
+    with pytest.raises(InputError, match="Workloads run transformers arms only"):
+        next(iter(suite_runner.run_suite(request, None, store)))
+    with pytest.raises(InputError, match="leave the vLLM arms out"):
+        next(sweep.sweep(request, store, param="prompt_lookup_num_tokens", values=[2]))
+
+
+def test_closing_while_the_servers_start_stops_them_at_once(store, allowed_models, fake_vllm_python, monkeypatch):
+    monkeypatch.setenv("FAKE_START_S", "60")  # a server still loading its model
+    before = set(vllm_processes())
+    events = runner.run_benchmark(_request((VllmArm("plain"),), engines=("vllm",)), store)
+    seen = 0
+    for event in events:
+        seen += event.step == "Starting the vLLM servers"
+        if seen == 2:  # a heartbeat: the wait for the servers is under way in its worker thread
+            break
+    assert own_vllm_processes(before)
+    began = time.monotonic()
+    events.close()  # a cancelled request, or Ctrl-C, while the servers load
+    assert time.monotonic() - began < 20
+    assert own_vllm_processes(before) == []

