@@ -159,8 +159,9 @@ class Server:
 
     def _failure(self, what: str) -> str:
         tail = self.log_tail()
-        hint = (f"lower {MEMORY_VAR} (now {memory_share():g}, the share of memory vLLM reserves) or free memory"
-                if any(w in tail.lower() for w in ("memory", "kv cache", "oom", "killed")) else
+        hint = (f"change the memory vLLM reserves ({MEMORY_VAR}, now {memory_share():g} of it, or "
+                f"--kv-cache-memory-bytes in {ARGS_VAR}) or free memory"
+                if any(w in tail.lower() for w in ("memory", "oom", "killed")) else
                 f"check the arm's settings and {MEMORY_VAR} (now {memory_share():g})")
         return (f"The vLLM server for {self.label} {what}; {hint}. Its last lines: {tail or '(empty log)'}")
 
