@@ -13,6 +13,8 @@ from .errors import InputError
 SCHEDULES = ("constant", "heuristic", "heuristic_transient")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+# The engines an arm may run on: transformers' generate() in this process, or a vLLM server (engines/vllm/).
+ENGINES = ("transformers", "vllm")
 
 # Upper limits, in the spirit of TGI's --max-input-tokens: a shared server must not accept unbounded work.
 LIMITS = {
@@ -124,6 +126,11 @@ class ArmRequest:
 
     engine: ClassVar[str]
 
+    @property
+    def assisted(self) -> bool:
+        """Whether the arm drafts (a plain arm of an engine is that engine's baseline)."""
+        return True
+
 
 @dataclass(frozen=True)
 class BenchRequest:
@@ -151,6 +158,9 @@ class BenchRequest:
     device_map_auto: bool = False
     precision: float | None = None
     max_time_s: float | None = None
+    # Which engines run: transformers' plain arm runs when "transformers" is listed, and every arm's engine
+    # must be listed. Each engine's plain arm is the baseline of that engine's assisted arms.
+    engines: tuple[str, ...] = ("transformers",)
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, str) or not self.target.strip():
@@ -172,6 +182,20 @@ class BenchRequest:
         if len(arms) > LIMITS["arms"]:
             raise InputError(f"At most {LIMITS['arms']} assisted arms can be compared at once; got {len(arms)}.")
         object.__setattr__(self, "arms", arms)
+        engines = self.engines.split(",") if isinstance(self.engines, str) else list(self.engines or ())
+        engines = tuple(dict.fromkeys(str(e).strip() for e in engines if str(e).strip()))
+        if not engines:
+            raise InputError(f"Choose at least one engine ({', '.join(ENGINES)}).")
+        for engine in engines:
+            _choice("engines", engine, ENGINES)
+        for arm in arms:
+            if arm.engine not in engines:
+                raise InputError(f"The arm {arm.label} runs on {arm.engine}, which is not among the engines chosen "
+                                 f"({', '.join(engines)}); add it to the engines or drop the arm.")
+        object.__setattr__(self, "engines", engines)
+        if self.do_sample is True and any(arm.engine != "transformers" for arm in arms):
+            raise InputError("vLLM arms are timed greedy (temperature 0) so that their tokens can be checked; turn "
+                             "sampling off, or leave the vLLM arms out.")
         for name, low in (("max_new_tokens", 1), ("repeats", 1), ("warmup", 0)):
             value = getattr(self, name)
             if value is not None:
@@ -217,4 +241,5 @@ class BenchRequest:
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
         data["arms"] = [a.to_dict() for a in self.arms]
+        data["engines"] = list(self.engines)
         return data

@@ -23,3 +23,7 @@ class BusyError(AssistLabError):
 
 class StoppedError(AssistLabError):
     """The run was stopped before anything was measured."""
+
+
+class EngineError(AssistLabError):
+    """A second engine (a vLLM server) is missing, failed to start, cannot be reached or cannot serve the arm."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from ..config import (
 from ..engines import catalog
 from ..engines.transformers import paths
 from ..engines.transformers.arms import assisted_arms
+from ..engines.vllm import arms as vllm_arms_mod
 from ..errors import InputError
 from . import history as history_cli
 
@@ -88,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sweep", choices=("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight"), default=None, help="instead of one setting, compare several draft lengths (or ensemble weights, next to the same arm verifying losslessly) of the first matching arm against one plain baseline")
     bench.add_argument("--sweep-values", default="1,2,3,5,8", help="draft lengths for --sweep (default: %(default)s)")
     bench.add_argument("--sweep-schedules", default="heuristic", help="adaptive schedules added to --sweep of num_assistant_tokens, comma-separated; '' for none (default: %(default)s)")
+    engines = bench.add_argument_group("engines (vLLM through its OpenAI-compatible server; see the README's Engines)")
+    engines.add_argument("--engines", default=None, help="comma-separated engines to time: transformers, vllm (default: transformers, and vllm too with --vllm-method or --server)")
+    engines.add_argument("--vllm-method", action="append", choices=vllm_arms_mod.METHODS[1:], default=None, help="a vLLM speculative method to add beside vLLM's plain arm; repeat for several (default with --engines ...vllm: ngram); draft_model drafts with each --assistant, which must share the target's vocabulary")
+    engines.add_argument("--vllm-speculative-tokens", default=None, help=f"vLLM num_speculative_tokens (default {vllm_arms_mod.DEFAULT_SPECULATIVE_TOKENS})")
+    engines.add_argument("--vllm-lookup-min", default=None, help=f"vLLM ngram prompt_lookup_min (default {vllm_arms_mod.DEFAULT_LOOKUP[0]})")
+    engines.add_argument("--vllm-lookup-max", default=None, help=f"vLLM ngram prompt_lookup_max (default {vllm_arms_mod.DEFAULT_LOOKUP[1]})")
+    engines.add_argument("--server", action="append", default=None, metavar="NAME=URL", help="time a server that already runs (e.g. a multi-node deployment) instead of starting vLLM; name one 'plain', the baseline of the others")
+    engines.add_argument("--server-api-key", default=None, help="API key sent to every --server (default: $ASSISTLAB_VLLM_API_KEY)")
     workload = bench.add_argument_group("workloads (a suite of prompts instead of one)")
     suite_source = workload.add_mutually_exclusive_group()
     suite_source.add_argument("--suite", choices=("spec-bench",), default=None, help="measure a Spec-Bench subset, one comparison per prompt, with per-category figures")
@@ -125,11 +135,16 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
     )
     if args.ensemble_weight is not None:
         knobs["assistant_ensemble_weight"] = args.ensemble_weight
-    assistants = args.assistant or ([catalog.BUNDLED_ASSISTANT] if args.strategy in paths.MODEL_STRATEGIES else [])
-    arms = assisted_arms(
-        args.strategy, assistants, also_prompt_lookup=args.prompt_lookup, early_exit_layer=args.early_exit_layer,
-        **knobs,
-    )
+    engines = _engines(args)
+    arms: tuple = ()
+    if "transformers" in engines:
+        assistants = args.assistant or ([catalog.BUNDLED_ASSISTANT] if args.strategy in paths.MODEL_STRATEGIES else [])
+        arms = assisted_arms(
+            args.strategy, assistants, also_prompt_lookup=args.prompt_lookup, early_exit_layer=args.early_exit_layer,
+            **knobs,
+        )
+    if "vllm" in engines:
+        arms += _vllm_arms(args)
     return BenchRequest(
         target=args.target,
         arms=arms,
@@ -146,6 +161,31 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
         device=args.device,
         dtype=args.dtype,
         device_map_auto=args.device_map_auto,
+        engines=engines,
+    )
+
+
+def _engines(args: argparse.Namespace) -> tuple[str, ...]:
+    """--engines as given, else transformers plus vllm when a vLLM method or a server is named."""
+    if args.engines is not None:
+        engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
+        if (args.server or args.vllm_method) and "vllm" not in engines:
+            raise InputError("--vllm-method and --server add vLLM arms; add vllm to --engines (e.g. --engines transformers,vllm).")
+        return engines
+    return ("transformers", "vllm") if (args.server or args.vllm_method) else ("transformers",)
+
+
+def _vllm_arms(args: argparse.Namespace) -> tuple:
+    if args.server:
+        if args.vllm_method:
+            raise InputError("--server times servers that already run, with the methods they were started with; "
+                             "leave out --vllm-method, or --server to let AssistLab start vLLM.")
+        key = args.server_api_key or os.environ.get("ASSISTLAB_VLLM_API_KEY") or None
+        return vllm_arms_mod.parse_servers(args.server, key)
+    return vllm_arms_mod.vllm_arms(
+        args.vllm_method or ["ngram"], draft_models=tuple(args.assistant or ()),
+        num_speculative_tokens=args.vllm_speculative_tokens, prompt_lookup_min=args.vllm_lookup_min,
+        prompt_lookup_max=args.vllm_lookup_max,
     )
 
 

@@ -56,6 +56,41 @@ def ranking_lines(data: dict) -> list[str]:
     return [f"Ranking, fastest first: {order}.", f"  {ranking_note(rows)}"]
 
 
+def server_phrase(settings: dict) -> str:
+    """How a vLLM arm's server ran: who started it, its speculative config and limits."""
+    if settings.get("started_by") == "operator":
+        return f"the operator's server at {settings.get('url')}, serving {settings.get('served_model')}"
+    parts = [f"vLLM {settings.get('vllm')} server started by AssistLab"]
+    if settings.get("speculative_config"):
+        parts.append("speculative_config " + ", ".join(f"{k}={v}" for k, v in settings["speculative_config"].items()))
+    parts += [f"{knob} {settings[knob]}" for knob in ("max_num_seqs", "gpu_memory_utilization", "dtype", "max_model_len")
+              if settings.get(knob) is not None]
+    if settings.get("extra_args"):
+        parts.append("with " + " ".join(settings["extra_args"]))
+    return "; ".join(parts)
+
+
+def engine_lines(data: dict) -> list[str]:
+    """Across engines: plain against plain, best against best; never one engine's speedup over another's plain."""
+    lines = data.get("engines") or []
+    if len(lines) < 2:
+        return []
+    out = ["Engines (plain with plain, best with best):"]
+    for line in lines:
+        parts = []
+        for role in ("plain", "best"):
+            f = line.get(role)
+            if f and f.get("median_latency_s") is not None:
+                parts.append(f"{role} {f['arm']} {f['median_latency_s']:.3f} s, {f['median_tokens_per_s']:.1f} tokens/s")
+        if line.get("plain_identical_to_transformers") is True:
+            parts.append("plain output identical to transformers' plain")
+        elif line.get("plain_identical_to_transformers") is False:
+            parts.append(f"plain output differs from transformers' plain from token "
+                         f"{line['plain_first_difference_from_transformers'] + 1}")
+        out.append(f"  {line['engine']}: " + ("; ".join(parts) or "no run finished"))
+    return out
+
+
 def format_table(data: dict) -> str:
     """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
     # Imported here: the report brings numpy, which --help, presets and history do not need.
@@ -94,7 +129,8 @@ def format_table(data: dict) -> str:
     if env.get("prompt_note"):
         out.append(env["prompt_note"])
     for entry in data["comparison"]:
-        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"], busy=is_busy(data)))
+        against = f" (against {entry['baseline']})" if entry.get("engine", "transformers") != "transformers" else ""
+        out.append("  " + speedup_sentence(entry, data["request"]["do_sample"], busy=is_busy(data)) + against)
         if entry.get("predicted_speedup") is not None:
             out.append(
                 f"    why: alpha {entry['alpha']:.2f} (acceptance per drafted token), c {entry['c']:.2f} (drafting "
@@ -116,8 +152,11 @@ def format_table(data: dict) -> str:
     if stopping:
         out.append("Repetitions: " + stopping_sentence(stopping))
     for arm in data["arms"]:
-        if arm.get("settings"):
+        if arm.get("engine", "transformers") != "transformers":
+            out.append(f"  {arm['name']}: {server_phrase(arm.get('settings') or {})}.")
+        elif arm.get("settings") and settings_phrase(arm["settings"]):
             out.append(f"  {arm['name']} drafts with {settings_phrase(arm['settings'])}.")
+    out += engine_lines(data)
     out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
     if data.get("sweep"):
         out.append(f"Sweep of {data['sweep']['param']}: {data['sweep']['best_text']}")

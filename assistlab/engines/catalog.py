@@ -206,8 +206,10 @@ def canonical_request(request):
     Raises on the first reference a user may not use, before anything is loaded; the message starts with the
     field ('target: ', 'assistant: ').
     """
-    arms = tuple(
-        dataclasses.replace(arm, assistant=resolve_field("assistant", arm.assistant).text) if arm.assistant else arm
-        for arm in request.arms
-    )
+    def canonical(arm):
+        if arm.engine == "vllm":
+            return dataclasses.replace(arm, draft_model=resolve_field("assistant", arm.draft_model).text) if arm.draft_model else arm
+        return dataclasses.replace(arm, assistant=resolve_field("assistant", arm.assistant).text) if arm.assistant else arm
+
+    arms = tuple(canonical(arm) for arm in request.arms)
     return dataclasses.replace(request, target=resolve_field("target", request.target).text, arms=arms)

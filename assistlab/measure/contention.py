@@ -53,14 +53,22 @@ class Window:
             raise ValueError(f"wall_s must not be negative, got {self.wall_s}.")
 
 
-def read_cpu() -> CpuReading:
-    """psutil's view now: busy = user + nice + system + irq + softirq over all cores."""
+def read_cpu(companions: Sequence[int] = ()) -> CpuReading:
+    """psutil's view now: busy = user + nice + system + irq + softirq over all cores.
+
+    `companions` are processes whose CPU time is this run's own: the server an engine's arm is timed through.
+    """
     import psutil
 
     t = psutil.cpu_times()
     busy = t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
     own = psutil.Process().cpu_times()
-    return CpuReading(time.monotonic(), busy, getattr(t, "steal", 0.0), own.user + own.system)
+    own_s = own.user + own.system
+    for pid in companions:
+        with contextlib.suppress(psutil.Error):
+            theirs = psutil.Process(pid).cpu_times()
+            own_s += theirs.user + theirs.system
+    return CpuReading(time.monotonic(), busy, getattr(t, "steal", 0.0), own_s)
 
 
 def cpu_window(before: CpuReading, after: CpuReading) -> tuple[float, float, float]:
@@ -232,16 +240,20 @@ class Monitor:
         self._update()
 
     @contextlib.contextmanager
-    def window(self) -> Iterator[None]:
-        """Around one timed call: read before, read after, add the window to the record."""
+    def window(self, companions: Sequence[int] = ()) -> Iterator[None]:
+        """Around one timed call: read before, read after, add the window to the record.
+
+        `companions` (process ids) count as this process: the server that does an engine arm's work.
+        """
+        read = (lambda: self._read_cpu(companions)) if companions else self._read_cpu
         try:
-            before = self._read_cpu()
+            before = read()
         except Exception:  # noqa: BLE001 - psutil missing or /proc unreadable: no figures, never a failure
             yield
             return
         since = self.gpu.mark() if self.gpu and self.gpu.handle is not None else None
         yield
-        wall, others, steal = cpu_window(before, self._read_cpu())
+        wall, others, steal = cpu_window(before, read())
         gpu = self.gpu.read(since) if since is not None else (None, None, None)
         self.windows.append(Window(wall, others, steal, *gpu))
         self._update()

@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import gc
 import logging
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -20,7 +21,9 @@ from ..engines import catalog
 from ..engines.transformers import bundled, generation, hooks, paths
 from ..engines.transformers import models as models_mod
 from ..engines.transformers.models import LoadedModel, ModelStore
-from ..errors import AssistLabError, InputError, ResourceError
+from ..engines.vllm import engine as vllm_engine
+from ..engines.vllm import server as vllm_server
+from ..errors import AssistLabError, EngineError, InputError, ResourceError
 from ..results import estimate, explain, stats
 from ..results import report as report_mod
 from ..results.events import Event
@@ -89,20 +92,27 @@ class Pace:
         return max(0, runs_left) * per_run + max(0, probes_left) * per_probe
 
 
-def _while_loading(call: Callable[[], object], heartbeat: Callable[[], Event]) -> Generator[Event, None, object]:
+def _while_loading(call: Callable[[], object], heartbeat: Callable[[], Event],
+                   cancel: Callable[[], None] | None = None) -> Generator[Event, None, object]:
     """Run `call` in a worker thread, yielding `heartbeat()` every few seconds until it returns; its result.
 
     The worker runs in a copy of this thread's context, so it sees the GPUs this comparison holds
-    (models.placed_on).
+    (models.placed_on). When the wait is abandoned (the generator closed, Ctrl-C), `cancel()` tells the
+    worker to give up before the pool waits for it.
     """
     context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="assistlab-load") as pool:
         future = pool.submit(context.run, call)
-        while True:
-            try:
-                return future.result(timeout=HEARTBEAT_S)
-            except concurrent.futures.TimeoutError:
-                yield heartbeat()
+        try:
+            while True:
+                try:
+                    return future.result(timeout=HEARTBEAT_S)
+                except concurrent.futures.TimeoutError:
+                    yield heartbeat()
+        except BaseException:
+            if cancel is not None:
+                cancel()
+            raise
 
 
 class StepStreamer(BaseStreamer):
@@ -151,8 +161,10 @@ class Timed:
     drafted: list[int]
     accepted: list[int]
     output: torch.Tensor
-    memory: int
+    memory: int | None
     wall_window: tuple[float, float]  # Unix times around the call, to show that no two runs overlapped
+    counts: dict | None = None  # a server's speculative-decoding counters for this run (another engine's arm)
+    remote: bool = False  # timed through a server rather than generate() in this process
 
 
 def timed_generate(
@@ -321,6 +333,34 @@ class _Arm:
     info: ArmInfo
     kwargs: dict
     configure: Callable[[], None]
+    endpoint: vllm_engine.Endpoint | None = None  # a vLLM arm: its server, instead of generate()
+
+
+def _remote_attempt(arm: _Arm, prompt_ids: list[int], request: BenchRequest, clock: Clock,
+                    should_stop: Callable[[], bool], monitor: contention.Monitor | None) -> tuple[Timed | _Failure, bool]:
+    """One vLLM arm's timed request as a Timed (or a _Failure), and whether a stop cut it short."""
+    endpoint = arm.endpoint
+    window = (lambda: monitor.window(endpoint.pids)) if monitor is not None else vllm_engine.nothing
+    try:
+        outcome = vllm_engine.run_once(endpoint, prompt_ids, request.max_new_tokens, clock, should_stop, window,
+                                       request.fixed_length, request.seed)
+    except AssistLabError as exc:
+        return _Failure(str(exc), False), False
+    except Exception as exc:  # noqa: BLE001 - one arm failing must not lose the others' results
+        return _Failure(f"failed: {type(exc).__name__}: {str(exc)[:200]}", False), False
+    streamed = outcome.streamed
+    if streamed.stopped:
+        return _Failure("stopped", False), True
+    if streamed.token_ids is None:
+        return _Failure(f"the server at {endpoint.url} sent no token ids (return_token_ids); a vLLM 0.10 or later "
+                        f"sends them", False), False
+    if not outcome.metrics and arm.info.assisted and vllm_engine.NO_METRICS not in arm.info.unavailable:
+        arm.info.unavailable.append(vllm_engine.NO_METRICS)
+    steps = StepStreamer(clock, 0.0)
+    steps.times, steps.tokens = list(streamed.times), list(streamed.tokens)
+    output = torch.tensor([list(prompt_ids) + list(streamed.token_ids)])
+    return Timed(streamed.latency, steps, [], [], output, outcome.memory, streamed.wall_window,
+                 counts=outcome.counts, remote=True), False
 
 
 def build_arms(request: BenchRequest, target: LoadedModel, assistants: dict[str, LoadedModel]) -> list[_Arm]:
@@ -338,8 +378,11 @@ def build_arms(request: BenchRequest, target: LoadedModel, assistants: dict[str,
             checkpoints[id(loaded)] = paths.checkpoint_values(loaded)
         return checkpoints[id(loaded)]
 
-    arms = [_Arm(ArmInfo("plain", "plain", settings={}), dict(base), lambda: None)]
+    arms = [_Arm(ArmInfo("plain", "plain", settings={}), dict(base), lambda: None)] if (
+        "transformers" in request.engines) else []
     for spec in request.arms:
+        if spec.engine != "transformers":
+            continue
         helper = assistants.get(spec.assistant) if spec.assistant else None
         plan = paths.plan(spec, target, helper, request.do_sample, values_of, defaults)
         names = {a.info.name for a in arms}
@@ -383,12 +426,12 @@ def precision_reached(speedups: list[dict], precision: float) -> bool:
 
 
 def arm_speedups(report: Report) -> list[dict]:
-    """stats.speedup of every assisted arm still running, its runs paired with plain's by repetition."""
-    plain = {r.repetition: r.latency_s for r in report.plain}
+    """stats.speedup of every assisted arm still running, its runs paired with its engine's plain by repetition."""
     out = []
     for index, info in enumerate(report.arms):
         if not info.assisted or info.error:
             continue
+        plain = {r.repetition: r.latency_s for r in report.baseline_runs(index)}
         paired = [(plain[r.repetition], r.latency_s) for r in report.runs_of(index) if r.repetition in plain]
         out.append(stats.speedup([p for p, _ in paired], [c for _, c in paired]))
     return out
@@ -447,6 +490,7 @@ def record_run(report: Report, index: int, repetition: int, position: int, outco
             step_tokens=outcome.streamer.tokens,
             drafted=outcome.drafted,
             accepted=outcome.accepted,
+            engine_counts=outcome.counts,
             token_ids=new_ids,
             text=target.tokenizer.decode(new_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False),
             memory_bytes=outcome.memory,
@@ -454,7 +498,8 @@ def record_run(report: Report, index: int, repetition: int, position: int, outco
             position=position,
         )
     )
-    report.segments[index] = explain.text_segments(target.tokenizer, report.runs[-1])
+    if not outcome.remote:  # a server's run does not say which tokens were drafted
+        report.segments[index] = explain.text_segments(target.tokenizer, report.runs[-1])
 
 
 def keep_whole_repetitions(report: Report, whole: int, target: LoadedModel) -> None:
@@ -549,13 +594,18 @@ def run_round(
             continue
         step, announce = _run_step(arm.info.name, warmup, round_index, request)
         yield progress.event("status", announce, None, warmup, step)
-        if request.do_sample:
-            torch.manual_seed(request.seed + round_index)
-        arm.configure()
-        kwargs, criterion = stoppable(arm.kwargs, should_stop)
         began = progress.pace.elapsed()
-        outcome = _attempt(target, inputs, arm, clock, kwargs, None if warmup else monitor)
-        if criterion.fired:
+        if arm.endpoint is not None:
+            outcome, fired = _remote_attempt(arm, inputs["input_ids"][0].tolist(), request, clock, should_stop,
+                                             None if warmup else monitor)
+        else:
+            if request.do_sample:
+                torch.manual_seed(request.seed + round_index)
+            arm.configure()
+            kwargs, criterion = stoppable(arm.kwargs, should_stop)
+            outcome = _attempt(target, inputs, arm, clock, kwargs, None if warmup else monitor)
+            fired = criterion.fired
+        if fired:
             return True  # cut short: not a measurement of the work asked for
         progress.done += 1
         if not isinstance(outcome, _Failure):
@@ -566,6 +616,10 @@ def run_round(
                 report.status = "failed"
                 report.message = f"The plain (unassisted) run {outcome.reason}"
                 raise (ResourceError if outcome.oom else AssistLabError)(report.message)
+            if not arm.info.assisted:  # another engine's baseline: its assisted arms have nothing to be timed against
+                for other in arms:
+                    if other.info.engine == arm.info.engine and other.info.assisted and not other.info.error:
+                        other.info.error = f"its baseline, {arm.info.name}, {outcome.reason}"
             yield progress.event("run", f"{arm.info.name} {outcome.reason}", report, warmup, step, round_done=last)
             continue
         most = "at most " if request.precision else ""
@@ -617,7 +671,92 @@ def run_benchmark(
     to the precision asked for (at least MIN_PRECISION_REPEATS), the time budget is spent, or the most
     repetitions allowed are done. `should_stop` is checked between runs and, through a stopping criterion,
     at every generation step: a run cut short is discarded and the report ends 'stopped'.
+
+    vLLM arms' servers are started after the models load and stopped when this generator ends, however it
+    ends: done, stopped, an error, or closed by its caller (a cancelled request).
     """
+    endpoints: list[vllm_engine.Endpoint] = []
+    try:
+        yield from _run_benchmark(request, store, clock, should_stop, endpoints)
+    finally:
+        vllm_engine.stop_all(endpoints)
+
+
+def _vllm_setup(request: BenchRequest, target: LoadedModel, drafts: dict[str, LoadedModel], dtype: str,
+                endpoints: list[vllm_engine.Endpoint], pace: Pace,
+                should_stop: Callable[[], bool]) -> Generator[Event, None, dict]:
+    """Check every vLLM arm, start AssistLab's servers and wait for them; what the environment records.
+
+    An arm that cannot run keeps its sentence in `error` and the other arms still run.
+    """
+    specs = [a for a in request.arms if a.engine == "vllm"]
+    python, problem = None, None
+    if any(s.url is None for s in specs):
+        step = "Finding vLLM"
+        yield Event("status", f"Checking the Python in {vllm_server.PYTHON_VAR} for vLLM...", 0, 0, step=step,
+                    elapsed_s=pace.elapsed())
+        try:
+            python = yield from _while_loading(vllm_server.find_python, lambda: Event(
+                "status", "Checking for vLLM...", 0, 0, step=step, elapsed_s=pace.elapsed()))
+        except AssistLabError as exc:
+            problem = str(exc)
+    for spec in specs:
+        if spec.url is not None:
+            endpoints.append(vllm_engine.operator_endpoint(spec, (target.name, target.folder)))
+            continue
+        endpoint = vllm_engine.Endpoint(spec, spec.label, error=problem)
+        helper = drafts.get(spec.draft_model) if spec.draft_model else None
+        if helper is not None and not problem and not paths.same_tokenizer(target.tokenizer, helper.tokenizer):
+            endpoint.error = (f"vLLM's draft_model method needs a draft model with the target's vocabulary, and "
+                              f"{helper.name} has another tokenizer than {target.name}; as a transformers assistant "
+                              f"it can still draft (universal assisted generation).")
+        endpoints.append(endpoint)
+    prompt = len(encode_prompt(request, target)["input_ids"][0])
+    longest = max([s.num_speculative_tokens or 0 for s in specs] + [0])
+    needed = max(2048, prompt + request.max_new_tokens + longest + 16)
+    max_len = min(needed, target.context_length) if target.context_length else needed
+    if python is not None:
+        vllm_engine.start_servers(endpoints, python, target.folder, dtype, max_len,
+                                  {text: m.folder for text, m in drafts.items()}, served_name=target.name)
+        step = "Starting the vLLM servers"
+        began = pace.elapsed()
+        waiting = {"label": ""}
+
+        def on_wait(label: str, _seconds: float) -> None:
+            waiting["label"] = label
+
+        def status() -> Event:
+            return Event("status", f"Starting the vLLM servers ({waiting['label'] or 'loading'}, "
+                         f"{pace.elapsed() - began:.0f} s so far; about a minute each)...", 0, 0, step=step,
+                         elapsed_s=pace.elapsed())
+
+        yield status()
+        abandoned = threading.Event()
+        yield from _while_loading(
+            lambda: vllm_engine.wait_all(endpoints, lambda: should_stop() or abandoned.is_set(), on_wait), status,
+            cancel=abandoned.set)
+    plain = next((e for e in endpoints if not e.arm.assisted), None)
+    for endpoint in endpoints:
+        if endpoint.arm.assisted and not endpoint.error and (plain is None or plain.error):
+            endpoint.error = (f"its baseline, {plain.label}, could not run" if plain is not None else
+                              "there is no vLLM plain arm to time it against; add one (--server plain=URL)")
+    return {
+        "vllm": None if python is None else python.vllm,
+        "python": None if python is None else python.path,
+        "torch": None if python is None else python.torch,
+        "transformers": None if python is None else python.transformers,
+        "servers": {e.label: e.settings for e in endpoints},
+        "problem": problem,
+    }
+
+
+def _run_benchmark(
+    request: BenchRequest,
+    store: ModelStore,
+    clock: Clock,
+    should_stop: Callable[[], bool],
+    endpoints: list[vllm_engine.Endpoint],
+) -> Iterator[Event]:
     device = models_mod.choose_device(request.device)
     dtype = models_mod.choose_dtype(request.dtype, device)
     request = request.resolved(device.type)
@@ -643,10 +782,24 @@ def run_benchmark(
         yield status()
         return (yield from _while_loading(lambda: get(text, keep), status))
 
-    target_key, target = yield from load("target", request.target, set())
+    if "transformers" in request.engines:
+        target_key, target = yield from load("target", request.target, set())
+    else:  # only servers run it, so only its tokenizer is needed here: the target may not fit this machine
+        target_key, target = ("tokenizer only",), (yield from _while_loading(
+            lambda: models_mod.tokenizer_only(request.target, messages.append),
+            lambda: Event("status", f"Reading the target {request.target}'s tokenizer...", 0, 0,
+                          step="Reading the target's tokenizer", elapsed_s=pace.elapsed())))
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
+    drafts: dict[str, LoadedModel] = {}  # vLLM draft models: loaded here to check their vocabulary
     for spec in request.arms:
+        if spec.engine == "vllm":
+            if spec.draft_model and spec.draft_model not in drafts:  # its tokenizer, to check the vocabulary
+                drafts[spec.draft_model] = yield from _while_loading(
+                    lambda text=spec.draft_model: models_mod.tokenizer_only(text, messages.append),
+                    lambda: Event("status", "Reading the draft model's tokenizer...", 0, 0,
+                                  step="Reading the draft model's tokenizer", elapsed_s=pace.elapsed()))
+            continue
         if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant and spec.assistant not in assistants:
             key, assistants[spec.assistant] = yield from load("assistant", spec.assistant, keep)
             keep.add(key)
@@ -654,6 +807,23 @@ def run_benchmark(
     inputs = encode_prompt(request, target)
     generation.check_context(request, inputs["input_ids"][0].tolist(), target, assistants)
     arms = build_arms(request, target, assistants)
+    engines_env = {"transformers": {"version": report_mod.transformers_version(), "in_this_process": True}} if (
+        "transformers" in request.engines) else {}
+    if any(a.engine == "vllm" for a in request.arms):
+        engines_env["vllm"] = yield from _vllm_setup(request, target, drafts, models_mod.dtype_name(dtype),
+                                                     endpoints, pace, should_stop)
+        names = {a.info.name for a in arms}
+        for endpoint in endpoints:
+            name, copy = endpoint.label, 1
+            while name in names:
+                copy += 1
+                name = f"{endpoint.label} #{copy}"
+            names.add(name)
+            info = ArmInfo(name, endpoint.arm.method, endpoint.arm.to_dict(), error=endpoint.error,
+                           settings=endpoint.settings, engine="vllm", unavailable=list(endpoint.unavailable))
+            arms.append(_Arm(info, {}, lambda: None, endpoint=endpoint))
+        if all(a.info.error for a in arms):
+            raise EngineError(next(a.info.error for a in arms))
     for arm in arms:
         if arm.info.choice:
             yield Event("status", arm.info.choice, 0, 0, step=f"Choosing the drafter for {arm.info.name}",
@@ -679,13 +849,15 @@ def run_benchmark(
         "the tokens generated",
     })
     report.environment["changes_from_transformers"] = changes
+    report.environment["engines"] = engines_env
     report.stopping = stopping = _stopping_record(request)
     progress = Progress(total=(request.warmup + request.repeats) * len(arms), pace=pace,
-                        assisted=tuple(i for i, a in enumerate(arms) if a.info.assisted))
+                        assisted=tuple(i for i, a in enumerate(arms) if a.info.assisted and a.endpoint is None))
     progress.rough_s = estimate.comparison_seconds(
-        device.type, described["target"]["parameters"],
-        [described[f"assistant {spec.assistant}"]["parameters"]
-         if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant else 0 for spec in request.arms],
+        device.type, described["target"].get("parameters") or 0,
+        [described[f"assistant {spec.assistant}"].get("parameters") or 0
+         if getattr(spec, "strategy", None) in paths.MODEL_STRATEGIES and spec.assistant else 0
+         for spec in request.arms],
         report.environment["prompt_tokens"], request.max_new_tokens, request.warmup, request.repeats,
         request.max_time_s,
     )
@@ -739,7 +911,8 @@ def run_benchmark(
     # The cost model: one untimed, instrumented run per assisted arm, after every timed run. Each is watched
     # like a timed run (one window around it): its drafting time is the prediction's c, so others' work
     # during it would make the prediction wrong without touching the measured speedup.
-    probing = [(index, arm) for index, arm in enumerate(arms) if arm.info.assisted and not arm.info.error]
+    probing = [(index, arm) for index, arm in enumerate(arms)
+               if arm.info.assisted and not arm.info.error and arm.endpoint is None]
     watch = contention.Monitor(device)
     report.environment["probe_contention"] = watch.record
     try:

@@ -127,6 +127,9 @@ def run_suite(
     watched during every counted run. A prompt that does not fit the target's context is skipped with its
     reason; one whose plain run fails is marked failed, and the suite goes on with the next.
     """
+    if any(a.engine != "transformers" for a in bench.arms):
+        raise InputError("Workloads run transformers arms only for now; leave the vLLM arms (--engines vllm, "
+                         "--vllm-method, --server) out of a suite, or time one prompt.")
     device = models_mod.choose_device(bench.device)
     dtype = models_mod.choose_dtype(bench.dtype, device)
     bench = suite_bench(bench, device.type).resolved(device.type)

@@ -199,6 +199,8 @@ def sweep(
 
     The summary is also set on the final report as `report.sweep`, for the report to carry.
     """
+    if any(a.engine != "transformers" for a in request.arms):
+        raise InputError("A sweep varies a transformers arm's setting; leave the vLLM arms out of it for now.")
     final = None
     for event in run_benchmark(sweep_request(request, param, values, schedules), store, clock, should_stop):
         if event.kind == "done":

@@ -36,6 +36,39 @@ class RunRecord:
     memory_bytes: int | None = None
     wall_window: tuple[float, float] | None = None
     position: int | None = None  # where in its repetition's order this run came (0 = first)
+    # A server's speculative-decoding counters for this run (engines/vllm/client.counts_between): drafts,
+    # draft_tokens, accepted_tokens, accepted_per_position. Set instead of per-step drafted/accepted.
+    engine_counts: dict | None = None
+
+    @property
+    def draft_steps(self) -> list[tuple[int, int]]:
+        """(drafted, accepted) per draft: the per-step record, or rebuilt from a server's counters.
+
+        Acceptance is a prefix (a position is accepted only when every one before it was), so the number of
+        drafts that kept exactly j tokens is per_position[j-1] - per_position[j]: the multiset of drafts is
+        exact when every draft had the same length (draft_tokens = drafts * positions); only their order is lost.
+        """
+        counts = self.engine_counts
+        if counts is None:
+            return list(zip(self.drafted, self.accepted))
+        drafts, per_pos = counts.get("drafts") or 0, counts.get("accepted_per_position") or []
+        if drafts <= 0:
+            return []
+        k = len(per_pos) or max(1, round((counts.get("draft_tokens") or 0) / drafts))
+        steps = []
+        for kept in range(k + 1):
+            at_least = drafts if kept == 0 else per_pos[kept - 1] if kept - 1 < len(per_pos) else 0
+            more = per_pos[kept] if kept < len(per_pos) else 0
+            steps += [(k, kept)] * max(0, at_least - more)
+        return steps
+
+    @property
+    def drafted_total(self) -> int:
+        return int(self.engine_counts.get("draft_tokens") or 0) if self.engine_counts else sum(self.drafted)
+
+    @property
+    def accepted_total(self) -> int:
+        return int(self.engine_counts.get("accepted_tokens") or 0) if self.engine_counts else sum(self.accepted)
 
     @property
     def tokens_per_s(self) -> float:
@@ -52,6 +85,8 @@ class ArmInfo:
     error: str | None = None
     settings: dict | None = None  # paths.drafting_settings: effective drafting values and their sources
     choice: str | None = None  # why the drafters path was picked (paths.resolve), for those paths
+    engine: str = "transformers"
+    unavailable: list[dict] | None = None  # figures the engine cannot give for this arm: [{figure, why}]
 
     @property
     def assisted(self) -> bool:
@@ -83,11 +118,31 @@ class Report:
     def plain(self) -> list[RunRecord]:
         return self.runs_of(0)
 
+    def baseline(self, index: int) -> int | None:
+        """The plain arm of `index`'s engine: each engine's assisted arms are timed against its own plain."""
+        engine = self.arms[index].engine
+        return next((i for i, a in enumerate(self.arms) if a.engine == engine and not a.assisted), None)
+
+    def baseline_runs(self, index: int) -> list[RunRecord]:
+        base = self.baseline(index)
+        return [] if base is None else self.runs_of(base)
+
+    def _flags(self, info: ArmInfo) -> dict:
+        sampling = bool(self.request.get("do_sample"))
+        if info.engine == "transformers":
+            flags = paths.arm_flags(info.strategy, info.spec, sampling)
+        else:  # vLLM's greedy verification keeps the target's tokens; sampling is lossy as for any engine
+            flags = {"lossless": not sampling, "lossy_reason": "sampling" if sampling else None,
+                     "figures_unavailable": []}
+        flags["figures_unavailable"] = [*flags["figures_unavailable"], *(info.unavailable or [])]
+        return flags
+
     def _arm_dict(self, index: int) -> dict:
         info, runs = self.arms[index], self.runs_of(index)
         last = runs[-1] if runs else None
         data = {
             "name": info.name,
+            "engine": info.engine,
             "strategy": info.strategy,
             "spec": info.spec,
             "settings": info.settings,
@@ -104,66 +159,119 @@ class Report:
             "text": last.text if last else "",
             "token_ids": last.token_ids if last else [],
             "trace": [{"t_s": r.step_times, "tokens": r.step_tokens} for r in runs],
-            "token_origins": explain.token_origins(last) if last else [],
+            "token_origins": explain.token_origins(last) if last and last.engine_counts is None and not (
+                info.assisted and info.engine != "transformers") else [],
             "text_segments": self.segments.get(index, []),
         }
         if info.assisted:
-            data["drafted_tokens"] = [sum(r.drafted) for r in runs]
-            data["accepted_tokens"] = [sum(r.accepted) for r in runs]
+            data["drafted_tokens"] = [r.drafted_total for r in runs]
+            data["accepted_tokens"] = [r.accepted_total for r in runs]
             for entry, r in zip(data["trace"], runs):
                 entry.update(drafted=r.drafted, accepted=r.accepted)
+                if r.engine_counts is not None:
+                    entry["counts"] = r.engine_counts
             data["probe"] = self.probes.get(index)
             data["choice"] = info.choice
-            data.update(paths.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
+            data.update(self._flags(info))
+        elif info.unavailable:
+            data["figures_unavailable"] = list(info.unavailable)
         return data
 
     def comparison(self) -> list[dict]:
-        """Each assisted arm against plain: speedup with interval, acceptance, output identity."""
-        plain = self.plain
+        """Each assisted arm against its engine's plain arm: speedup with interval, acceptance, output identity."""
         # Verifying n tokens costs the target the same whichever arm drafted them: one line for all arms.
-        verify_fit = explain.pooled_verify_fit(
-            [self.probes.get(i) for i, a in enumerate(self.arms) if a.assisted], [r.step_times for r in plain]
-        )
+        fits = {}
         out = []
         for index, info in enumerate(self.arms):
             if not info.assisted:
                 continue
+            plain = self.baseline_runs(index)
+            if info.engine not in fits:
+                fits[info.engine] = explain.pooled_verify_fit(
+                    [self.probes.get(i) for i, a in enumerate(self.arms) if a.assisted and a.engine == info.engine],
+                    [r.step_times for r in plain],
+                )
+            verify_fit = fits[info.engine]
             runs = self.runs_of(index)
             # Pair runs by repetition so each ratio compares runs made side by side.
             by_rep = {r.repetition: r for r in plain}
             paired = [(by_rep[r.repetition].latency_s, r.latency_s) for r in runs if r.repetition in by_rep]
-            drafted = [d for r in runs for d in r.drafted]
-            accepted = [a for r in runs for a in r.accepted]
+            steps = [step for r in runs for step in r.draft_steps]
+            counted = [r for r in runs if r.engine_counts is not None]
+            if counted:  # a server's totals: exact, whatever the drafts' lengths
+                drafted_n, accepted_n = sum(r.drafted_total for r in counted), sum(r.accepted_total for r in counted)
+                acceptance = accepted_n / drafted_n if drafted_n else None
+            else:
+                acceptance = stats.acceptance_rate([d for d, _ in steps], [a for _, a in steps])
             forwards = sum(len(r.step_tokens) for r in runs)
             tokens = sum(r.new_tokens for r in runs)
             entry = {
                 "arm": info.name,
+                "engine": info.engine,
+                "baseline": None if self.baseline(index) is None else self.arms[self.baseline(index)].name,
                 "speedup": stats.speedup([p for p, _ in paired], [c for _, c in paired]),
-                "acceptance_rate": stats.acceptance_rate(drafted, accepted),
+                "acceptance_rate": acceptance,
                 "tokens_per_forward": tokens / forwards if forwards else None,
-                "acceptance_by_position": stats.acceptance_by_position(
-                    [(d, a) for r in runs for d, a in zip(r.drafted, r.accepted)]
-                ),
+                "acceptance_by_position": stats.acceptance_by_position(steps),
                 "outputs_identical": None,
                 "first_difference": None,
             }
             analysis = explain.explain_arm(
                 self.probes.get(index),
-                [(d, a) for r in runs for d, a in zip(r.drafted, r.accepted)],
+                steps,
                 [r.step_times for r in plain],
                 entry["speedup"]["median"],
                 info.strategy,
                 verify_fit,
             )
             entry["analysis"] = paths.restrict_analysis(analysis, info.strategy)
-            entry.update(paths.arm_flags(info.strategy, info.spec, bool(self.request.get("do_sample"))))
+            entry.update(self._flags(info))
             entry.update({key: analysis[key] for key in explain.ANALYSIS_KEYS})
             entry["probe_busy"] = analysis["probe_busy"]
             if runs and plain:
                 first = stats.first_difference(plain[-1].token_ids, runs[-1].token_ids)
                 entry["first_difference"] = first
                 entry["outputs_identical"] = first is None
+            reference = self._transformers_plain()
+            if info.engine != "transformers" and runs and reference:
+                # The same tokenizer and the same prompt ids: the other engine's tokens compare one by one.
+                entry["first_difference_from_transformers_plain"] = stats.first_difference(
+                    reference[-1].token_ids, runs[-1].token_ids)
             out.append(entry)
+        return out
+
+    def _transformers_plain(self) -> list[RunRecord]:
+        base = next((i for i, a in enumerate(self.arms) if a.engine == "transformers" and not a.assisted), None)
+        return [] if base is None else self.runs_of(base)
+
+    def engines(self) -> list[dict]:
+        """One line per engine: its plain arm and its fastest assisted arm, by median latency and tokens/s.
+
+        Across engines compare plain with plain and best with best; a speedup is only ever against the
+        engine's own plain arm.
+        """
+        out = []
+        reference = self._transformers_plain()
+        for engine in dict.fromkeys(a.engine for a in self.arms):
+            members = [i for i, a in enumerate(self.arms) if a.engine == engine]
+            base = next((i for i in members if not self.arms[i].assisted), None)
+
+            def figures(index):
+                runs = self.runs_of(index)
+                if index is None or not runs:
+                    return None
+                lat = stats.summarize([r.latency_s for r in runs]).get("median")
+                tps = stats.summarize([r.tokens_per_s for r in runs]).get("median")
+                return {"arm": self.arms[index].name, "median_latency_s": lat, "median_tokens_per_s": tps}
+
+            assisted = [f for i in members if self.arms[i].assisted and (f := figures(i)) is not None]
+            best = min(assisted, key=lambda f: f["median_latency_s"], default=None)
+            line = {"engine": engine, "plain": figures(base), "best": best}
+            if engine != "transformers" and base is not None and self.runs_of(base) and reference:
+                first = stats.first_difference(reference[-1].token_ids, self.runs_of(base)[-1].token_ids)
+                line["plain_first_difference_from_transformers"] = first
+                line["plain_identical_to_transformers"] = first is None
+            out.append(line)
         return out
 
     def to_dict(self) -> dict:
@@ -180,6 +288,7 @@ class Report:
             "warmup_orders": self.warmup_orders,
             "arms": [self._arm_dict(i) for i in range(len(self.arms))],
             "comparison": self.comparison(),
+            "engines": self.engines(),
         }
         data["ranking"] = explain.rank_arms(data)
         data["warnings"] = busy_warnings(self.environment.get("contention")) + [
@@ -198,16 +307,16 @@ class Report:
         writer = csv.writer(buf)
         writer.writerow(
             ["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
-             "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes", "position"]
+             "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes", "position", "engine"]
         )
         for run in sorted(self.runs, key=lambda r: (r.repetition, r.arm)):
             info = self.arms[run.arm]
             writer.writerow([
                 info.name, info.strategy, run.repetition, f"{run.latency_s:.6f}", run.new_tokens,
                 f"{run.tokens_per_s:.3f}", "" if run.ttft_s is None else f"{run.ttft_s:.6f}",
-                sum(run.drafted) if info.assisted else "", sum(run.accepted) if info.assisted else "",
+                run.drafted_total if info.assisted else "", run.accepted_total if info.assisted else "",
                 len(run.step_tokens), "" if run.memory_bytes is None else run.memory_bytes,
-                "" if run.position is None else run.position,
+                "" if run.position is None else run.position, info.engine,
             ])
         return buf.getvalue()
 
@@ -221,6 +330,12 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
 
 
 def environment(device, dtype: str, models: dict) -> dict:

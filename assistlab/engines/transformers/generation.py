@@ -99,6 +99,8 @@ def check_context(
             f"to {max(1, limit - len(prompt_ids))} or less."
         )
     for arm in request.arms:
+        if arm.engine != "transformers":
+            continue
         helper = assistants.get(arm.assistant) if arm.strategy in paths.MODEL_STRATEGIES and arm.assistant else None
         if helper is None or not helper.context_length:
             continue

@@ -19,7 +19,7 @@ class LoadedModel:
     """A ready model: eval mode, on its device, with its tokenizer and where it came from."""
 
     ref: ModelRef
-    model: torch.nn.Module
+    model: torch.nn.Module | None  # None: config and tokenizer only (models.tokenizer_only)
     tokenizer: object
     device: torch.device
     dtype: torch.dtype
@@ -35,6 +35,12 @@ class LoadedModel:
         return self.ref.text
 
     def describe(self) -> dict:
+        if self.model is None:  # models.tokenizer_only: another engine's servers hold the weights
+            info = {"ref": self.ref.text, "kind": self.ref.kind, "loaded": "config and tokenizer only",
+                    "num_layers": self.num_layers, "load_seconds": round(self.load_seconds, 2)}
+            if self.provenance:
+                info["provenance"] = self.provenance
+            return info
         info = {
             "ref": self.ref.text,
             "kind": self.ref.kind,

@@ -121,7 +121,39 @@ def _shard_names(index_file: Path, ref: catalog.ModelRef) -> list[str]:
     return names
 
 
-def _fetch_hub(ref: catalog.ModelRef, progress: Progress, config_only: bool = False) -> Path:
+def tokenizer_only(text: str, progress: Progress | None = None) -> LoadedModel:
+    """A model as far as a server's arms need it: its config, tokenizer and folder, never its weights.
+
+    For a target that only another engine's servers run (it may be far larger than this machine), and for a
+    vLLM draft model, whose vocabulary is checked against the target's.
+    """
+    from transformers import AutoTokenizer
+
+    say = progress or (lambda _msg: None)
+    ref = catalog.resolve(text)
+    started = time.perf_counter()
+    provenance = None
+    if ref.kind == "bundled":
+        folder = bundled.ensure_converted(ref.text, progress=say)
+        provenance = bundled.provenance(bundled.lookup(ref.text))
+    elif ref.kind == "hub":
+        folder = _fetch_hub(ref, say, tokenizer_only=True)
+    else:
+        folder = Path(ref.location)
+    config, _cls, _text_only = _read_config(folder, ref)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    except Exception as exc:  # tokenizers fail in many ways; all mean the same to a user
+        raise ModelLoadError(f"{ref.text} has no usable tokenizer ({str(exc).splitlines()[0][:160]}).") from None
+    text_cfg = config.get_text_config()
+    return LoadedModel(ref=ref, model=None, tokenizer=tokenizer, device=torch.device("cpu"), dtype=torch.float32,
+                       folder=str(folder), num_layers=int(getattr(text_cfg, "num_hidden_layers", 0) or 0),
+                       context_length=getattr(text_cfg, "max_position_embeddings", None),
+                       load_seconds=time.perf_counter() - started, provenance=provenance)
+
+
+def _fetch_hub(ref: catalog.ModelRef, progress: Progress, config_only: bool = False,
+               tokenizer_only: bool = False) -> Path:
     """Download (or find in the cache) the files a load reads: config, tokenizer and the safetensors weights
     (the shards its index names, or the one file), all from the repository's top level."""
     from huggingface_hub import hf_hub_download, snapshot_download
@@ -144,6 +176,9 @@ def _fetch_hub(ref: catalog.ModelRef, progress: Progress, config_only: bool = Fa
                     ref.location, "config.json", revision=ref.revision, token=token, local_files_only=local_only
                 )
             ).parent
+        if tokenizer_only:
+            progress(f"Fetching {ref.location}'s config and tokenizer...")
+            return fetch(list(HUB_FILES))
         progress(f"Fetching {ref.location} (safetensors only)...")
         folder = fetch([*HUB_FILES, WEIGHTS_INDEX])
         index = folder / WEIGHTS_INDEX

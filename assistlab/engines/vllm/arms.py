@@ -1,0 +1,157 @@
+"""An arm of the vLLM engine as a person asks for it: frozen, validated at birth."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import ClassVar
+from urllib.parse import urlsplit
+
+from ...config import LIMITS, ArmRequest, _as_int, _choice, capped_text
+from ...errors import InputError
+
+# What AssistLab can start a server for; "server" is an operator's server, whose method the server decides.
+METHODS = ("plain", "ngram", "draft_model")
+SERVER = "server"
+PLAIN_SERVER = "plain"  # the operator's server of this name is the vLLM baseline
+DEFAULT_SPECULATIVE_TOKENS = 5
+# vLLM's own ngram defaults are 5..5 when neither is given; AssistLab's choice reads more drafts on short prompts.
+DEFAULT_LOOKUP = (2, 4)
+
+
+@dataclass(frozen=True)
+class VllmArm(ArmRequest):
+    """One vLLM arm: a server AssistLab starts for `method`, or an operator's server at `url` named `name`.
+
+    `num_speculative_tokens`, `prompt_lookup_min/max` are vLLM's speculative_config fields of the same names;
+    `draft_model` is the model reference of a same-vocabulary assistant (method draft_model).
+    `api_key` is sent to an operator's server and never written into a report.
+    """
+
+    engine: ClassVar[str] = "vllm"
+
+    method: str = "plain"
+    num_speculative_tokens: int | None = None
+    prompt_lookup_min: int | None = None
+    prompt_lookup_max: int | None = None
+    draft_model: str | None = None
+    url: str | None = None
+    name: str | None = None
+    api_key: str | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.url is not None:
+            object.__setattr__(self, "url", check_url(self.url, self.name))
+            name = (self.name or "").strip()
+            if not name or len(name) > 64 or any(c in name for c in "=\n\r"):
+                raise InputError("Each --server needs a short NAME, as in --server plain=http://host:8000.")
+            object.__setattr__(self, "name", name)
+            object.__setattr__(self, "method", "plain" if name == PLAIN_SERVER else SERVER)
+            for knob in ("num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max", "draft_model"):
+                object.__setattr__(self, knob, None)  # the operator's server was started with its own
+            return
+        _choice("vllm method", self.method, METHODS)
+        object.__setattr__(self, "name", None)
+        if self.method == "plain":
+            for knob in ("num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max", "draft_model"):
+                object.__setattr__(self, knob, None)
+            return
+        k = DEFAULT_SPECULATIVE_TOKENS if self.num_speculative_tokens is None else self.num_speculative_tokens
+        object.__setattr__(self, "num_speculative_tokens",
+                           _as_int("num_speculative_tokens", k, 1, LIMITS["num_assistant_tokens"]))
+        if self.method == "ngram":
+            low = DEFAULT_LOOKUP[0] if self.prompt_lookup_min is None else self.prompt_lookup_min
+            high = DEFAULT_LOOKUP[1] if self.prompt_lookup_max is None else self.prompt_lookup_max
+            low = _as_int("prompt_lookup_min", low, 1, 64)
+            high = _as_int("prompt_lookup_max", high, 1, 64)
+            if low > high:
+                raise InputError(f"prompt_lookup_min ({low}) must not be more than prompt_lookup_max ({high}).")
+            object.__setattr__(self, "prompt_lookup_min", low)
+            object.__setattr__(self, "prompt_lookup_max", high)
+            object.__setattr__(self, "draft_model", None)
+        else:
+            draft = capped_text("assistant", self.draft_model)
+            if not isinstance(draft, str) or not draft.strip():
+                raise InputError("The vLLM draft_model method needs a draft model (--assistant): a same-vocabulary model.")
+            object.__setattr__(self, "draft_model", draft.strip())
+            object.__setattr__(self, "prompt_lookup_min", None)
+            object.__setattr__(self, "prompt_lookup_max", None)
+
+    @property
+    def assisted(self) -> bool:
+        return self.method != "plain"
+
+    @property
+    def label(self) -> str:
+        if self.url is not None:
+            return f"vllm {self.name}"
+        if self.method == "plain":
+            return "vllm plain"
+        if self.method == "ngram":
+            return f"vllm ngram (k={self.num_speculative_tokens}, lookup {self.prompt_lookup_min}-{self.prompt_lookup_max})"
+        short = self.draft_model.rsplit("/", 1)[-1].removeprefix("bundled:")
+        return f"vllm draft_model: {short} (k={self.num_speculative_tokens})"
+
+    def speculative_config(self, draft_folder: str | None = None) -> dict | None:
+        """vLLM's --speculative-config for this arm (None for plain); `draft_folder` is where the draft model lies."""
+        if self.method == "ngram":
+            return {"method": "ngram", "num_speculative_tokens": self.num_speculative_tokens,
+                    "prompt_lookup_min": self.prompt_lookup_min, "prompt_lookup_max": self.prompt_lookup_max}
+        if self.method == "draft_model":
+            return {"method": "draft_model", "model": draft_folder or self.draft_model,
+                    "num_speculative_tokens": self.num_speculative_tokens}
+        return None
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["engine"] = self.engine
+        data["api_key"] = "set" if self.api_key else None  # a secret never goes into a report
+        return data
+
+
+def check_url(url: object, name: object = None) -> str:
+    """An http(s) base URL without credentials, path cut to its root ('' or '/v1' allowed); else one sentence."""
+    text = str(url or "").strip()
+    what = f"The server {name}'s URL" if name else "A server URL"
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"{what} must look like http://host:8000 (http or https, with a host); got {text[:100]!r}.")
+    if parts.username or parts.password:
+        raise InputError(f"{what} must not carry a user or password; pass the API key with --server-api-key instead.")
+    path = parts.path.rstrip("/")
+    if path not in ("", "/v1"):
+        raise InputError(f"{what} is the server's base URL (http://host:8000 or http://host:8000/v1); got the path {path!r}.")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def parse_servers(values: list[str] | tuple[str, ...], api_key: str | None = None) -> tuple[VllmArm, ...]:
+    """`NAME=URL` texts (the CLI's --server) as arms; one named 'plain' is the baseline of the others."""
+    arms = []
+    for value in values:
+        name, sep, url = str(value).partition("=")
+        if not sep:
+            raise InputError(f"--server takes NAME=URL, as in plain=http://127.0.0.1:8000; got {value!r}.")
+        arms.append(VllmArm(url=url, name=name, api_key=api_key))
+    names = [a.name for a in arms]
+    if len(set(names)) != len(names):
+        raise InputError("Each --server needs a name of its own; two have the same name.")
+    if arms and PLAIN_SERVER not in names:
+        raise InputError("Name one server 'plain' (--server plain=URL): it is the baseline the other servers are timed against.")
+    return tuple(sorted(arms, key=lambda a: a.name != PLAIN_SERVER))
+
+
+def vllm_arms(methods: list[str] | tuple[str, ...], *, draft_models: tuple[str, ...] = (),
+              num_speculative_tokens: int | None = None, prompt_lookup_min: int | None = None,
+              prompt_lookup_max: int | None = None) -> tuple[VllmArm, ...]:
+    """The vLLM arms a form or command line describes: plain first, then one per method (a draft_model arm per
+    draft model)."""
+    arms = [VllmArm("plain")]
+    for method in dict.fromkeys(m for m in methods if m != "plain"):
+        _choice("vllm method", method, METHODS)
+        if method == "draft_model":
+            if not draft_models:
+                raise InputError("--vllm-method draft_model needs a draft model: give one with --assistant.")
+            arms += [VllmArm("draft_model", num_speculative_tokens, draft_model=d) for d in draft_models]
+        else:
+            arms.append(VllmArm(method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max))
+    return tuple(arms)

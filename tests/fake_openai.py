@@ -1,0 +1,164 @@
+"""A tiny OpenAI-compatible server on loopback for the vLLM engine's tests: /v1/models, a streaming
+/v1/completions of canned token ids, and /metrics with speculative-decoding counters that grow per request.
+
+Importable (`FakeServer(...)` runs in a thread) and runnable: `python fake_openai.py --port P --model M ...`
+takes vLLM's server flags, so a fake ASSISTLAB_VLLM_PYTHON can start it as AssistLab starts vLLM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Behaviour:
+    """What the fake serves: the model, the token ids, seconds per chunk, tokens per chunk, counters per request."""
+
+    def __init__(self, model="target", root=None, token_ids=None, delay_s=0.01, per_chunk=1, drafts=None,
+                 metrics=True, api_key=None):
+        self.model, self.root = model, root or model
+        self.token_ids = token_ids  # None: 7, 8, 9, ... as many as asked
+        self.delay_s, self.per_chunk = delay_s, per_chunk
+        self.drafts = drafts  # per request: (drafts, draft_tokens, accepted_tokens, [per position])
+        self.metrics, self.api_key = metrics, api_key
+        self.totals = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "per_pos": []}
+        self.requests: list[dict] = []
+        self.disconnected = threading.Event()
+        self.lock = threading.Lock()
+
+
+def _handler(b: Behaviour):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _authorised(self) -> bool:
+            if b.api_key and self.headers.get("Authorization") != f"Bearer {b.api_key}":
+                self._send(401, {"error": "bad key"})
+                return False
+            return True
+
+        def _send(self, code, data, kind="application/json"):
+            body = data if isinstance(data, bytes) else json.dumps(data).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if not self._authorised():
+                return
+            if self.path == "/v1/models":
+                self._send(200, {"object": "list", "data": [{"id": b.model, "root": b.root, "object": "model"}]})
+            elif self.path == "/metrics" and b.metrics:
+                t = b.totals
+                lines = [f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="{b.model}"}} {t["drafts"]}.0',
+                         f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="{b.model}"}} {t["draft_tokens"]}.0',
+                         f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="{b.model}"}} {t["accepted"]}.0']
+                lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="{b.model}",'
+                          f'position="{i}"}} {v}.0' for i, v in enumerate(t["per_pos"])]
+                self._send(200, ("# HELP x\n" + "\n".join(lines) + "\n").encode(), "text/plain")
+            elif self.path == "/health":
+                self._send(200, b"")
+            else:
+                self._send(404, {"error": "not found"})
+
+        def do_POST(self):
+            if not self._authorised():
+                return
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with b.lock:
+                b.requests.append(body)
+            if body.get("model") != b.model:
+                self._send(404, {"error": f"The model `{body.get('model')}` does not exist."})
+                return
+            n = int(body["max_tokens"])
+            ids = list(b.token_ids[:n]) if b.token_ids is not None else [7 + i % 50 for i in range(n)]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            try:
+                for start in range(0, len(ids), b.per_chunk):
+                    time.sleep(b.delay_s)
+                    part = ids[start:start + b.per_chunk]
+                    last = start + b.per_chunk >= len(ids)
+                    chunk = {"choices": [{"index": 0, "text": "".join(f"<{i}>" for i in part), "token_ids": part,
+                                          "finish_reason": "length" if last else None}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                b.disconnected.set()
+                return
+            if b.drafts:
+                drafts, tokens, accepted, per_pos = b.drafts
+                with b.lock:
+                    t = b.totals
+                    t["drafts"] += drafts
+                    t["draft_tokens"] += tokens
+                    t["accepted"] += accepted
+                    t["per_pos"] = [a + c for a, c in zip(t["per_pos"] + [0] * len(per_pos), per_pos)]
+
+    return Handler
+
+
+class FakeServer:
+    """`with FakeServer(Behaviour(...)) as url:` serves on a free loopback port until the block ends."""
+
+    def __init__(self, behaviour: Behaviour, port: int = 0):
+        self.behaviour = behaviour
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(behaviour))
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return self.url
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def main(argv: list[str]) -> None:
+    """Run as vLLM's server would be run: the flags AssistLab passes, plus FAKE_* variables for behaviour."""
+    import os
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model")
+    parser.add_argument("--served-model-name")
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--speculative-config", default=None)
+    args, _ = parser.parse_known_args(argv)
+    if os.environ.get("FAKE_FAIL"):
+        sys.stderr.write("INFO starting\nValueError: To serve at least one request the KV cache memory is too small\n"
+                         "RuntimeError: Engine core initialization failed.\n")
+        sys.exit(1)
+    time.sleep(float(os.environ.get("FAKE_START_S", "0.2")))
+    spec = json.loads(args.speculative_config) if args.speculative_config else None
+    k = (spec or {}).get("num_speculative_tokens", 0)
+    drafts = (4, 4 * k, 6, [3, 2, 1] + [0] * max(0, k - 3)) if spec else None
+    behaviour = Behaviour(model=args.served_model_name or args.model, root=args.model, drafts=drafts,
+                          delay_s=float(os.environ.get("FAKE_DELAY_S", "0.01")), per_chunk=2 if spec else 1)
+    server = FakeServer(behaviour, args.port)
+    print(f"fake vLLM serving {behaviour.model} on {server.url}", flush=True)
+    server.thread.start()
+    # A child in the same process group, as vLLM's engine core is: it must not outlive the server.
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        server.thread.join()
+    finally:
+        child.kill()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
