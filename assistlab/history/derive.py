@@ -26,16 +26,20 @@ def clean_text(value: object, limit: int) -> str:
 
 
 def canonical_model(text: object, kind: str | None = None) -> str:
-    """The name a model is stored and searched under: a hub id, a bundled name or a local folder's own name.
+    """The name a model is stored and searched under: a hub id, a bundled name or a local folder's path.
 
-    Never the raw text someone typed: a path like './x/../same' is reduced to 'same', and anything outside
-    the characters hub ids and folder names use is dropped.
+    A local folder is named by its path inside ASSISTLAB_MODELS_DIR, as the app resolves it ('team1/tiny'), so
+    two folders with the same last name stay two models. Never the raw text someone typed: a path that is not
+    such a clean relative path (like './x/../same' or an absolute one) is reduced to its last name, 'same', and
+    anything outside the characters hub ids and folder names use is dropped.
     """
     raw = str(text or "").strip()
     if kind is None:
         kind = "bundled" if raw.startswith("bundled:") else "local" if raw.startswith(("/", ".", "~")) or ".." in raw else "hub"
     if kind == "local":
-        raw = posixpath.basename(posixpath.normpath(raw.replace("\\", "/")).rstrip("/"))
+        raw = raw.replace("\\", "/").rstrip("/")
+        if raw.startswith(("/", "~")) or any(part in ("", ".", "..") for part in raw.split("/")):
+            raw = posixpath.basename(posixpath.normpath(raw).rstrip("/"))
     name = _SAFE_NAME.sub("", raw)[:MAX_NAME_CHARS]
     return name or "unknown"
 
