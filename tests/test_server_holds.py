@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,8 @@ from assistlab import history as hist
 from assistlab.config import BenchRequest
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 # --- item 5: a local folder is named by its path inside the models folder ----------------------------------
@@ -34,3 +37,72 @@ def test_two_local_folders_with_the_same_name_stay_two_models(models_dir, store,
         assert [e.id for e in db.list(assistant="team2/tiny").entries] == [entry.id]
     finally:
         db.close()
+
+
+# --- item 6: SIGTERM closes the server as Ctrl-C does; a start-up prunes what dead servers left ----------
+
+def _serve(tmp_path, models_dir, extra_env=None):
+    """python app.py on loopback, its temporary folder inside tmp_path; returns (process, url)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    from conftest import free_port
+
+    port = free_port()
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "GRADIO_SERVER_PORT": str(port),
+           "GRADIO_SERVER_NAME": "127.0.0.1", "ASSISTLAB_MODELS_DIR": str(models_dir),
+           "ASSISTLAB_DATA_DIR": str(tmp_path / "data"), **(extra_env or {})}
+    env.pop("GRADIO_TEMP_DIR", None)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"app.py ended early: {proc.stdout.read()}")
+        try:
+            if httpx.get(url, timeout=2).status_code < 500:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    proc.kill()
+    raise AssertionError("app.py did not answer within 180 s")
+
+
+def test_sigterm_leaves_no_reports_or_copies_and_a_start_prunes_dead_servers_folders(tmp_path, models_dir):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp / f"assistlab-reports-{int(dead.stdout)}-abc123"  # a SIGKILLed server's folder
+    (left / "20260101-000000-1234abcd").mkdir(parents=True)
+    (left / "20260101-000000-1234abcd" / "assistlab-report.json").write_text("{}")
+    alive = tmp / f"assistlab-reports-{os.getpid()}-def456"  # a running process's folder
+    alive.mkdir()
+    proc, url = _serve(tmp_path, models_dir)
+    try:
+        assert not left.exists() and alive.exists()
+        ours = [p for p in tmp.glob("assistlab-reports-*") if p != alive]
+        assert len(ours) == 1 and ours[0].name.startswith(f"assistlab-reports-{proc.pid}-")
+        upload = httpx.post(f"{url}gradio_api/upload", files={"files": ("prompts.txt", b"a prompt\n")}, timeout=30)
+        assert upload.status_code == 200, upload.text
+        copies = [p for p in (tmp / "gradio").rglob("*") if p.is_file()]
+        assert copies, "gradio kept no copy of the upload"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not ours[0].exists()
+    assert not [p for p in (tmp / "gradio").rglob("*") if p.is_file()]
+    assert alive.exists()

@@ -4,6 +4,7 @@
 
 import asyncio
 import os
+import signal
 from pathlib import Path
 
 import gradio as gr
@@ -229,6 +230,18 @@ def build_app(
 
 
 # ---------------------------------------------------------------- launching
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM (systemd, docker stop, kill) close the server as Ctrl-C does.
+
+    Gradio closes on KeyboardInterrupt, removing its copies of served files, and the report folder goes when
+    the process exits; SIGTERM's default would end the process with both left on disk.
+    """
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def parse_auth(text: str | None) -> list[tuple[str, str]] | None:
