@@ -106,3 +106,73 @@ def test_sigterm_leaves_no_reports_or_copies_and_a_start_prunes_dead_servers_fol
     assert not ours[0].exists()
     assert not [p for p in (tmp / "gradio").rglob("*") if p.is_file()]
     assert alive.exists()
+
+
+# --- item 8: hostile inputs get one sentence naming the field ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def client(models_dir, store, launch_app):
+    from gradio_client import Client
+
+    with launch_app(models_dir, store) as url:
+        yield Client(url, verbose=False)
+
+
+DEEP = '{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+def test_deeply_nested_json_in_a_prompts_file_is_one_sentence():
+    from assistlab.errors import InputError
+    from assistlab.results.suite import parse_prompts
+
+    for name in ("deep.jsonl", "deep"):
+        with pytest.raises(InputError, match="Line 1 of the prompts file nests lists or objects too deeply"):
+            parse_prompts(DEEP.encode(), name)
+
+
+@pytest.mark.parametrize("arguments, words", [
+    ({"prompts_text": DEEP, "prompts_filename": "deep.jsonl"}, "Line 1 of the prompts file nests"),
+    ({"prompts_text": "a prompt \ud800 with half an emoji"}, "The prompts_text contains a character that is not valid text"),
+    ({"prompts_text": "fine", "prompts_filename": "p\udc00.txt"}, "The prompts_filename contains a character"),
+])
+def test_compare_suite_refuses_hostile_prompts_naming_the_field(client, arguments, words):
+    outcome = call_api(client.src, "compare_suite", target="target", suite="file", **arguments)
+    assert outcome[0] == "error" and words in outcome[1] and "unexpected" not in outcome[1], outcome
+
+
+def call_api(url: str, api_name: str, **arguments) -> tuple[str, str]:
+    """(event, data) of the last message of one /gradio_api/call request, its JSON written with \\u escapes.
+
+    gradio_client cannot send a lone surrogate (it encodes its body as UTF-8); JSON can, as an escape.
+    """
+    import json
+
+    import httpx
+
+    url = url.rstrip("/") + "/"
+    info = httpx.get(f"{url}gradio_api/info", timeout=30).json()["named_endpoints"][f"/{api_name}"]
+    data = [arguments.get(p["parameter_name"], p.get("parameter_default")) for p in info["parameters"]]
+    body = json.dumps({"data": data}, ensure_ascii=True)
+    posted = httpx.post(f"{url}gradio_api/call/{api_name}", content=body,
+                        headers={"content-type": "application/json"}, timeout=60)
+    assert posted.status_code == 200, posted.text
+    event_id = posted.json()["event_id"]
+    event, payload = "", ""
+    with httpx.stream("GET", f"{url}gradio_api/call/{api_name}/{event_id}", timeout=120) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                payload = line[5:].strip()
+    return event, payload
+
+
+@pytest.mark.parametrize("page, words", [(10**19, "page must be a page number from 1 to 1,000,000,000"),
+                                         (2**63, "page must be a page number from 1")])
+def test_history_refuses_a_page_past_any_history(client, page, words):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError) as caught:
+        client.predict(page=page, api_name="/history")
+    assert words in str(caught.value) and "unexpected" not in str(caught.value)
+    assert client.predict(page=3, api_name="/history")["page"] == 3

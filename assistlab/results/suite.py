@@ -204,6 +204,11 @@ def _parse_jsonl(text: str) -> list[SuitePrompt]:
             entry = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise InputError(f"Line {line} of the prompts file is not valid JSON ({exc.msg}); fix or remove it.") from None
+        except RecursionError:
+            raise InputError(
+                f"Line {line} of the prompts file nests lists or objects too deeply to read; a prompt is an object "
+                f'like {{"category": "qa", "prompt": "..."}}.'
+            ) from None
         if not isinstance(entry, dict):
             raise InputError(
                 f'Line {line} of the prompts file must be a JSON object like {{"category": "qa", "prompt": "..."}}.'
