@@ -176,3 +176,52 @@ def test_history_refuses_a_page_past_any_history(client, page, words):
         client.predict(page=page, api_name="/history")
     assert words in str(caught.value) and "unexpected" not in str(caught.value)
     assert client.predict(page=3, api_name="/history")["page"] == 3
+
+
+# --- item 9: no CSV the app writes holds a formula ---------------------------------------------------------
+
+HOSTILE_CELLS = ['=HYPERLINK("http://evil","x")', "@SUM(A1:A9)", '+cmd|" /C calc"!A0', "-2+3", "\tTAB", "\rCR"]
+
+
+def _formula_cells(text: str) -> list[str]:
+    import csv
+    import io
+
+    from assistlab.results.cells import FORMULA_STARTS, _NUMBER
+
+    return [c for row in csv.reader(io.StringIO(text)) for c in row
+            if c.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(c)]
+
+
+def test_cells_quote_formulas_and_keep_numbers():
+    from assistlab.results.cells import cell
+
+    assert [cell(c) for c in HOSTILE_CELLS] == ["'" + c for c in HOSTILE_CELLS]
+    assert [cell(v) for v in (-1.5, -3, "-1.5", "+2", "-1e-3", "plain", "", None)] == \
+        [-1.5, -3, "-1.5", "+2", "-1e-3", "plain", "", None]
+
+
+def test_every_csv_the_app_writes_neutralises_formulas(models_dir, store, monkeypatch):
+    from assistlab.history import runs_csv
+    from assistlab.measure import suite_runner
+    from assistlab.results.suite import SuiteRequest, parse_prompts, select
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    prompts = "\n".join('{"category": %s, "prompt": "the quick brown fox"}' % json_text(c) for c in HOSTILE_CELLS[:4])
+    selection = select(SuiteRequest(suite="file", file="p.jsonl"), parse_prompts(prompts.encode(), "p.jsonl"))
+    bench = BenchRequest(target="target", arms=(ArmSpec("assistant", "target-copy"),), max_new_tokens=3,
+                         repeats=1, warmup=0)
+    text = suite_runner.run_suite_to_report(bench, selection, store).to_csv()
+    assert "'=HYPERLINK" in text and "'@SUM" in text and "'+cmd" in text and "'-2+3" in text
+    assert _formula_cells(text) == []
+    live = runner.run_to_report(bench, store)
+    live.arms[1].name = HOSTILE_CELLS[0]
+    report = live.to_dict()
+    for text in (live.to_csv(), runs_csv(report)):  # the page's and CLI's download, the history's
+        assert _formula_cells(text) == [] and "'=HYPERLINK" in text
+
+
+def json_text(value: str) -> str:
+    import json
+
+    return json.dumps(value)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import csv
 import io
 import json
 import math
@@ -12,6 +11,7 @@ import re
 import unicodedata
 
 from ..errors import InputError
+from ..results import cells
 from .records import MAX_NAME_CHARS, MAX_PREVIEW_CHARS
 
 # The largest report one comparison may store (issue 10, as the limits in records); only _report_text reads it.
@@ -220,7 +220,7 @@ def canonical_report(report: dict) -> dict:
 def runs_csv(report: dict) -> str:
     """One row per counted run, from a report dict (as Report.to_csv writes it from the live report)."""
     buf = io.StringIO()
-    writer = csv.writer(buf)
+    writer = cells.Writer(buf)
     writer.writerow(["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
                      "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes"])
     for arm in report.get("arms") or []:

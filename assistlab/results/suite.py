@@ -20,6 +20,7 @@ import numpy as np
 
 from ..config import LIMITS, _as_int, _choice
 from ..errors import InputError
+from . import cells
 from .busy import warnings as busy_warnings
 from .report import Report
 
@@ -665,7 +666,7 @@ class SuiteReport:
     def to_csv(self) -> str:
         """One row per counted run, with the prompt's id, category and turn first."""
         out = io.StringIO()
-        writer = csv.writer(out)
+        writer = cells.Writer(out)
         header_written = False
         for result in self.results:
             if result.report is None or not result.report.runs:
