@@ -12,7 +12,7 @@ import unicodedata
 
 from ..errors import InputError
 from ..results import cells
-from .records import MAX_NAME_CHARS, MAX_PREVIEW_CHARS
+from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS
 
 # The largest report one comparison may store (issue 10, as the limits in records); only _report_text reads it.
 MAX_REPORT_BYTES = 8_000_000
@@ -23,6 +23,11 @@ def clean_text(value: object, limit: int) -> str:
     """Text safe to store and index: one line, no control or format characters, NUL or lone surrogates."""
     text = re.sub(r"\s+", " ", str(value))
     return "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")[:limit].strip()
+
+
+def owner_name(name: object) -> str | None:
+    """The one rule a login name is stored under and compared by (saving, deleting, retention): cleaned text."""
+    return (clean_text(name, MAX_OWNER_CHARS) or None) if name else None
 
 
 def canonical_model(text: object, kind: str | None = None) -> str:

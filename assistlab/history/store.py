@@ -18,8 +18,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..errors import InputError
 from . import leaderboard as board
 from . import queries
-from .derive import _report_text, _sanitize_json, arm_rows, canonical_report, clean_text, summary_columns
-from .records import MAX_OWNER_CHARS, BoardSection, Entry, HistoryError, Page, SaveResult, check_id
+from .derive import _report_text, _sanitize_json, arm_rows, canonical_report, owner_name, summary_columns
+from .records import BoardSection, Entry, HistoryError, Page, SaveResult, check_id
 from .schema import arms_table, comparisons, upgrade
 
 log = logging.getLogger(__name__)
@@ -196,16 +196,16 @@ class History:
             arms = arm_rows(report)
             run_id = secrets.token_hex(8)
             created = now or datetime.now(timezone.utc)
-            who = clean_text(owner, MAX_OWNER_CHARS) if owner else None
+            who = owner_name(owner)
             engine = self._ready()
             with engine.begin() as conn:
                 seq = conn.execute(
-                    comparisons.insert().values(id=run_id, created_at=created, owner=who or None, report=text,
+                    comparisons.insert().values(id=run_id, created_at=created, owner=who, report=text,
                                                 **columns).returning(comparisons.c.seq)
                 ).scalar_one()
                 if arms:
                     conn.execute(arms_table.insert(), [{**a, "comparison_seq": seq} for a in arms])
-                self._prune(conn)
+                self._prune(conn, who)
             return SaveResult(id=run_id, note=note)
         except (HistoryError, InputError) as exc:
             warning = f"This comparison was not saved to the history: {exc}"
@@ -220,10 +220,12 @@ class History:
             log.warning("%s", warning)
         return SaveResult(warning=warning)
 
-    def _prune(self, conn: sa.Connection) -> None:
+    def _prune(self, conn: sa.Connection, owner: str | None) -> None:
+        """Keep the newest max_entries of this owner's comparisons: one person saving many drops only their own."""
         if not self.max_entries:
             return
-        old = sa.select(comparisons.c.seq).order_by(comparisons.c.seq.desc()).offset(self.max_entries)
+        mine = comparisons.c.owner.is_(None) if owner is None else comparisons.c.owner == owner
+        old = sa.select(comparisons.c.seq).where(mine).order_by(comparisons.c.seq.desc()).offset(self.max_entries)
         doomed = [row[0] for row in conn.execute(old)]
         if doomed:
             conn.execute(arms_table.delete().where(arms_table.c.comparison_seq.in_(doomed)))
@@ -239,7 +241,7 @@ class History:
                 ).first()
                 if row is None:
                     raise HistoryError(f"There is no saved comparison {run_id}; it may have been deleted already.")
-                if user is not None and row.owner is not None and row.owner != user:
+                if user is not None and row.owner is not None and row.owner != owner_name(user):
                     raise HistoryError(
                         f"Comparison {run_id} was saved by someone else; only the person who saved it can delete it."
                     )
