@@ -258,3 +258,39 @@ def test_one_user_saving_many_does_not_push_out_anyone_elses(tmp_path):
         assert kept == {*alice, anonymous, *mallory[-3:]}
     finally:
         db.close()
+
+
+# --- item 11: with ASSISTLAB_AUTH, only the login page answers without a login -----------------------------
+
+def test_with_a_login_on_only_the_login_page_answers_without_one(models_dir, store, monkeypatch):
+    import httpx
+    from conftest import free_port
+
+    from assistlab import ui
+    from assistlab.measure.slots import SlotPool
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    demo = ui.build_app(store, pool=SlotPool(0))
+    options = ui.launch_options({"ASSISTLAB_AUTH": "ann:secret"})
+    _app, url, _share = demo.launch(prevent_thread_lock=True, quiet=True, server_port=free_port(), **options)
+    closed = [("POST", "gradio_api/cancel", {"json": {"session_hash": "x", "fn_index": 0, "event_id": "y"}}),
+              ("POST", "gradio_api/reset", {"json": {"event_id": "y"}}),
+              ("GET", "gradio_api/heartbeat/abc123", {}), ("GET", "gradio_api/info", {}), ("GET", "config", {}),
+              ("GET", "gradio_api/queue/data?session_hash=abc", {}), ("GET", "gradio_api/app_id", {}),
+              ("GET", "gradio_api/startup-events/../token", {}), ("GET", "monitoring", {}),
+              ("POST", "gradio_api/upload", {"files": {"files": ("a.txt", b"x")}})]
+    try:
+        with httpx.Client(base_url=url, timeout=30) as anonymous:
+            for method, path, kwargs in closed:
+                assert anonymous.request(method, path, **kwargs).status_code == 401, path
+            page = anonymous.get("")
+            assert page.status_code == 200
+            asset = next(part.split('"')[0] for part in page.text.split('src="')[1:] if "assets/" in part)
+            assert anonymous.get(asset.replace(url, "")).status_code == 200
+        with httpx.Client(base_url=url, timeout=30) as ann:
+            assert ann.post("login", data={"username": "ann", "password": "secret"}).status_code == 200
+            for method, path, kwargs in closed[:5]:
+                with ann.stream(method, path, **kwargs) as answer:  # a heartbeat is a stream that stays open
+                    assert answer.status_code != 401, path
+    finally:
+        demo.close()

@@ -299,4 +299,5 @@ def launch_options(environ: dict | None = None) -> dict:
     if auth:
         options["auth"] = throttled_auth(auth)
         options["auth_message"] = "This AssistLab server asks for a login."
+        options["app_kwargs"] = gradio_private.login_gate_kwargs()  # Gradio leaves some routes open
     return options
