@@ -294,3 +294,45 @@ def test_with_a_login_on_only_the_login_page_answers_without_one(models_dir, sto
                     assert answer.status_code != 401, path
     finally:
         demo.close()
+
+
+# --- item 12: the operator's time cap, the PostgreSQL hint, the size check first, the warning's colour --------
+
+def test_the_operators_time_cap_stops_a_comparison(models_dir, store, monkeypatch):
+    import time
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    request = BenchRequest(target="target", arms=(ArmSpec("assistant", "target-copy"),), max_new_tokens=8,
+                           repeats=50, warmup=0)
+    import dataclasses
+
+    runner.run_to_report(dataclasses.replace(request, repeats=1), store)  # loads the models first
+    monkeypatch.setenv(runner.MAX_RUN_ENV, "1.5")
+    started = time.monotonic()
+    report = runner.run_to_report(request, store)
+    assert time.monotonic() - started < 15
+    assert report.status == "stopped" and "ASSISTLAB_MAX_RUN_S" in report.message
+    monkeypatch.setenv(runner.MAX_RUN_ENV, "soon")
+    with pytest.raises(Exception, match="ASSISTLAB_MAX_RUN_S must be a number of seconds"):
+        runner.max_run_s()
+
+
+def test_a_postgresql_failure_names_the_database_url_not_the_data_folder():
+    store = hist.History("postgresql+psycopg://nobody:pw@127.0.0.1:1/none", max_entries=None)
+    warning = store.save(_minimal_report()).warning
+    assert "ASSISTLAB_DATABASE_URL" in warning and "ASSISTLAB_DATA_DIR" not in warning
+
+
+def test_a_huge_prompts_text_is_refused_by_its_size_before_it_is_read(monkeypatch):
+    from assistlab.errors import InputError
+    from assistlab.ui import suite_tab
+
+    monkeypatch.setattr(suite_tab, "bench_from_form", lambda values: pytest.fail("read before the size check"))
+    with pytest.raises(InputError, match="prompts_text is 50,000,001 characters"):
+        suite_tab.suite_plan_from_api({}, {"source": "file"}, "x" * 50_000_001, "p.txt")
+
+
+def test_a_not_saved_note_is_coloured_as_a_warning():
+    from assistlab.ui.style import CSS
+
+    assert "p.al-note.al-failed" in CSS and "#b91c1c" in CSS.split("p.al-note.al-failed {")[1].split("}")[0]

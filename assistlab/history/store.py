@@ -167,11 +167,14 @@ class History:
             hint = "Another process is holding it; try again in a moment."
         elif "full" in lower or "no space" in lower:
             hint = "The disk is full; free some space."
+        elif not self.url.startswith("sqlite"):  # PostgreSQL: the data folder plays no part
+            hint = (f"Check that the PostgreSQL server {DATABASE_URL_ENV} names is running and reachable, and "
+                    f"that its user and password are right.")
         elif any(word in lower for word in ("readonly", "read-only", "permission", "not permitted", "unable to open",
                                             "not a directory", "no such file")):
             hint = f"Check that its folder can be created and is writable, or set {DATA_DIR_ENV} to one that is."
         else:
-            hint = f"Check {DATABASE_URL_ENV} / {DATA_DIR_ENV}."
+            hint = f"Check {DATA_DIR_ENV} (the folder of {DB_FILENAME}) or set {DATABASE_URL_ENV}."
         return HistoryError(f"Cannot use {self.where} ({reason}). {hint}")
 
     def close(self) -> None:
