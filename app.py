@@ -18,6 +18,7 @@ def main() -> int:
     except AssistLabError as exc:
         print(f"assistlab: {exc}", file=sys.stderr)
         return 2
+    ui.stop_on_sigterm()
     ui.build_app(ModelStore()).launch(**options)
     return 0
 

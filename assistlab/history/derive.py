@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import csv
 import hashlib
 import io
 import json
@@ -13,7 +12,8 @@ import re
 import unicodedata
 
 from ..errors import InputError
-from .records import MAX_NAME_CHARS, MAX_PREVIEW_CHARS
+from ..results import cells
+from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS
 
 # The largest report one comparison may store (issue 10, as the limits in records); only _report_text reads it.
 MAX_REPORT_BYTES = 8_000_000
@@ -27,17 +27,26 @@ def clean_text(value: object, limit: int) -> str:
     return "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")[:limit].strip()
 
 
-def canonical_model(text: object, kind: str | None = None) -> str:
-    """The name a model is stored and searched under: a hub id, a bundled name or a local folder's own name.
+def owner_name(name: object) -> str | None:
+    """The one rule a login name is stored under and compared by (saving, deleting, retention): cleaned text."""
+    return (clean_text(name, MAX_OWNER_CHARS) or None) if name else None
 
-    Never the raw text someone typed: a path like './x/../same' is reduced to 'same', and anything outside
-    the characters hub ids and folder names use is dropped.
+
+def canonical_model(text: object, kind: str | None = None) -> str:
+    """The name a model is stored and searched under: a hub id, a bundled name or a local folder's path.
+
+    A local folder is named by its path inside ASSISTLAB_MODELS_DIR, as the app resolves it ('team1/tiny'), so
+    two folders with the same last name stay two models. Never the raw text someone typed: a path that is not
+    such a clean relative path (like './x/../same' or an absolute one) is reduced to its last name, 'same', and
+    anything outside the characters hub ids and folder names use is dropped.
     """
     raw = str(text or "").strip()
     if kind is None:
         kind = "bundled" if raw.startswith("bundled:") else "local" if raw.startswith(("/", ".", "~")) or ".." in raw else "hub"
     if kind == "local":
-        raw = posixpath.basename(posixpath.normpath(raw.replace("\\", "/")).rstrip("/"))
+        raw = raw.replace("\\", "/").rstrip("/")
+        if raw.startswith(("/", "~")) or any(part in ("", ".", "..") for part in raw.split("/")):
+            raw = posixpath.basename(posixpath.normpath(raw).rstrip("/"))
     name = _SAFE_NAME.sub("", raw)[:MAX_NAME_CHARS]
     return name or "unknown"
 
@@ -307,7 +316,7 @@ def canonical_report(report: dict) -> dict:
 def runs_csv(report: dict) -> str:
     """One row per counted run, from a report dict (as Report.to_csv writes it from the live report)."""
     buf = io.StringIO()
-    writer = csv.writer(buf)
+    writer = cells.Writer(buf)
     writer.writerow(["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
                      "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes"])
     for arm in report.get("arms") or []:

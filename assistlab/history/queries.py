@@ -9,7 +9,8 @@ from datetime import timezone
 
 import sqlalchemy as sa
 
-from .records import MAX_NAME_CHARS, MAX_PAGE_SIZE, Entry, HistoryError, Page, check_id
+from ..errors import InputError
+from .records import MAX_NAME_CHARS, MAX_PAGE, MAX_PAGE_SIZE, Entry, HistoryError, Page, check_id
 from .schema import arms_table, comparisons
 
 # How a query gets its connection: History's, which turns a failing database into one HistoryError.
@@ -35,11 +36,21 @@ def _entry(row) -> Entry:
     return Entry(**{name: m[name] for name in Entry.__dataclass_fields__ if name != "created_at"}, created_at=created)
 
 
+def _whole(field: str, value: object) -> int:
+    """A paging number as an int, or one sentence naming the field."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{field} must be a whole number; got {value!r}.") from None
+
+
 def list_entries(connect: Connect, *, target: str = "", assistant: str = "", device: str = "", page: int = 1,
                  page_size: int = 20) -> Page:
     """Saved comparisons, newest first, filtered by parts of the target, an assistant and the device."""
-    page = max(1, int(page))
-    page_size = min(max(1, int(page_size)), MAX_PAGE_SIZE)
+    page = max(1, _whole("page", page))
+    if page > MAX_PAGE:  # an offset past every database's integers; no history has that many pages
+        raise InputError(f"page must be a page number from 1 to {MAX_PAGE:,}; {page:,} is past any history.")
+    page_size = min(max(1, _whole("page_size", page_size)), MAX_PAGE_SIZE)
     conditions = [*part_of(comparisons.c.target, target), *part_of(comparisons.c.device_name, device)]
     if assistant and assistant.strip():
         conditions.append(sa.exists().where(

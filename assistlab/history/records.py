@@ -13,6 +13,7 @@ MAX_NAME_CHARS = 200
 MAX_OWNER_CHARS = 128
 MAX_PREVIEW_CHARS = 200
 MAX_PAGE_SIZE = 200
+MAX_PAGE = 1_000_000_000  # far past any history; keeps the row offset inside every database's integers
 
 # Interval kinds a verdict may rest on: stats' exact order-statistic one, and the bootstrap of older reports.
 # A workload's is the t-interval of its prompts' mean log speedup (results.suite).

@@ -26,11 +26,11 @@ from .derive import (
     _sanitize_json,
     arm_rows,
     canonical_report,
-    clean_text,
+    owner_name,
     savable,
     summary_columns,
 )
-from .records import MAX_OWNER_CHARS, BoardSection, Entry, HistoryError, Page, SaveResult, check_id
+from .records import BoardSection, Entry, HistoryError, Page, SaveResult, check_id
 from .schema import arms_table, comparisons, upgrade
 
 log = logging.getLogger(__name__)
@@ -272,11 +272,14 @@ class History:
             hint = "Another process is holding it; try again in a moment."
         elif "full" in lower or "no space" in lower:
             hint = "The disk is full; free some space."
+        elif not self.url.startswith("sqlite"):  # PostgreSQL: the data folder plays no part
+            hint = (f"Check that the PostgreSQL server {DATABASE_URL_ENV} names is running and reachable, and "
+                    f"that its user and password are right.")
         elif any(word in lower for word in ("readonly", "read-only", "permission", "not permitted", "unable to open",
                                             "not a directory", "no such file")):
             hint = f"Check that its folder can be created and is writable, or set {DATA_DIR_ENV} to one that is."
         else:
-            hint = f"Check {DATABASE_URL_ENV} / {DATA_DIR_ENV}."
+            hint = f"Check {DATA_DIR_ENV} (the folder of {DB_FILENAME}) or set {DATABASE_URL_ENV}."
         return HistoryError(f"Cannot use {self.where} ({reason}). {hint}")
 
     def _forget(self) -> None:
@@ -312,8 +315,7 @@ class History:
             arms = arm_rows(report)
             row["id"] = run_id = secrets.token_hex(8)
             row["created_at"] = now or datetime.now(timezone.utc)
-            who = clean_text(owner, MAX_OWNER_CHARS) if owner else None
-            row["owner"] = who or None
+            row["owner"] = owner_name(owner)
             gave_up = threading.Event()
             future = self._writer().submit(self._write, row, arms, gave_up)
             try:
@@ -356,7 +358,7 @@ class History:
                     seq = conn.execute(comparisons.insert().values(**row).returning(comparisons.c.seq)).scalar_one()
                     if arms:
                         conn.execute(arms_table.insert(), [{**a, "comparison_seq": seq} for a in arms])
-                    self._prune(conn)
+                    self._prune(conn, row["owner"])
                     if gave_up.is_set():  # the caller was told it was not saved: keep it so
                         raise _GaveUp
                     if attempt == 1 and self._replaced():  # moved while we wrote: into the file at the path
@@ -367,10 +369,12 @@ class History:
             except _Replaced:
                 continue
 
-    def _prune(self, conn: sa.Connection) -> None:
+    def _prune(self, conn: sa.Connection, owner: str | None) -> None:
+        """Keep the newest max_entries of this owner's comparisons: one person saving many drops only their own."""
         if not self.max_entries:
             return
-        old = sa.select(comparisons.c.seq).order_by(comparisons.c.seq.desc()).offset(self.max_entries)
+        mine = comparisons.c.owner.is_(None) if owner is None else comparisons.c.owner == owner
+        old = sa.select(comparisons.c.seq).where(mine).order_by(comparisons.c.seq.desc()).offset(self.max_entries)
         doomed = [row[0] for row in conn.execute(old)]
         if doomed:
             conn.execute(arms_table.delete().where(arms_table.c.comparison_seq.in_(doomed)))
@@ -386,7 +390,7 @@ class History:
                 ).first()
                 if row is None:
                     raise HistoryError(f"There is no saved comparison {run_id}; it may have been deleted already.")
-                if user is not None and row.owner is not None and row.owner != user:
+                if user is not None and row.owner is not None and row.owner != owner_name(user):
                     raise HistoryError(
                         f"Comparison {run_id} was saved by someone else; only the person who saved it can delete it."
                     )

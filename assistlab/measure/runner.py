@@ -55,6 +55,26 @@ for _name in ("generation.utils", "generation.configuration_utils", "tokenizatio
     logging.getLogger(f"transformers.{_name}").addFilter(_QuietExpected())
 
 
+MAX_RUN_ENV = "ASSISTLAB_MAX_RUN_S"  # the operator's cap on one comparison's wall time, in seconds
+
+
+def max_run_s(environ: dict | None = None) -> float | None:
+    """$ASSISTLAB_MAX_RUN_S as a positive number of seconds, or None (unset or 0: no cap); bad values raise."""
+    import math
+    import os
+
+    value = ((os.environ if environ is None else environ).get(MAX_RUN_ENV) or "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise InputError(f"{MAX_RUN_ENV} must be a number of seconds, got {value!r}.") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InputError(f"{MAX_RUN_ENV} must be a positive number of seconds (0 for no cap), got {value!r}.")
+    return seconds or None
+
+
 HEARTBEAT_S = 2.0  # how often a loading step reports its elapsed time while the model loads
 
 
@@ -757,6 +777,10 @@ def _run_benchmark(
     should_stop: Callable[[], bool],
     endpoints: list[vllm_engine.Endpoint],
 ) -> Iterator[Event]:
+    cap = max_run_s()
+    if cap is not None:  # the operator's cap stops a comparison as Stop does, keeping what was measured
+        deadline, asked = time.monotonic() + cap, should_stop
+        should_stop = lambda: asked() or time.monotonic() > deadline  # noqa: E731
     device = models_mod.choose_device(request.device)
     dtype = models_mod.choose_dtype(request.dtype, device)
     request = request.resolved(device.type)
@@ -872,6 +896,8 @@ def _run_benchmark(
         report.status = "stopped"
         most = "at most " if request.precision else ""
         report.message = f"Stopped after {stopping['repetitions']} of {most}{request.repeats} repetitions."
+        if cap is not None and time.monotonic() > deadline:
+            report.message += f" This server stops a comparison after {cap:g} s ({MAX_RUN_ENV})."
         return progress.event("done", report.message, report, step="Stopped", eta_s=0.0)
 
     for w in range(request.warmup):

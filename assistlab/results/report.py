@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -11,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ..engines.transformers import paths
-from . import explain, stats
+from . import cells, explain, stats
 from .busy import probe_warning
 from .busy import warnings as busy_warnings
 
@@ -304,7 +303,7 @@ class Report:
     def to_csv(self) -> str:
         """One row per counted run."""
         buf = io.StringIO()
-        writer = csv.writer(buf)
+        writer = cells.Writer(buf)
         writer.writerow(
             ["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
              "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes", "position", "engine"]

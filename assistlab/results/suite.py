@@ -20,6 +20,7 @@ import numpy as np
 
 from ..config import LIMITS, _as_int, _choice
 from ..errors import InputError
+from . import cells
 from .busy import warnings as busy_warnings
 from .report import Report, level_words
 
@@ -204,6 +205,11 @@ def _parse_jsonl(text: str) -> list[SuitePrompt]:
             entry = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise InputError(f"Line {line} of the prompts file is not valid JSON ({exc.msg}); fix or remove it.") from None
+        except RecursionError:
+            raise InputError(
+                f"Line {line} of the prompts file nests lists or objects too deeply to read; a prompt is an object "
+                f'like {{"category": "qa", "prompt": "..."}}.'
+            ) from None
         if not isinstance(entry, dict):
             raise InputError(
                 f'Line {line} of the prompts file must be a JSON object like {{"category": "qa", "prompt": "..."}}.'
@@ -660,7 +666,7 @@ class SuiteReport:
     def to_csv(self) -> str:
         """One row per counted run, with the prompt's id, category and turn first."""
         out = io.StringIO()
-        writer = csv.writer(out)
+        writer = cells.Writer(out)
         header_written = False
         for result in self.results:
             if result.report is None or not result.report.runs:

@@ -4,6 +4,7 @@
 
 import asyncio
 import os
+import signal
 from pathlib import Path
 
 import gradio as gr
@@ -251,6 +252,18 @@ def build_app(
 # ---------------------------------------------------------------- launching
 
 
+def stop_on_sigterm() -> None:
+    """Make SIGTERM (systemd, docker stop, kill) close the server as Ctrl-C does.
+
+    Gradio closes on KeyboardInterrupt, removing its copies of served files, and the report folder goes when
+    the process exits; SIGTERM's default would end the process with both left on disk.
+    """
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def parse_auth(text: str | None) -> list[tuple[str, str]] | None:
     """ASSISTLAB_AUTH='user:password[,user2:password2]' as gradio's auth list; None when unset."""
     if _blank(text):
@@ -306,4 +319,5 @@ def launch_options(environ: dict | None = None) -> dict:
     if auth:
         options["auth"] = throttled_auth(auth)
         options["auth_message"] = "This AssistLab server asks for a login."
+        options["app_kwargs"] = gradio_private.login_gate_kwargs()  # Gradio leaves some routes open
     return options

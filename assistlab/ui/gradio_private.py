@@ -34,3 +34,58 @@ def quiet_queue(blocks: gr.Blocks) -> None:
         if not hasattr(queue, name):
             raise RuntimeError(f"gradio's queue has no {name!r}: check gradio_private against this gradio version")
         setattr(queue, name, value)
+
+
+# ---------------------------------------------------------------- what a login covers
+# Gradio checks the login on its data routes only; /gradio_api/cancel, /reset, /heartbeat/* and a few others
+# answer anyone. LoginGate refuses every route to a request without a login, except what the login page itself
+# is built from: the page, Gradio's own scripts, styles and fonts, and the login and logout routes.
+LOGIN_PAGE_PATHS = frozenset({
+    "/", "/login", "/login/", "/logout", "/logout/", "/theme.css", "/favicon.ico", "/robots.txt", "/manifest.json",
+    "/gradio_api/login_check", "/gradio_api/login_check/",
+    "/gradio_api/startup-events",  # launch() calls it once, without a login, before it returns
+})
+LOGIN_PAGE_PREFIXES = ("/assets/", "/static/", "/svelte/")
+
+
+def _logged_in(app, scope) -> bool:
+    from starlette.requests import HTTPConnection
+
+    cookies = HTTPConnection(scope).cookies
+    cookie_id = getattr(app, "cookie_id", None)
+    tokens = getattr(app, "tokens", None)
+    if cookie_id is None or tokens is None:
+        raise RuntimeError("gradio's app has no cookie_id/tokens: check gradio_private against this gradio version")
+    token = cookies.get(f"access-token-{cookie_id}") or cookies.get(f"access-token-unsecure-{cookie_id}")
+    return token is not None and tokens.get(token) is not None
+
+
+class LoginGate:
+    """ASGI middleware for the app Gradio builds: without a login, only the login page answers (401 otherwise)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        gradio_app = scope.get("app")
+        if scope["type"] in ("http", "websocket") and getattr(gradio_app, "auth", None) is not None:
+            path = scope.get("path", "")
+            root = scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root):] or "/"
+            if not (path in LOGIN_PAGE_PATHS or path.startswith(LOGIN_PAGE_PREFIXES)) and not _logged_in(gradio_app, scope):
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                from starlette.responses import JSONResponse
+
+                await JSONResponse({"detail": "Not authenticated"}, status_code=401)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def login_gate_kwargs() -> dict:
+    """launch()'s app_kwargs that put LoginGate in front of every route of the app Gradio builds."""
+    from starlette.middleware import Middleware
+
+    return {"middleware": [Middleware(LoginGate)]}

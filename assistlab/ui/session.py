@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -144,12 +145,42 @@ class SessionStops:
             flag.set()
 
 
+REPORTS_PREFIX = "assistlab-reports-"  # + the owning process's id + "-" + random: assistlab-reports-4242-x1y2
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: running
+        return True
+    return True
+
+
+def prune_left_reports(parent: Path | None = None) -> list[Path]:
+    """Remove the report folders that processes no longer running left in `parent` (the temporary folder).
+
+    A folder's name holds the id of the process that made it; a running process's folder is never touched
+    (a reused id only keeps a folder longer). Folders without an id (from before ids were written) are kept.
+    """
+    removed = []
+    for folder in Path(parent or tempfile.gettempdir()).glob(f"{REPORTS_PREFIX}*"):
+        pid = folder.name[len(REPORTS_PREFIX):].partition("-")[0]
+        if folder.is_dir() and not folder.is_symlink() and pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
 class ReportFiles:
     """The app's own folder of downloadable reports, one subfolder per finished run, and the named folders
     parts of the app keep (`folder`), which pruning never removes (only their old files)."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="assistlab-reports-"))
+        if not root:
+            prune_left_reports()  # what a killed server left behind, before this one adds its own
+        self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix=f"{REPORTS_PREFIX}{os.getpid()}-"))
         self.root.mkdir(parents=True, exist_ok=True)
         self._kept: set[str] = set()
         # A folder the app made for itself goes with the server: at close(), or when the process exits.

@@ -31,6 +31,7 @@ CSS = """
 .al-headline p.al-warning, .al-suite-summary p.al-warning { color: #b45309; font-weight: 560; }
 .al-headline p.al-arm { font-size: 1.08rem; font-weight: 560; }
 .al-headline p.al-note { color: var(--body-text-color-subdued); font-size: .92rem; }
+.al-headline p.al-note.al-failed, p.al-note.al-failed { color: #b91c1c; font-weight: 560; }  /* not saved: a warning */
 .al-dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 7px; }
 .al-table { width: 100%; border-collapse: collapse; font-size: .88rem; border: none !important; margin: 0 !important; }
 .al-table tr { border: none !important; }

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from ..config import DEFAULT_PROMPT
+from ..config import DEFAULT_PROMPT, check_encodable
 from ..errors import InputError
 from ..measure import suite_runner
 from ..results.suite import (
@@ -337,11 +337,19 @@ def wire(page: Page, view: SuiteView) -> None:
 
 def suite_plan_from_api(values: dict, suite_values: dict, prompts_text: str, prompts_filename: str):
     """The /compare_suite API's request and plan: a prompts file comes as its text."""
+    prompts_text = "" if prompts_text is None else str(prompts_text)
+    if len(prompts_text) > SUITE_LIMITS["file_bytes"]:  # before anything reads it: a character is at least a byte
+        raise InputError(
+            f"prompts_text is {len(prompts_text):,} characters; a prompts file may be at most "
+            f"{SUITE_LIMITS['file_bytes']:,} bytes. Split it or choose fewer prompts."
+        )
     bench = bench_from_form(values)
     if suite_values["source"] != SPEC_BENCH:
-        if not prompts_text or not str(prompts_text).strip():
+        if not prompts_text.strip():
             raise InputError("prompts_text: give the contents of a prompts file (or choose suite='spec-bench').")
-        prompts = parse_prompts(str(prompts_text).encode("utf-8"), prompts_filename or "prompts.txt")
+        check_encodable("prompts_text", prompts_text)
+        check_encodable("prompts_filename", str(prompts_filename or ""))
+        prompts = parse_prompts(prompts_text.encode("utf-8"), prompts_filename or "prompts.txt")
         request = suite_request_from_form(**{**suite_values, "file": prompts_filename or "prompts.txt"})
         return bench, SuitePlan(select(request, prompts))
     return bench, SuitePlan(select(suite_request_from_form(**suite_values)))

@@ -146,6 +146,10 @@ def plan(spec: ArmSpec, target: LoadedModel, helper: LoadedModel | None, do_samp
     path.check_settings(spec, do_sample)
     resolved = dataclasses.replace(spec, strategy=path.name)
     name = label(resolved) if choice or spec.strategy != AUTO else label(spec).replace("auto:", f"{path.name}:", 1)
+    ref = getattr(helper, "ref", None)
+    if getattr(ref, "kind", None) == "local" and spec.assistant:
+        # a local folder is named by its path inside the models folder: team1/tiny and team2/tiny stay apart
+        name = name.replace(f": {short_name(spec.assistant)} (", f": {ref.text} (", 1)
     name = marked_name(name, spec.to_dict(), do_sample)  # lossy arms say so in every view
     values = path.settings(spec, values_of(path.drafter(target, helper)), defaults)
     return Plan(
