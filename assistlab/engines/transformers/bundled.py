@@ -249,22 +249,11 @@ def ensure_converted(ref: str, progress: Progress | None = None, root: Path | No
 
 
 def _convert(gguf: Path, out: Path, say: Progress) -> None:
-    """De-quantize a GGUF checkpoint with transformers and save it as float32 safetensors."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+    """De-quantize a GGUF checkpoint in one read of the file and save it as float32 safetensors."""
     try:
-        import gguf as _gguf  # noqa: F401  (transformers needs it to read the file)
+        import gguf as _gguf  # noqa: F401  (its type constants and numpy de-quantization)
     except ImportError:
         raise ModelLoadError("Reading the bundled models needs the gguf package: pip install gguf==0.19.0") from None
-    say(f"Reading the tokenizer from {gguf.name}...")
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    say(f"De-quantizing the weights of {gguf.name}...")
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    # The loaded model remembers it came from a quantized file; the tensors themselves are plain float32 now.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    say("Saving as safetensors...")
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
+    from .gguf_convert import convert
+
+    convert(gguf, out, say)
