@@ -6,11 +6,15 @@ asks for a login; ASSISTLAB_MODELS_DIR allows local model folders.
 
 import sys
 
+from assistlab.engines.transformers.bundled import Preparation
 from assistlab.engines.transformers.models import ModelStore
 from assistlab.errors import AssistLabError
 
 
 def main() -> int:
+    # The bundled pair converts in the background (first start only) while gradio loads and a person reads
+    # the page; a Run that needs it waits for it.
+    preparation = Preparation().start()
     from assistlab import ui
 
     try:
@@ -18,7 +22,7 @@ def main() -> int:
     except AssistLabError as exc:
         print(f"assistlab: {exc}", file=sys.stderr)
         return 2
-    ui.build_app(ModelStore()).launch(**options)
+    ui.build_app(ModelStore(), preparation=preparation).launch(**options)
     return 0
 
 
