@@ -434,6 +434,20 @@ def _loading_step(role: str, text: str) -> tuple[str, str, float | None]:
     return f"Loading the {role}", f"Loading the {role} {text}...", None
 
 
+def _convert_side_by_side(request: BenchRequest) -> None:
+    """On a first use, convert the bundled assistants in the background while the target converts: each
+    conversion has single-threaded steps (the tokenizer, saving) that leave a core to the other. Loading an
+    assistant then waits for its conversion on the file lock; one that failed is tried again there, which says
+    why."""
+    if not (bundled.is_bundled(request.target) and bundled.needs_conversion(request.target)):
+        return
+    others = {spec.assistant for spec in request.arms
+              if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant and bundled.is_bundled(spec.assistant)}
+    pending = tuple(sorted(t for t in others - {request.target} if bundled.needs_conversion(t)))
+    if pending:
+        bundled.Preparation(pending).start()
+
+
 def _wait_for_conversions(pace: Pace, should_stop: Callable[[], bool]) -> Iterator[Event]:
     """Wait while a bundled model converts (the app's background preparation of models this run does not
     use): it would take CPU from every timed run, and from this process, where the busy-machine watch cannot
@@ -636,6 +650,7 @@ def run_benchmark(
         yield status()
         return (yield from _while_loading(lambda: get(text, keep), status))
 
+    _convert_side_by_side(request)
     target_key, target = yield from load("target", request.target, set())
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
