@@ -418,7 +418,7 @@ def _loading_step(role: str, text: str) -> tuple[str, str, float | None]:
         under_way = bundled.conversion_under_way(text)
         if under_way is not None:
             return (
-                f"Converting the bundled {role} (first use only)",
+                f"Converting the bundled {role} (first use only): {under_way.step.rstrip('.')}",
                 f"Converting the bundled {role} {text} once to safetensors (later starts skip this): "
                 f"{under_way.step}",
                 under_way.left(),
