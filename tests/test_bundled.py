@@ -294,13 +294,15 @@ def test_one_read_conversion_equals_transformers_own_gguf_loading(tmp_path):
         theirs_tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
 
         def settings(model) -> dict:
-            # What may differ: the GGUF load keeps a record that it was quantized, and each names its own path.
+            # What may differ: the GGUF load keeps a record that it was quantized, each names its own path, and
+            # only a saved model names its class (today's conversion saved it, so its config.json did too).
             found = model.config.to_dict()
-            for key in ("quantization_config", "_name_or_path"):
+            for key in ("quantization_config", "_name_or_path", "architectures"):
                 found.pop(key, None)
             return found
 
         assert type(ours) is type(theirs) and settings(ours) == settings(theirs)
+        assert ours.config.architectures == [type(theirs).__name__]
         mine, other = ours.state_dict(), theirs.state_dict()
         assert mine.keys() == other.keys()
         for key, value in mine.items():  # within float32 rounding (in fact bit for bit)
