@@ -344,3 +344,21 @@ def test_the_page_says_a_conversion_is_under_way_with_its_estimate(tmp_path):
     assert len(timers) == 1 and timers[0].active
     idle = ui.build_app(reports_dir=tmp_path, preparation=bundled.Preparation(()))
     assert not [b for b in idle.blocks.values() if getattr(b, "elem_id", None) == "al-preparation"]
+
+
+def test_merges_in_one_pass_equal_transformers_generate_merges():
+    import random
+
+    from transformers.tokenization_utils_base import generate_merges
+
+    from assistlab.engines.transformers.gguf_convert import merges_by_position
+
+    rng = random.Random(7)
+    letters = "ab\u2581c"
+    tokens = list(letters) + ["".join(rng.choice(letters) for _ in range(rng.randint(2, 6))) for _ in range(400)]
+    vocab = {token: index for index, token in enumerate(tokens)}  # repeated tokens: the last index, as Gemma's
+    positions = {token: -index for index, token in enumerate(tokens)}
+    assert len(set(tokens)) < len(tokens)  # the case with repeats is covered
+    assert merges_by_position(vocab, positions) == generate_merges(vocab, positions)
+    ties = {token: float(len(token)) for token in vocab}  # equal scores: transformers' own function decides
+    assert merges_by_position(vocab, ties) == generate_merges(vocab, ties)

@@ -213,7 +213,7 @@ def _tensor_names(gguf: GgufFile, config) -> tuple[type, dict[str, str], list[st
     name_map = get_tensor_name_map(arch, config.num_hidden_layers)
     names = {}
     for key in keys:
-        stem, dot, suffix = key.rpartition(".")
+        stem, _, suffix = key.rpartition(".")
         found = name_map.get_name(stem)
         if found is not None:
             names[f"{found}.{suffix}"] = key
