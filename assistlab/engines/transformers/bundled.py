@@ -44,7 +44,7 @@ class BundledModel:
     sha256: str
     # How long the one-time conversion takes on two CPU cores, for the page's estimate of the time left while
     # it runs; the marker file records each conversion's own time. From the one-read conversion's CPU time
-    # (Gemma 11.6 s of CPU, SmolLM2 about 5 s, measured on a 2-core machine too busy for a wall-clock figure).
+    # (Gemma 11.6 s of CPU, SmolLM2 6.0 s, measured on a 2-core machine too busy for a wall-clock figure).
     convert_seconds: float = 60.0
 
     def gguf_path(self, cache_root: Path) -> Path:
