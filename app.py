@@ -6,11 +6,15 @@ asks for a login; ASSISTLAB_MODELS_DIR allows local model folders.
 
 import sys
 
+from assistlab.engines.transformers.bundled import Preparation
 from assistlab.engines.transformers.models import ModelStore
 from assistlab.errors import AssistLabError
 
 
 def main() -> int:
+    # The bundled pair converts in the background (first start only) while gradio loads and a person reads
+    # the page; a Run that needs it waits for it.
+    preparation = Preparation().start()
     from assistlab import ui
 
     try:
@@ -19,7 +23,7 @@ def main() -> int:
         print(f"assistlab: {exc}", file=sys.stderr)
         return 2
     ui.stop_on_sigterm()
-    ui.build_app(ModelStore()).launch(**options)
+    ui.build_app(ModelStore(), preparation=preparation).launch(**options)
     return 0
 
 

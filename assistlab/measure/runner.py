@@ -472,16 +472,55 @@ def _stopping_record(request: BenchRequest) -> dict:
 
 
 def _loading_step(role: str, text: str) -> tuple[str, str, float | None]:
-    """(step, message, estimated seconds) for loading one model; the estimate only for a first conversion."""
-    if bundled.is_bundled(text) and bundled.needs_conversion(text):
-        estimate = bundled.lookup(text).convert_seconds
-        return (
-            f"Converting the bundled {role} (first use only)",
-            f"Preparing the bundled {role} {text} for first use: converting it once to safetensors "
-            f"(about {estimate:.0f} s on two CPU cores; later starts skip this)...",
-            estimate,
-        )
+    """(step, message, estimated seconds left) for loading one model now; an estimate only while it converts.
+
+    A conversion under way (this load's own, the app's background preparation, or another process's) is
+    reported as it stands: its own step, and the time it has left by the measured estimate.
+    """
+    if bundled.is_bundled(text):
+        under_way = bundled.conversion_under_way(text)
+        if under_way is not None:
+            return (
+                f"Converting the bundled {role} (first use only): {under_way.step.rstrip('.')}",
+                f"Converting the bundled {role} {text} once to safetensors (later starts skip this): "
+                f"{under_way.step}",
+                under_way.left(),
+            )
+        if bundled.needs_conversion(text):
+            estimate = bundled.lookup(text).convert_seconds
+            return (
+                f"Converting the bundled {role} (first use only)",
+                f"Preparing the bundled {role} {text} for first use: converting it once to safetensors "
+                f"(about {estimate:.0f} s on two CPU cores; later starts skip this)...",
+                estimate,
+            )
     return f"Loading the {role}", f"Loading the {role} {text}...", None
+
+
+def _convert_side_by_side(request: BenchRequest) -> None:
+    """On a first use, convert the bundled assistants in the background while the target converts: each
+    conversion has single-threaded steps (the tokenizer, saving) that leave a core to the other. Loading an
+    assistant then waits for its conversion on the file lock; one that failed is tried again there, which says
+    why."""
+    if not (bundled.is_bundled(request.target) and bundled.needs_conversion(request.target)):
+        return
+    others = {spec.assistant for spec in request.arms
+              if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant and bundled.is_bundled(spec.assistant)}
+    pending = tuple(sorted(t for t in others - {request.target} if bundled.needs_conversion(t)))
+    if pending:
+        bundled.Preparation(pending).start()
+
+
+def _wait_for_conversions(pace: Pace, should_stop: Callable[[], bool]) -> Iterator[Event]:
+    """Wait while a bundled model converts (the app's background preparation of models this run does not
+    use): it would take CPU from every timed run, and from this process, where the busy-machine watch cannot
+    see it."""
+    while not should_stop() and (under_way := bundled.conversions_under_way()):
+        first = under_way[0]
+        yield Event("status", f"Waiting for the conversion of the bundled {first.model.title} to finish, so that it "
+                    f"does not slow the timed runs: {first.step}", 0, 0,
+                    step="Waiting for a bundled model's conversion", elapsed_s=pace.elapsed(), eta_s=first.left())
+        time.sleep(HEARTBEAT_S)
 
 
 def _run_step(name: str, warmup: bool, repetition: int, request: BenchRequest) -> tuple[str, str]:
@@ -795,17 +834,16 @@ def _run_benchmark(
 
     def load(role: str, text: str, keep: set) -> Generator[Event, None, tuple[tuple, LoadedModel]]:
         """Load one model in a worker thread, reporting the step and its time every few seconds while it loads."""
-        step, message, estimate = _loading_step(role, text)
-        began = pace.elapsed()
 
         def status() -> Event:
-            # Past the estimate, say "a few seconds" rather than nothing or a negative time.
-            left = None if estimate is None else max(5.0, estimate - (pace.elapsed() - began))
-            return Event("status", message, 0, 0, step=step, elapsed_s=pace.elapsed(), eta_s=left)
+            # Asked again at every heartbeat, so a conversion reports the step it is on and the time it has left.
+            step, message, estimate = _loading_step(role, text)
+            return Event("status", message, 0, 0, step=step, elapsed_s=pace.elapsed(), eta_s=estimate)
 
         yield status()
         return (yield from _while_loading(lambda: get(text, keep), status))
 
+    _convert_side_by_side(request)
     if "transformers" in request.engines:
         target_key, target = yield from load("target", request.target, set())
     else:  # only servers run it, so only its tokenizer is needed here: the target may not fit this machine
@@ -848,6 +886,7 @@ def _run_benchmark(
             arms.append(_Arm(info, {}, lambda: None, endpoint=endpoint))
         if all(a.info.error for a in arms):
             raise EngineError(next(a.info.error for a in arms))
+    yield from _wait_for_conversions(pace, should_stop)
     for arm in arms:
         if arm.info.choice:
             yield Event("status", arm.info.choice, 0, 0, step=f"Choosing the drafter for {arm.info.name}",

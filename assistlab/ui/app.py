@@ -12,13 +12,14 @@ import gradio as gr
 from ..access import LoginThrottle
 from ..config import LIMITS
 from ..engines import catalog
+from ..engines.transformers.bundled import Preparation
 from ..engines.transformers.models import ModelStore
 from ..errors import InputError, ResourceError
 from ..history import History
 from ..measure import slots
 from ..measure.slots import Finished, SlotPool, Waiting
 from ..results.suite import summary_sentences
-from ..views import charts
+from ..views import charts, panels
 from . import compare_tab, gradio_private, history_tab, suite_tab, sweep_tab
 from . import form as form_mod
 from .fields import FORM_FIELDS, _blank, request_from_form
@@ -39,8 +40,13 @@ def build_app(
     queue_max_size: int = QUEUE_SIZE,
     pool: SlotPool | None = None,
     history: History | None = None,
+    preparation: Preparation | None = None,
 ) -> gr.Blocks:
-    """The whole page around one ModelStore, one slot per visible GPU and one history; app.py launches it."""
+    """The whole page around one ModelStore, one slot per visible GPU and one history; app.py launches it.
+
+    `preparation` is the bundled models' background conversion (app.py starts it before building the page);
+    while it runs the page says so, with its step and estimate, refreshed every few seconds.
+    """
     store = store if store is not None else ModelStore()
     pool = pool if pool is not None else SlotPool(slots.visible_gpus())
     history = history if history is not None else History()
@@ -49,6 +55,7 @@ def build_app(
 
     with gr.Blocks(title="AssistLab", analytics_enabled=False, fill_width=True, delete_cache=CACHE_SWEEP) as demo:
         form_mod.header()
+        preparing = _preparation_panel(preparation)
         with gr.Row(equal_height=False, elem_id="al-main"):
             with gr.Column(scale=4, min_width=340):
                 form = form_mod.build()
@@ -83,6 +90,8 @@ def build_app(
             stops.forget(request.session_hash)  # a closed tab stops its run at the next boundary
 
         demo.unload(forget_session)
+        if preparing is not None:
+            _wire_preparation(demo, preparation, *preparing)
 
         async def finish_job(job, request: gr.Request | None, seen: list | None = None):
             """Wait for a job's last event without holding a thread; a cancel or a departed client stops it.
@@ -247,6 +256,28 @@ def build_app(
     demo.queue(max_size=queue_max_size, default_concurrency_limit=1)
     gradio_private.quiet_queue(demo)
     return demo
+
+
+PREPARATION_TICK_S = 2.0  # how often the page re-reads the background conversion while it runs
+
+
+def _preparation_panel(preparation: Preparation | None) -> tuple[gr.HTML, gr.Timer] | None:
+    """A line under the header while the bundled models convert in the background, and the timer that
+    refreshes it; nothing when there is nothing to convert."""
+    if preparation is None or not preparation.needed:
+        return None
+    status = preparation.status()
+    box = gr.HTML(panels.preparation_html(status), elem_id="al-preparation")
+    return box, gr.Timer(PREPARATION_TICK_S, active=status.state == "converting")
+
+
+def _wire_preparation(demo: gr.Blocks, preparation: Preparation, box: gr.HTML, timer: gr.Timer) -> None:
+    def refresh():
+        status = preparation.status()
+        return panels.preparation_html(status), gr.Timer(active=status.state == "converting")
+
+    timer.tick(refresh, None, [box, timer], queue=False, api_visibility="private")
+    demo.load(refresh, None, [box, timer], queue=False, api_visibility="private")
 
 
 # ---------------------------------------------------------------- launching

