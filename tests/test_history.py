@@ -499,7 +499,7 @@ def test_a_crash_mid_save_leaves_the_database_readable(db_url, db):
 
 
 def test_an_error_inside_the_save_rolls_back_and_warns(db, monkeypatch, caplog):
-    def boom(self, conn):
+    def boom(self, *_args):  # _prune(conn, owner)
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(hist.History, "_prune", boom)

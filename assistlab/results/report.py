@@ -305,17 +305,17 @@ class Report:
         buf = io.StringIO()
         writer = cells.Writer(buf)
         writer.writerow(
-            ["arm", "engine", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
-             "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes", "position"]
+            ["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
+             "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes", "engine", "position"]
         )
         for run in sorted(self.runs, key=lambda r: (r.repetition, r.arm)):
             info = self.arms[run.arm]
             writer.writerow([
-                info.name, info.engine, info.strategy, run.repetition, f"{run.latency_s:.6f}", run.new_tokens,
+                info.name, info.strategy, run.repetition, f"{run.latency_s:.6f}", run.new_tokens,
                 f"{run.tokens_per_s:.3f}", "" if run.ttft_s is None else f"{run.ttft_s:.6f}",
                 run.drafted_total if info.assisted else "", run.accepted_total if info.assisted else "",
                 len(run.step_tokens), "" if run.memory_bytes is None else run.memory_bytes,
-                "" if run.position is None else run.position,
+                info.engine, "" if run.position is None else run.position,
             ])
         return buf.getvalue()
 

@@ -121,6 +121,16 @@ def _shard_names(index_file: Path, ref: catalog.ModelRef) -> list[str]:
     return names
 
 
+def _locate(ref: catalog.ModelRef, say: Progress, **fetch) -> tuple[Path, dict | None]:
+    """Where a model's files are (converting a bundled one, fetching a hub one's files as `fetch` says) and
+    where they came from."""
+    if ref.kind == "bundled":
+        return bundled.ensure_converted(ref.text, progress=say), bundled.provenance(bundled.lookup(ref.text))
+    if ref.kind == "hub":
+        return _fetch_hub(ref, say, **fetch), None
+    return Path(ref.location), None
+
+
 def tokenizer_only(text: str, progress: Progress | None = None) -> LoadedModel:
     """A model as far as a server's arms need it: its config, tokenizer and folder, never its weights.
 
@@ -132,14 +142,7 @@ def tokenizer_only(text: str, progress: Progress | None = None) -> LoadedModel:
     say = progress or (lambda _msg: None)
     ref = catalog.resolve(text)
     started = time.perf_counter()
-    provenance = None
-    if ref.kind == "bundled":
-        folder = bundled.ensure_converted(ref.text, progress=say)
-        provenance = bundled.provenance(bundled.lookup(ref.text))
-    elif ref.kind == "hub":
-        folder = _fetch_hub(ref, say, tokenizer_only=True)
-    else:
-        folder = Path(ref.location)
+    folder, provenance = _locate(ref, say, tokenizer_only=True)
     config, _cls, _text_only = _read_config(folder, ref)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
@@ -366,14 +369,7 @@ class ModelStore:
 
     def _load(self, ref, device, dtype, device_map_auto, say, keep) -> LoadedModel:
         started = time.perf_counter()
-        provenance = None
-        if ref.kind == "bundled":
-            folder = bundled.ensure_converted(ref.text, progress=say)
-            provenance = bundled.provenance(bundled.lookup(ref.text))
-        elif ref.kind == "hub":
-            folder = _fetch_hub(ref, say, config_only=True)
-        else:
-            folder = Path(ref.location)
+        folder, provenance = _locate(ref, say, config_only=True)
         config, model_cls, text_only = _read_config(folder, ref)
 
         try:
