@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_browser import ARGS, CHROMIUM, pick_models, set_run_size
+from test_browser import CHROMIUM, browser, pick_models, set_run_size  # noqa: F401, F811  (browser: a fixture)
 
 from assistlab.config import LIMITS
 from assistlab.history import History
@@ -35,17 +35,6 @@ def history(tmp_path_factory):
 def app_url(models_dir, store, launch_app, history):
     with launch_app(models_dir, store, history=history) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.fixture
