@@ -136,10 +136,10 @@ def test_a_failed_load_raises_its_own_error_after_the_wait():
 
 def test_converting_a_bundled_model_is_a_named_step_with_a_measured_estimate(monkeypatch, tmp_path):
     monkeypatch.setenv("ASSISTLAB_CACHE_DIR", str(tmp_path))  # nothing converted here yet
-    step, message, estimate = runner._loading_step("target", "bundled:gemma-3-270m")
+    step, message, estimate = runner.loading_step("target", "bundled:gemma-3-270m")
     assert step == "Converting the bundled target (first use only)"
     assert "first use" in message and estimate == runner.bundled.lookup("bundled:gemma-3-270m").convert_seconds
-    assert runner._loading_step("assistant", "assistant-other") == (
+    assert runner.loading_step("assistant", "assistant-other") == (
         "Loading the assistant", "Loading the assistant assistant-other...", None)
 
 

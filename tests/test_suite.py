@@ -500,3 +500,38 @@ def test_a_failed_warm_up_fails_its_prompt_and_the_next_prompt_warms_up(models_d
     assert events[-1].done == events[-1].total == 2 * 2  # counted run slots of prompts 2 and 3, the failed arm's too
     table = format_suite_table(report.to_dict())
     assert "failed 1 (uncategorized): The plain (unassisted) run ran out of memory" in table
+
+
+def test_a_suite_waits_for_a_bundled_conversion_before_its_first_run(models_dir, store, monkeypatch):
+    """The app's background conversion of a bundled model would take CPU from every timed run: a suite waits
+    for it, saying so with its time left, as a single comparison does."""
+    from assistlab.engines.transformers import bundled
+    from assistlab.measure import runner, suite_runner
+
+    class Converting:
+        model = bundled.lookup("bundled:smollm2-135m-instruct")
+        step = "Writing safetensors..."
+
+        def left(self):
+            return 12.0
+
+    checks = []
+
+    def under_way(root=None):
+        checks.append(len(runs))
+        return [Converting()] if len(checks) <= 2 else []
+
+    monkeypatch.setattr(bundled, "conversions_under_way", under_way)
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.01)
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo", "x.txt"))
+    bench = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), max_new_tokens=4, repeats=1, warmup=0)
+    runs, waits = [], []
+    for event in suite_runner.run_suite(bench, selection, store):
+        if event.kind == "run":
+            runs.append(event)
+        elif "Waiting for the conversion" in event.message:
+            waits.append(event)
+    assert len(waits) == 2 and not any(checks[:2]), "the waiting came before the first timed run"
+    assert "SmolLM2" in waits[0].message and waits[0].eta_s == 12.0
+    assert event.kind == "done" and event.report.status != "stopped" and len(runs) == 4

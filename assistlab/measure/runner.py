@@ -471,7 +471,7 @@ def _stopping_record(request: BenchRequest) -> dict:
     }
 
 
-def _loading_step(role: str, text: str) -> tuple[str, str, float | None]:
+def loading_step(role: str, text: str) -> tuple[str, str, float | None]:
     """(step, message, estimated seconds left) for loading one model now; an estimate only while it converts.
 
     A conversion under way (this load's own, the app's background preparation, or another process's) is
@@ -511,7 +511,7 @@ def _convert_side_by_side(request: BenchRequest) -> None:
         bundled.Preparation(pending).start()
 
 
-def _wait_for_conversions(pace: Pace, should_stop: Callable[[], bool]) -> Iterator[Event]:
+def wait_for_conversions(pace: Pace, should_stop: Callable[[], bool]) -> Iterator[Event]:
     """Wait while a bundled model converts (the app's background preparation of models this run does not
     use): it would take CPU from every timed run, and from this process, where the busy-machine watch cannot
     see it."""
@@ -837,7 +837,7 @@ def _run_benchmark(
 
         def status() -> Event:
             # Asked again at every heartbeat, so a conversion reports the step it is on and the time it has left.
-            step, message, estimate = _loading_step(role, text)
+            step, message, estimate = loading_step(role, text)
             return Event("status", message, 0, 0, step=step, elapsed_s=pace.elapsed(), eta_s=estimate)
 
         yield status()
@@ -886,7 +886,7 @@ def _run_benchmark(
             arms.append(_Arm(info, {}, lambda: None, endpoint=endpoint))
         if all(a.info.error for a in arms):
             raise EngineError(next(a.info.error for a in arms))
-    yield from _wait_for_conversions(pace, should_stop)
+    yield from wait_for_conversions(pace, should_stop)
     for arm in arms:
         if arm.info.choice:
             yield Event("status", arm.info.choice, 0, 0, step=f"Choosing the drafter for {arm.info.name}",

@@ -17,7 +17,18 @@ from ..results import report as report_mod
 from ..results.report import Report
 from ..results.suite import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, PromptResult, Selection, SuiteReport
 from . import contention
-from .runner import Clock, Event, Progress, build_arms, encode_prompt, fitted_inputs, run_round
+from .runner import (
+    Clock,
+    Event,
+    Pace,
+    Progress,
+    build_arms,
+    encode_prompt,
+    fitted_inputs,
+    loading_step,
+    run_round,
+    wait_for_conversions,
+)
 
 
 @dataclass
@@ -140,13 +151,17 @@ def run_suite(
     def load(text: str, keep: set):
         return store.get(text, device, dtype, bench.device_map_auto, progress=messages.append, keep=keep)
 
-    yield SuiteEvent("status", f"Loading the target {bench.target}...", 0, 0, 0, n_items)
+    def loading(role: str, text: str) -> SuiteEvent:
+        _, message, estimate = loading_step(role, text)  # a conversion under way says so, with its time left
+        return SuiteEvent("status", message, 0, 0, 0, n_items, estimate)
+
+    yield loading("target", bench.target)
     target_key, target = load(bench.target, set())
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
     for spec in bench.arms:
         if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant not in assistants:
-            yield SuiteEvent("status", f"Loading the assistant {spec.assistant}...", 0, 0, 0, n_items)
+            yield loading("assistant", spec.assistant)
             key, assistants[spec.assistant] = load(spec.assistant, keep)
             keep.add(key)
     arms = build_arms(bench, target, assistants)
@@ -164,6 +179,8 @@ def run_suite(
         arm_names=[a.info.name for a in arms[1:]],
         results=[PromptResult(item) for item in selection.items],
     )
+    for wait in wait_for_conversions(Pace(clock), should_stop):  # another model's conversion would slow every run
+        yield SuiteEvent("status", wait.message, 0, 0, 0, n_items, wait.eta_s)
     per_prompt = bench.repeats * len(arms)
     progress = Progress(total=bench.warmup * len(arms) + n_items * per_prompt)
     started = began = clock()
