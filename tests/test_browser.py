@@ -171,9 +171,9 @@ def test_a_sweep_finds_the_best_length_and_applies_it(page):
     page.wait_for_selector("#al-sweep-download", state="visible", timeout=90_000)
     assert page.locator("#al-plot-sweep .js-plotly-plot").count() == 1
     best = page.inner_text("#al-sweep-best")
-    assert best.startswith("Best: k=")
+    assert best.startswith(("Best: k=", "No setting beat plain. Least slow: k="))  # tiny random models: either
     assert page.locator("#al-sweep-table tbody tr").count() == 2
-    value = re.match(r"Best: k=(\d+)", best).group(1)
+    value = re.search(r"(?:Best|Least slow): k=(\d+)", best).group(1)
     lookup = page.locator("#al-lookup-tokens textarea, #al-lookup-tokens input")
     # Empty until set: the runner then uses AssistLab's default, as the box's placeholder says.
     assert lookup.input_value() == "" and "default (10)" in lookup.get_attribute("placeholder")

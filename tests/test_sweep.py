@@ -160,3 +160,16 @@ def test_prompt_lookup_sweep_on_tiny_models(allowed_models, store):
     assert [p["value"] for p in summary["points"]] == [2, 4]
     assert all(p["speedup"]["n"] == 2 for p in summary["points"])
     assert summary is report.sweep
+
+
+def test_a_sweep_where_nothing_beat_plain_never_calls_a_slowdown_the_best_speedup():
+    summary = sweep.summarize_sweep(fake_report([
+        (1, "constant", scaled(1 / 0.8)),
+        (3, "constant", scaled(1 / 0.6)),
+    ]))
+    s = summary["best"]["speedup"]
+    assert summary["best"]["value"] == 1 and s["median"] < 1
+    text = summary["best_text"]
+    assert text.startswith(f"No setting beat plain. Least slow: k=1, which took {1 / s['median']:.2f}× as long as "
+                           "plain (") and "over plain" not in text and "Best" not in text
+    assert f"it takes between {1 / s['ci_high']:.2f}× and {1 / s['ci_low']:.2f}× as long" in text

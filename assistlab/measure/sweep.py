@@ -16,7 +16,7 @@ from ..engines.transformers.models import ModelStore
 from ..engines.transformers.paths import LOSSY_MARK, NON_ADAPTIVE_STRATEGIES
 from ..errors import InputError
 from ..results import explain, stats
-from ..results.report import Report, comparisons_words, interval_phrase, level_words
+from ..results.report import Report, comparisons_words, interval_phrase, level_words, slower_phrase, time_ratio
 from .runner import Clock, Event, run_benchmark
 
 PARAMS = ("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight")
@@ -162,7 +162,11 @@ def summarize_sweep(report: dict, param: str = "num_assistant_tokens") -> dict:
     rivals = [(p, lat) for p, lat in measured if p is not best]
     s = best["speedup"]
     versus = stats.compare_with_best(best_latencies, [lat for _, lat in rivals])
-    text = f"Best: {best['label']} at {s['median']:.2f}× over plain ({interval_phrase(s)})"
+    if s["median"] >= 1.0:
+        text = f"Best: {best['label']} at {s['median']:.2f}× over plain ({interval_phrase(s)})"
+    else:  # a slowdown is never called the best speedup
+        took = slower_phrase(s) if stats.has_interval(s) else interval_phrase(s)
+        text = f"No setting beat plain. Least slow: {best['label']}, which took {time_ratio(s['median'])} as long as plain ({took})"
     family = versus["family_level"]
     if not rivals:
         text += "."
