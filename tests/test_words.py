@@ -229,3 +229,13 @@ def test_a_short_run_says_how_many_repetitions_give_an_answer():
     # and 5 do: the README's quick look (16 tokens, 5 repetitions) ends in a verdict, not "too few"
     five = _report(_arm("prompt-lookup (k=10)", "prompt-lookup", 0.72, 0.70, 0.75))
     assert charts.lead_sentence(five) == charts.NOTHING_HELPED
+
+
+def test_a_bad_model_in_the_also_compare_box_is_named_by_that_box():
+    from assistlab.errors import InputError
+    from assistlab.ui.fields import in_page_words, request_from_form
+
+    with pytest.raises(InputError) as bad:
+        request_from_form(target="org/name", assistant="org/small", strategy="assistant", prompt="Hi",
+                          extra_assistants="org/fine, no good!!")
+    assert in_page_words(str(bad.value)).startswith("Also compare these assistants: 'no good!!' is not a hub id")

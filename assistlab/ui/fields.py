@@ -20,6 +20,7 @@ from ..config import (
     BenchRequest,
     capped_text,
 )
+from ..engines import catalog
 from ..engines.transformers import paths
 from ..engines.transformers.arms import assisted_arms
 from ..engines.transformers.paths import transformers_defaults
@@ -216,8 +217,11 @@ def request_from_form(
     strategy = strategy or "auto"
     # The assistant box always holds the preset's model; only a strategy that drafts with a model uses it.
     main = [assistant if isinstance(assistant, str) else ""] if strategy in paths.MODEL_STRATEGIES else []
+    extras = _split_refs(extra_assistants)
+    for ref in extras:  # a bad one is named by its own box, not by the assistant box it would be run as
+        catalog.resolve_field("extra_assistants", ref)
     arms = assisted_arms(
-        strategy, main + _split_refs(extra_assistants), also_prompt_lookup=bool(also_prompt_lookup),
+        strategy, main + extras, also_prompt_lookup=bool(also_prompt_lookup),
         early_exit_layer=None if _unset(early_exit_layer) else early_exit_layer, **knobs,
     )
     return BenchRequest(
