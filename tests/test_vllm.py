@@ -562,6 +562,35 @@ def test_real_vllm_beside_transformers_on_the_bundled_target(store, real_vllm):
 
 
 @real
+def test_real_vllm_suffix_decoding_beside_vllm_plain(store, real_vllm):
+    """Suffix decoding (arctic-inference in vLLM's Python) on the bundled target: it drafts from the prompt's
+    own suffix tree, verified losslessly against vLLM's plain, and no server is left."""
+    from assistlab.engines import catalog
+    from assistlab.engines.vllm import methods
+
+    missing = methods.arctic_inference(real_vllm)
+    if missing is not None:
+        pytest.skip(f"arctic-inference is not in {real_vllm.path} ({missing}); see the README's Engines")
+    before = set(vllm_processes())
+    prompt = "Repeat this line four times: the cat sat on the mat, the dog sat on the log."
+    request = BenchRequest(target=catalog.BUNDLED_TARGET, arms=(VllmArm("plain"), VllmArm("suffix", 8)), prompt=prompt,
+                           max_new_tokens=32, repeats=2, warmup=1, engines=("vllm",))
+    data = runner.run_to_report(request, store).to_dict()
+    assert data["status"] == "complete", data["message"]
+    assert [a["error"] for a in data["arms"]] == [None, None]
+    settings = data["environment"]["engines"]["vllm"]["servers"]["vllm suffix (k=8)"]
+    assert settings["speculative_config"] == {"method": "suffix", "num_speculative_tokens": 8,
+                                              "suffix_decoding_max_cached_requests": 0}
+    (entry,) = data["comparison"]
+    assert entry["baseline"] == "vllm plain" and entry["speedup"]["n"] == 2 and entry["outputs_identical"] is True
+    counts = [t["counts"] for t in data["arms"][1]["trace"]]
+    assert all(c["drafts"] >= 1 and c["draft_tokens"] >= c["accepted_tokens"] >= 0 for c in counts), counts
+    print(f"suffix: speedup {entry['speedup']}, acceptance {entry['acceptance_rate']}, counts {counts}, "
+          f"plain {data['arms'][0]['latencies_s']}, suffix {data['arms'][1]['latencies_s']}")
+    assert own_vllm_processes(before) == []
+
+
+@real
 def test_real_operator_server_is_timed_and_stop_ends_its_request(store, real_plain_server):
     from assistlab.engines import catalog
 
