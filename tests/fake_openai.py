@@ -137,6 +137,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--port", type=int)
     parser.add_argument("--speculative-config", default=None)
     args, _ = parser.parse_known_args(argv)
+    if os.environ.get("FAKE_ARGV_LOG"):  # the command line as vLLM would get it, one JSON list per server
+        with open(os.environ["FAKE_ARGV_LOG"], "a") as log:
+            log.write(json.dumps(argv) + "\n")
     if os.environ.get("FAKE_FAIL"):
         sys.stderr.write("INFO starting\nValueError: To serve at least one request the KV cache memory is too small\n"
                          "RuntimeError: Engine core initialization failed.\n")

@@ -392,12 +392,14 @@ def test_schema_upgrade_from_version_2_records_what_was_measured_and_plain_as_be
         assert hist.upgrade(engine, to_version=2) == 2
         report = minimal_report("org/old", (("org/a", 0.7, 0.6, 0.8),), prompt="an old prompt")
         with engine.begin() as conn:
-            columns = {k: v for k, v in hist.summary_columns(report).items() if k not in VERSION_3_COLUMNS}
+            columns = {k: v for k, v in hist.summary_columns(report).items() if k not in VERSION_3_COLUMNS + VERSION_4_COLUMNS}
             columns.update(best_arm="assistant: org/a (k=5)", best_speedup=0.7)  # what version 2 kept
             seq = conn.execute(hist.comparisons.insert().values(
                 id="b" * 16, created_at=T0, report=json.dumps(report), **columns).returning(hist.comparisons.c.seq)
             ).scalar_one()
-            conn.execute(hist.arms_table.insert(), [{**a, "comparison_seq": seq} for a in hist.arm_rows(report)])
+            conn.execute(hist.arms_table.insert(), [
+                {**{k: v for k, v in a.items() if k not in VERSION_4_ARM_COLUMNS}, "comparison_seq": seq}
+                for a in hist.arm_rows(report)])
     finally:
         engine.dispose()
     store = hist.History(db_url, max_entries=None)
@@ -514,6 +516,8 @@ def test_an_error_inside_the_save_rolls_back_and_warns(db, monkeypatch, caplog):
 # --- schema ----------------------------------------------------------------------------------------------
 
 VERSION_3_COLUMNS = ("prompt_hash", "do_sample", "workload")  # what schema version 3 added
+VERSION_4_COLUMNS = ("engines",)  # what schema version 4 added to comparisons
+VERSION_4_ARM_COLUMNS = ("engine",)  # and to comparison_arms
 
 
 def test_schema_upgrade_from_version_1_backfills_the_leaderboard(db_url):
@@ -526,7 +530,7 @@ def test_schema_upgrade_from_version_1_backfills_the_leaderboard(db_url):
             report = minimal_report("org/old", (("org/a", 1.3, 1.1, 1.5),))
             conn.execute(hist.comparisons.insert().values(
                 id="a" * 16, created_at=T0, report=json.dumps(report),
-                **{k: v for k, v in hist.summary_columns(report).items() if k not in VERSION_3_COLUMNS}))
+                **{k: v for k, v in hist.summary_columns(report).items() if k not in VERSION_3_COLUMNS + VERSION_4_COLUMNS}))
     finally:
         engine.dispose()
     store = hist.History(db_url, max_entries=None)
@@ -680,3 +684,153 @@ def test_a_level_reads_the_same_on_the_leaderboard_as_on_compare():
     five = {"median": 1.2, "ci_low": 1.14, "ci_high": 1.25, "n": 5, "level": 0.9375, "interval": "order-statistic"}
     assert "93.7% sure" in interval_phrase(five)
     assert history_html.interval_words("order-statistic", 1.14, 1.25, 0.9375, 5) == "93.7% interval 1.14–1.25× (n=5)"
+
+
+# --- engines: arms of transformers and vLLM in one comparison (issue 21) ------------------------------------
+
+def two_engine_report(transformers_speedup=1.3, vllm_speedup=1.6, *, prompt="hello", n=5, server=False) -> dict:
+    """minimal_report with vLLM's plain arm and one vLLM arm (ngram, or an operator's server) timed against it,
+    as engines/vllm arms write them: each arm says its engine, each vLLM comparison entry its baseline."""
+    report = minimal_report("org/t", (("org/a", transformers_speedup, transformers_speedup - 0.1,
+                                       transformers_speedup + 0.1, "order-statistic", 0.9375),), prompt=prompt, n=n)
+    for arm in report["arms"]:
+        arm.update(engine="transformers", latencies_s=[1.0] * n)
+    spec = {"method": "server", "name": "ngram", "url": "http://10.0.0.2:8000", "engine": "vllm"} if server else {
+        "method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2, "prompt_lookup_max": 4,
+        "draft_model": None, "url": None, "name": None, "api_key": None, "engine": "vllm"}
+    name = "vllm ngram" if server else "vllm ngram (k=5, lookup 2-4)"
+    report["arms"] += [
+        {"name": "vllm plain", "engine": "vllm", "strategy": "plain", "spec": {"method": "plain", "engine": "vllm"},
+         "new_tokens": [16] * n, "latencies_s": [0.5] * n},
+        {"name": name, "engine": "vllm", "strategy": spec["method"], "spec": spec, "new_tokens": [16] * n,
+         "latencies_s": [0.5 / vllm_speedup] * n, "settings": {"speculative_config": None if server else {"method": "ngram"}}},
+    ]
+    report["comparison"][0].update(engine="transformers", baseline="plain")
+    report["comparison"].append({
+        "arm": name, "engine": "vllm", "baseline": "vllm plain", "acceptance_rate": 0.25, "outputs_identical": True,
+        "speedup": {"median": vllm_speedup, "ci_low": vllm_speedup - 0.1, "ci_high": vllm_speedup + 0.1, "n": n,
+                    "interval": "order-statistic", "level": 0.9375}})
+    report["request"]["engines"] = ["transformers", "vllm"]
+    return report
+
+
+@pytest.fixture
+def sqlite_db(tmp_path):
+    store = hist.History(f"sqlite:///{tmp_path / hist.DB_FILENAME}", max_entries=None)
+    yield store
+    store.close()
+
+
+def test_vllm_arms_are_saved_listed_and_ranked_only_against_vllm_plain(sqlite_db):
+    db = sqlite_db
+    both = db.save(two_engine_report(1.3, 1.6), now=T0).id
+    db.save(two_engine_report(1.1, 1.2), now=T0 + timedelta(minutes=1))
+    db.save(two_engine_report(1.2, 1.4, server=True), now=T0 + timedelta(minutes=2))
+    old = db.save(minimal_report("org/t", (("org/a", 1.25, 1.15, 1.35, "order-statistic", 0.9375),), n=5),
+                  now=T0 + timedelta(minutes=3)).id  # a report from before arms said their engine
+    entry = db.get(both)[0]
+    assert entry.engines == "transformers, vllm" and db.get(old)[0].engines == "transformers"
+    assert entry.best_arm == "vllm ngram (k=5, lookup 2-4)" and entry.best_speedup == 1.6  # its own plain's
+    assert entry.strategies == "assistant, ngram"
+    sections = db.leaderboard()
+    assert [(s.target, s.engine) for s in sections] == [("org/t", "transformers"), ("org/t", "vllm")]
+    transformers, vllm = sections
+    assert transformers.measured == vllm.measured == "16 new tokens · prompt “hello” · greedy"
+    # transformers' board: its one pairing over its own plain, the old report among them; no vLLM arm there
+    assert [(r.label, r.speedup, r.comparisons) for r in transformers.rows] == [
+        ("assistant: org/a (k=5)", pytest.approx(1.225), 4)]  # the median of 1.1, 1.2, 1.25 and 1.3
+    # vLLM's board: each vLLM pairing's speedup over vLLM's plain, exactly as the reports measured it
+    assert [(r.label, r.strategy, r.setting, r.speedup, r.comparisons) for r in vllm.rows] == [
+        ("vllm ngram (k=5, lookup 2-4)", "ngram", "k=5, lookup 2-4", pytest.approx(1.4), 2),
+        ("vllm server ngram", "server", "ngram", 1.4, 1)]
+    assert vllm.plain == "vllm plain" and vllm.note.startswith("vllm ngram (k=5, lookup 2-4) is the fastest")
+    assert transformers.to_dict()["engine"] == "transformers" and vllm.to_dict()["engine"] == "vllm"
+    board = history_html.board_html(sections)
+    assert 'with <span class="al-engine">vllm</span>' in board and "vllm plain (no assistant)" in board
+    vllm_table = board.split('<span class="al-engine">vllm</span>')[1]
+    lines = [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td>(.*?)</td>", row)][:3]
+             for row in re.findall(r"<tr[^>]*>(.*?)</tr>", vllm_table.split("<tbody>")[1].split("</tbody>")[0])]
+    assert lines == [["1", "vllm ngram (k=5, lookup 2-4)", "1.40×"], ["2", "vllm server ngram", "1.40×"],
+                     ["3", "vllm plain (no assistant)", "1.00×"]]
+    # History's listing has an Engine column, each row saying what it timed
+    listing = history_html.entries_html(db.list())
+    head = re.findall(r"<th>(.*?)</th>", listing)
+    assert head[4] == "Engine"
+    cells = [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr class=\"al-history-row\"[^>]*>(.*?)</tr>", listing)]
+    assert [c[4] for c in cells] == ["transformers", "transformers, vllm", "transformers, vllm", "transformers, vllm"]
+    assert "engines transformers, vllm" in history_html.entry_caption_html(entry)
+    assert db.list().entries[-1].to_dict()["engines"] == "transformers, vllm"
+    # the saved report's runs CSV says each run's engine
+    rows = hist.runs_csv(db.get(both)[1]).splitlines()
+    assert rows[0].split(",")[-2:] == ["engine", "position"] and rows[-1].split(",")[-2] == "vllm"
+
+
+def test_schema_upgrade_from_version_3_keeps_old_rows_and_gives_vllm_arms_their_engine(db_url):
+    engine = hist.History(db_url)._make_engine()
+    old = minimal_report("org/t", (("org/a", 1.25, 1.15, 1.35, "order-statistic", 0.9375),), n=5)
+    mixed = two_engine_report(1.3, 1.6)
+    try:
+        assert hist.upgrade(engine, to_version=3) == 3
+        with engine.begin() as conn:
+            for run_id, report in (("c" * 16, old), ("d" * 16, mixed)):
+                columns = {k: v for k, v in hist.summary_columns(report).items() if k not in VERSION_4_COLUMNS}
+                if report is mixed:  # what version 3 stored for it: the vLLM arm named as if transformers ran it
+                    columns.update(best_arm="ngram (transformers defaults)", strategies="assistant, ngram")
+                seq = conn.execute(hist.comparisons.insert().values(
+                    id=run_id, created_at=T0, report=json.dumps(report), **columns).returning(hist.comparisons.c.seq)
+                ).scalar_one()
+                rows = [{k: v for k, v in a.items() if k not in VERSION_4_ARM_COLUMNS} for a in hist.arm_rows(report)]
+                for row in rows:
+                    if row["strategy"] == "ngram":
+                        row.update(label="ngram (transformers defaults)", setting="transformers defaults")
+                conn.execute(hist.arms_table.insert(), [{**a, "comparison_seq": seq} for a in rows])
+    finally:
+        engine.dispose()
+    store = hist.History(db_url, max_entries=None)
+    try:
+        assert store.get("c" * 16)[0].engines == "transformers"
+        assert store.get("d" * 16)[0].engines == "transformers, vllm"
+        assert store.get("d" * 16)[0].best_arm == "vllm ngram (k=5, lookup 2-4)"
+        transformers, vllm = store.leaderboard()
+        assert (transformers.engine, vllm.engine) == ("transformers", "vllm")
+        assert [(r.label, r.comparisons) for r in transformers.rows] == [("assistant: org/a (k=5)", 2)]
+        assert [(r.label, r.speedup) for r in vllm.rows] == [("vllm ngram (k=5, lookup 2-4)", 1.6)]
+        with store._ready().connect() as conn:
+            assert hist.current_version(conn) == hist.SCHEMA_VERSION == 4
+            inspector = sa.inspect(conn)
+            for table in (hist.comparisons, hist.arms_table):
+                assert {c["name"] for c in inspector.get_columns(table.name)} == {c.name for c in table.columns}
+            engines = conn.execute(sa.select(hist.arms_table.c.label, hist.arms_table.c.engine)).all()
+        assert sorted(engines) == [("assistant: org/a (k=5)", "transformers"), ("assistant: org/a (k=5)", "transformers"),
+                                   ("vllm ngram (k=5, lookup 2-4)", "vllm")]
+        # a comparison saved now, beside the upgraded ones, lands on the same boards
+        store.save(two_engine_report(1.1, 1.2))
+        assert [s.rows[0].comparisons for s in store.leaderboard()] == [3, 2]
+    finally:
+        store.close()
+
+
+def test_the_command_line_lists_engines_and_ranks_each_engine_against_its_own_plain(sqlite_db, capsys):
+    import argparse
+
+    from assistlab.cli import history as cli_history
+
+    sqlite_db.save(two_engine_report(0.8, 1.6))
+    listing = argparse.Namespace(history_command=None, json=False, target="", assistant="", device="", page=1, limit=20)
+    assert cli_history.run(listing, sqlite_db) == 0
+    out = capsys.readouterr().out
+    header, _rule, row = out.splitlines()[:3]
+    assert re.split(r"\s{2,}", header)[6] == "engines" and re.split(r"\s{2,}", row)[6] == "transformers, vllm"
+    board = argparse.Namespace(history_command="leaderboard", json=False, target="", device="")
+    assert cli_history.run(board, sqlite_db) == 0
+    out = capsys.readouterr().out
+    assert ("org/t on cpu: Test CPU with transformers (16 new tokens · prompt “hello” · greedy): "
+            "No assistant has beaten plain here yet.") in out
+    assert "org/t on cpu: Test CPU with vllm (16 new tokens · prompt “hello” · greedy): vllm ngram (k=5, lookup 2-4)" in out
+    vllm_part = out.split(" with vllm ")[1]
+    ranked = [line for line in vllm_part.splitlines() if line[:1].isdigit()]
+    assert [re.split(r"\s{2,}", line)[:3] for line in ranked] == [
+        ["1", "vllm ngram (k=5, lookup 2-4)", "1.60×"], ["2", "vllm plain (no assistant)", "1.00×"]]
+    board.json = True
+    assert cli_history.run(board, sqlite_db) == 0
+    assert [s["engine"] for s in json.loads(capsys.readouterr().out)] == ["transformers", "vllm"]

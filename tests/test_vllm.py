@@ -235,7 +235,19 @@ def _views_and_history_take(data: dict, tmp_path) -> None:
         render(data)
     table = format_table(data)
     assert "(against vllm plain)" in table and "Engines (plain with plain, best with best):" in table
-    History(f"sqlite:///{tmp_path / 'h.sqlite3'}").save(data)
+    saved = History(f"sqlite:///{tmp_path / 'h.sqlite3'}", max_entries=None)
+    try:
+        result = saved.save(data)
+        assert result.saved, result.warning
+        assert saved.get(result.id)[0].engines == "transformers, vllm"
+        # one board per engine: the vLLM arm ranked against vLLM's plain with the speedup the report gave it
+        boards = {s.engine: s for s in saved.leaderboard()}
+        vllm_entries = [c for c in data["comparison"] if c["engine"] == "vllm" and c["speedup"]["median"] is not None]
+        assert sorted(r.speedup for r in boards["vllm"].rows) == sorted(c["speedup"]["median"] for c in vllm_entries)
+        assert all(r.label.startswith("vllm ") for r in boards["vllm"].rows)
+        assert not any(r.label.startswith("vllm") for r in boards["transformers"].rows)
+    finally:
+        saved.close()
 
 
 def test_an_operator_server_with_another_model_or_none_fails_alone(store, allowed_models):
@@ -282,6 +294,9 @@ def fake_vllm_python(tmp_path, monkeypatch):
     script = tmp_path / "python"
     script.write_text(
         "#!/bin/sh\n"
+        # FAKE_NO_ARCTIC: a vLLM without arctic-inference, as `python -c "import arctic_inference"` finds it
+        'if [ "$1" = "-c" ] && [ -n "$FAKE_NO_ARCTIC" ] && [ "$2" = "import arctic_inference" ]; then '
+        "echo \"ModuleNotFoundError: No module named 'arctic_inference'\" >&2; exit 1; fi\n"
         f'if [ "$1" = "-c" ]; then exec {sys.executable} -c \'print("{{\\"vllm\\": \\"0.0-fake\\", \\"torch\\": null, '
         f'\\"transformers\\": null}}")\'; fi\n'
         f'shift 2\nexec {sys.executable} {HERE / "fake_openai.py"} "$@"\n'
@@ -344,6 +359,123 @@ def test_a_draft_model_with_another_vocabulary_fails_alone(store, allowed_models
     assert errors["vllm draft_model: assistant-same (k=2)"] is None
     servers = data["environment"]["engines"]["vllm"]["servers"]
     assert servers["vllm draft_model: assistant-same (k=2)"]["speculative_config"]["model"].endswith("assistant-same")
+    assert own_vllm_processes(before) == []
+
+
+def test_each_vllm_method_builds_the_speculative_config_vllm_reads():
+    from assistlab.cli.parser import build_parser, request_from_args
+
+    head = VllmArm("eagle3", draft_model="org/llama-eagle3-head")
+    assert head.speculative_config("/heads/h") == {"method": "eagle3", "model": "/heads/h", "num_speculative_tokens": 5}
+    assert head.label == "vllm eagle3: llama-eagle3-head (k=5)" and VllmArm("eagle", 3, draft_model="o/h").label == "vllm eagle: h (k=3)"
+    mtp = VllmArm("mtp", draft_model="ignored")  # MTP drafts with the target's own layers: one, by default
+    assert mtp.speculative_config() == {"method": "mtp", "num_speculative_tokens": 1} and mtp.label == "vllm mtp (k=1)"
+    assert mtp.draft_model is None
+    suffix = VllmArm("suffix")  # a cap, vLLM's tree depth; no cache of earlier answers (every repetition repeats one)
+    assert suffix.speculative_config() == {"method": "suffix", "num_speculative_tokens": 24,
+                                           "suffix_decoding_max_cached_requests": 0}
+    with pytest.raises(InputError, match="--vllm-draft"):
+        VllmArm("eagle3")
+    arms = varms.vllm_arms(["eagle3", "mtp", "suffix"], heads=("org/h1", "org/h2"), num_speculative_tokens=4)
+    assert [a.label for a in arms] == ["vllm plain", "vllm eagle3: h1 (k=4)", "vllm eagle3: h2 (k=4)", "vllm mtp (k=4)",
+                                       "vllm suffix (k=4)"]
+    with pytest.raises(InputError, match="--vllm-draft"):
+        varms.vllm_arms(["eagle"])
+
+    def parse(*argv):
+        return request_from_args(build_parser().parse_args(["bench", "--engines", "vllm", *argv]))
+
+    request = parse("--vllm-method", "eagle3", "--vllm-draft", "org/head", "--vllm-method", "suffix", "--vllm-method", "mtp")
+    assert [a.label for a in request.arms] == ["vllm plain", "vllm eagle3: head (k=5)", "vllm suffix (k=24)", "vllm mtp (k=1)"]
+    with pytest.raises(InputError, match="--vllm-draft"):
+        parse("--vllm-method", "eagle3")
+    with pytest.raises(InputError, match="eagle or eagle3"):
+        parse("--vllm-method", "ngram", "--vllm-draft", "org/head")
+    with pytest.raises(InputError, match="leave out --vllm-method and --vllm-draft"):
+        parse("--server", "plain=http://127.0.0.1:9", "--vllm-draft", "org/head")
+
+
+@pytest.fixture
+def method_models(models_dir, tmp_path, monkeypatch) -> Path:
+    """A models folder with the tiny target as it is and as a target declaring one MTP layer (only the servers
+    read it), an EAGLE-3 head (any folder with a config.json does for the fake server) and a folder without one."""
+    import shutil
+
+    root = tmp_path / "models"
+    root.mkdir()
+    shutil.copytree(models_dir / "target", root / "target")
+    shutil.copytree(models_dir / "target", root / "target-mtp")
+    config = json.loads((root / "target-mtp" / "config.json").read_text())
+    (root / "target-mtp" / "config.json").write_text(json.dumps({**config, "num_nextn_predict_layers": 1}))
+    (root / "eagle3-head").mkdir()
+    (root / "eagle3-head" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
+    (root / "no-config").mkdir()
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(root))
+    return root
+
+
+def _argv_log(path: Path) -> dict:
+    """The --speculative-config each fake server was started with, by method ('plain' for none)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        argv = json.loads(line)
+        assert argv[argv.index("--max-num-seqs") + 1] == "1"
+        config = json.loads(argv[argv.index("--speculative-config") + 1]) if "--speculative-config" in argv else None
+        out["plain" if config is None else config["method"]] = (config, argv[argv.index("--model") + 1])
+    return out
+
+
+def test_eagle_mtp_and_suffix_servers_start_with_vllm_s_config(store, method_models, fake_vllm_python, tmp_path,
+                                                                monkeypatch):
+    monkeypatch.setenv("FAKE_ARGV_LOG", str(tmp_path / "argv.jsonl"))
+    before = set(vllm_processes())
+    arms = (VllmArm("plain"), VllmArm("mtp"), VllmArm("suffix", 8), VllmArm("eagle3", 3, draft_model="eagle3-head"))
+    request = BenchRequest(target="target-mtp", arms=arms, prompt=PROMPT, max_new_tokens=6, repeats=1, warmup=0,
+                           engines=("vllm",))
+    data = runner.run_to_report(request, store).to_dict()
+    assert data["status"] == "complete", data["message"]
+    assert {a["name"]: a["error"] for a in data["arms"]} == {
+        "vllm plain": None, "vllm mtp (k=1)": None, "vllm suffix (k=8)": None, "vllm eagle3: eagle3-head (k=3)": None}
+    started = _argv_log(tmp_path / "argv.jsonl")
+    target = str((method_models / "target-mtp").resolve())
+    assert started == {
+        "plain": (None, target),
+        "mtp": ({"method": "mtp", "num_speculative_tokens": 1}, target),
+        "suffix": ({"method": "suffix", "num_speculative_tokens": 8, "suffix_decoding_max_cached_requests": 0}, target),
+        "eagle3": ({"method": "eagle3", "num_speculative_tokens": 3, "model": str((method_models / "eagle3-head").resolve())},
+                   target),
+    }
+    servers = data["environment"]["engines"]["vllm"]["servers"]
+    assert servers["vllm eagle3: eagle3-head (k=3)"]["speculative_config"] == started["eagle3"][0]
+    assert all(c["baseline"] == "vllm plain" and c["speedup"]["n"] == 1 for c in data["comparison"])
+    assert own_vllm_processes(before) == []
+
+
+def test_methods_that_cannot_work_are_refused_in_one_sentence_and_plain_still_runs(
+        store, method_models, fake_vllm_python, tmp_path, monkeypatch):
+    from assistlab.engines import catalog
+
+    monkeypatch.setenv("FAKE_ARGV_LOG", str(tmp_path / "argv.jsonl"))
+    monkeypatch.setenv("FAKE_NO_ARCTIC", "1")
+    before = set(vllm_processes())
+    arms = (VllmArm("plain"), VllmArm("mtp"), VllmArm("suffix"), VllmArm("eagle", draft_model=catalog.BUNDLED_ASSISTANT),
+            VllmArm("eagle3", draft_model="no-config"))
+    request = BenchRequest(target="target", arms=arms, prompt=PROMPT, max_new_tokens=6, repeats=1, warmup=0,
+                           engines=("vllm",))
+    data = runner.run_to_report(request, store).to_dict()
+    errors = {a["name"]: a["error"] for a in data["arms"]}
+    assert errors["vllm plain"] is None and len(data["arms"][0]["latencies_s"]) == 1
+    mtp = errors["vllm mtp (k=1)"]
+    assert "mtp method drafts with the target's own multi-token-prediction layers, and target has none" in mtp
+    assert "num_nextn_predict_layers" in mtp
+    suffix = errors["vllm suffix (k=24)"]
+    assert f"arctic-inference package in {fake_vllm_python}" in suffix and "No module named 'arctic_inference'" in suffix
+    assert suffix.endswith(f"install it with: {fake_vllm_python} -m pip install arctic-inference==0.1.1")
+    assert "is a whole model, not an EAGLE head" in errors[f"vllm eagle: {catalog.BUNDLED_ASSISTANT.removeprefix('bundled:')} (k=5)"]
+    assert "The EAGLE-3 head no-config has no config.json" in errors["vllm eagle3: no-config (k=5)"]
+    for error in (e for e in errors.values() if e):
+        assert error.count(". ") == 0 and "Traceback" not in error  # one sentence each
+    assert list(_argv_log(tmp_path / "argv.jsonl")) == ["plain"]  # no server for a method that cannot work
     assert own_vllm_processes(before) == []
 
 
@@ -426,6 +558,35 @@ def test_real_vllm_beside_transformers_on_the_bundled_target(store, real_vllm):
     assert "figures_unavailable" in entry and entry["outputs_identical"] is True
     env = data["environment"]["engines"]["vllm"]
     assert env["vllm"] == real_vllm.vllm and env["servers"]["vllm plain"]["max_num_seqs"] == 1
+    assert own_vllm_processes(before) == []
+
+
+@real
+def test_real_vllm_suffix_decoding_beside_vllm_plain(store, real_vllm):
+    """Suffix decoding (arctic-inference in vLLM's Python) on the bundled target: it drafts from the prompt's
+    own suffix tree, verified losslessly against vLLM's plain, and no server is left."""
+    from assistlab.engines import catalog
+    from assistlab.engines.vllm import methods
+
+    missing = methods.arctic_inference(real_vllm)
+    if missing is not None:
+        pytest.skip(f"arctic-inference is not in {real_vllm.path} ({missing}); see the README's Engines")
+    before = set(vllm_processes())
+    prompt = "Repeat this line four times: the cat sat on the mat, the dog sat on the log."
+    request = BenchRequest(target=catalog.BUNDLED_TARGET, arms=(VllmArm("plain"), VllmArm("suffix", 8)), prompt=prompt,
+                           max_new_tokens=32, repeats=2, warmup=1, engines=("vllm",))
+    data = runner.run_to_report(request, store).to_dict()
+    assert data["status"] == "complete", data["message"]
+    assert [a["error"] for a in data["arms"]] == [None, None]
+    settings = data["environment"]["engines"]["vllm"]["servers"]["vllm suffix (k=8)"]
+    assert settings["speculative_config"] == {"method": "suffix", "num_speculative_tokens": 8,
+                                              "suffix_decoding_max_cached_requests": 0}
+    (entry,) = data["comparison"]
+    assert entry["baseline"] == "vllm plain" and entry["speedup"]["n"] == 2 and entry["outputs_identical"] is True
+    counts = [t["counts"] for t in data["arms"][1]["trace"]]
+    assert all(c["drafts"] >= 1 and c["draft_tokens"] >= c["accepted_tokens"] >= 0 for c in counts), counts
+    print(f"suffix: speedup {entry['speedup']}, acceptance {entry['acceptance_rate']}, counts {counts}, "
+          f"plain {data['arms'][0]['latencies_s']}, suffix {data['arms'][1]['latencies_s']}")
     assert own_vllm_processes(before) == []
 
 

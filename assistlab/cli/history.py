@@ -9,7 +9,7 @@ import sys
 from .. import history
 from ..errors import InputError
 from ..history.derive import PLAIN
-from ..views.history_html import PLAIN_LINE, PLAIN_NOTE, best_words, board_lines, latest_words
+from ..views.history_html import PLAIN_NOTE, best_words, board_lines, latest_words, plain_line, section_title
 from .tables import format_table
 
 
@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
     show.add_argument("--json", action="store_true", help="print its whole JSON report")
     delete = actions.add_parser("delete", help="delete one saved comparison")
     delete.add_argument("id")
-    board = actions.add_parser("leaderboard", help="pairings ranked by measured speedup, per target and device")
+    board = actions.add_parser("leaderboard", help="pairings ranked by measured speedup over their engine's plain, per "
+                               "target, device and engine")
     board.add_argument("--json", action="store_true", help="print JSON instead of a table")
     board.add_argument("--target", default="", help="only targets containing this")
     board.add_argument("--device", default="", help="only devices containing this")
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace, store: history.History | None = None) -> int:
             return 0
         who = f" by {entry.owner}" if entry.owner else ""
         print(f"Comparison {entry.id}, saved {entry.created_at:%Y-%m-%d %H:%M} UTC{who} ({entry.status}); "
-              f"target {entry.target} on {entry.device_name}.")
+              f"target {entry.target} on {entry.device_name} with {entry.engines}.")
         print(format_table(report))
         return 0
     if command == "delete":
@@ -92,9 +93,9 @@ def run(args: argparse.Namespace, store: history.History | None = None) -> int:
             print("Nothing saved yet: run `python -m assistlab bench --save`.")
         for section in sections:
             measured = f" ({section.measured})" if section.measured else ""
-            print(f"\n{section.target} on {section.device_name}{measured}: {section.note}")
+            print(f"\n{section_title(section)}{measured}: {section.note}")
             rows = [
-                [str(rank), PLAIN_LINE, "1.00×", "-", PLAIN_NOTE, "", ""] if r is None else
+                [str(rank), plain_line(section), "1.00×", "-", PLAIN_NOTE, "", ""] if r is None else
                 [str(rank), r.label, _speed(r.speedup), str(r.comparisons), latest_words(r),
                  f"{r.latest_at:%Y-%m-%d}", r.latest_id]
                 for rank, r in board_lines(section)
@@ -114,10 +115,10 @@ def run(args: argparse.Namespace, store: history.History | None = None) -> int:
         return 0
     rows = [
         [e.id, f"{e.created_at:%Y-%m-%d %H:%M}", e.owner or "-", e.status, e.target, e.assistants or "-",
-         e.device_name, best_words(e) if e.best_arm == PLAIN else _speed(e.best_speedup)]
+         e.engines, e.device_name, best_words(e) if e.best_arm == PLAIN else _speed(e.best_speedup)]
         for e in page.entries
     ]
-    print(_table(["id", "saved (UTC)", "who", "status", "target", "assistants", "device", "best"], rows))
+    print(_table(["id", "saved (UTC)", "who", "status", "target", "assistants", "engines", "device", "best"], rows))
     first = (page.page - 1) * page.page_size + 1
     print(f"{first}-{first + len(page.entries) - 1} of {page.total}, newest first.")
     return 0

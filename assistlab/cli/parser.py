@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sweep-schedules", default="heuristic", help="adaptive schedules added to --sweep of num_assistant_tokens, comma-separated; '' for none (default: %(default)s)")
     engines = bench.add_argument_group("engines (vLLM through its OpenAI-compatible server; see the README's Engines)")
     engines.add_argument("--engines", default=None, help="comma-separated engines to time: transformers, vllm (default: transformers, and vllm too with --vllm-method or --server)")
-    engines.add_argument("--vllm-method", action="append", choices=vllm_arms_mod.METHODS[1:], default=None, help="a vLLM speculative method to add beside vLLM's plain arm; repeat for several (default with --engines ...vllm: ngram); draft_model drafts with each --assistant, which must share the target's vocabulary")
+    engines.add_argument("--vllm-method", action="append", choices=vllm_arms_mod.METHODS[1:], default=None, help="a vLLM speculative method to add beside vLLM's plain arm; repeat for several (default with --engines ...vllm: ngram); draft_model drafts with each --assistant, which must share the target's vocabulary; eagle and eagle3 with each --vllm-draft head; mtp with the target's own MTP layers; suffix needs arctic-inference in vLLM's Python")
+    engines.add_argument("--vllm-draft", action="append", default=None, metavar="PATH/ID", help="an EAGLE or EAGLE-3 head trained for the target (a hub id or a folder), for --vllm-method eagle/eagle3; repeat for several")
     engines.add_argument("--vllm-speculative-tokens", default=None, help=f"vLLM num_speculative_tokens (default {vllm_arms_mod.DEFAULT_SPECULATIVE_TOKENS})")
     engines.add_argument("--vllm-lookup-min", default=None, help=f"vLLM ngram prompt_lookup_min (default {vllm_arms_mod.DEFAULT_LOOKUP[0]})")
     engines.add_argument("--vllm-lookup-max", default=None, help=f"vLLM ngram prompt_lookup_max (default {vllm_arms_mod.DEFAULT_LOOKUP[1]})")
@@ -169,23 +170,26 @@ def _engines(args: argparse.Namespace) -> tuple[str, ...]:
     """--engines as given, else transformers plus vllm when a vLLM method or a server is named."""
     if args.engines is not None:
         engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
-        if (args.server or args.vllm_method) and "vllm" not in engines:
+        if (args.server or args.vllm_method or args.vllm_draft) and "vllm" not in engines:
             raise InputError("--vllm-method and --server add vLLM arms; add vllm to --engines (e.g. --engines transformers,vllm).")
         return engines
-    return ("transformers", "vllm") if (args.server or args.vllm_method) else ("transformers",)
+    return ("transformers", "vllm") if (args.server or args.vllm_method or args.vllm_draft) else ("transformers",)
 
 
 def _vllm_arms(args: argparse.Namespace) -> tuple:
     if args.server:
-        if args.vllm_method:
+        if args.vllm_method or args.vllm_draft:
             raise InputError("--server times servers that already run, with the methods they were started with; "
-                             "leave out --vllm-method, or --server to let AssistLab start vLLM.")
+                             "leave out --vllm-method and --vllm-draft, or --server to let AssistLab start vLLM.")
         key = args.server_api_key or os.environ.get("ASSISTLAB_VLLM_API_KEY") or None
         return vllm_arms_mod.parse_servers(args.server, key)
+    if args.vllm_draft and not set(args.vllm_method or ()) & set(vllm_arms_mod.HEAD_METHODS):
+        raise InputError("--vllm-draft is an EAGLE head; add --vllm-method eagle or eagle3 to time it (a whole "
+                         "draft model is --assistant with --vllm-method draft_model).")
     return vllm_arms_mod.vllm_arms(
         args.vllm_method or ["ngram"], draft_models=tuple(args.assistant or ()),
         num_speculative_tokens=args.vllm_speculative_tokens, prompt_lookup_min=args.vllm_lookup_min,
-        prompt_lookup_max=args.vllm_lookup_max,
+        prompt_lookup_max=args.vllm_lookup_max, heads=tuple(args.vllm_draft or ()),
     )
 
 

@@ -207,8 +207,9 @@ def canonical_request(request):
     field ('target: ', 'assistant: ').
     """
     def canonical(arm):
-        if arm.engine == "vllm":
-            return dataclasses.replace(arm, draft_model=resolve_field("assistant", arm.draft_model).text) if arm.draft_model else arm
+        if arm.engine == "vllm":  # a draft model is an assistant; an EAGLE head comes from --vllm-draft
+            field = "vllm draft" if arm.method in ("eagle", "eagle3") else "assistant"
+            return dataclasses.replace(arm, draft_model=resolve_field(field, arm.draft_model).text) if arm.draft_model else arm
         return dataclasses.replace(arm, assistant=resolve_field("assistant", arm.assistant).text) if arm.assistant else arm
 
     arms = tuple(canonical(arm) for arm in request.arms)

@@ -19,6 +19,8 @@ from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS
 MAX_REPORT_BYTES = 8_000_000
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._@:/+-]")
 PLAIN = "plain"  # best_arm when no assistant beat plain generation
+DEFAULT_ENGINE = "transformers"  # the engine of every arm saved before arms said theirs
+MAX_ENGINES_CHARS = 64
 
 
 def clean_text(value: object, limit: int) -> str:
@@ -84,6 +86,39 @@ def _setting(strategy: str, spec: dict, settings: dict | None = None) -> str:
     return clean_text(", ".join(parts) or "transformers defaults", MAX_NAME_CHARS)
 
 
+def engine_of(arm: object) -> str:
+    """The engine an arm (or its spec) ran on; one saved before arms said theirs ran on transformers."""
+    engine = arm.get("engine") if isinstance(arm, dict) else None
+    return (clean_text(engine, 16) if isinstance(engine, str) else "") or DEFAULT_ENGINE
+
+
+def _vllm_pairing(strategy: str, spec: dict) -> tuple[str | None, str, str]:
+    """(assistant, setting, label) of a vLLM arm, as engines/vllm/arms.VllmArm.label says it, with the draft
+    model's canonical name; an operator's server is known by its name only (its flags are the operator's)."""
+    if strategy == "server":
+        name = clean_text(_MARKUP.sub("", str(spec.get("name") or "server")), MAX_NAME_CHARS - 20) or "server"
+        return None, name, f"vllm server {name}"
+    draft = spec.get("draft_model")
+    assistant = canonical_model(draft) if isinstance(draft, str) and draft else None
+    parts = [f"k={spec['num_speculative_tokens']}"] if spec.get("num_speculative_tokens") is not None else []
+    if strategy == "ngram":
+        parts.append(f"lookup {spec.get('prompt_lookup_min')}-{spec.get('prompt_lookup_max')}")
+    setting = clean_text(", ".join(parts) or "vLLM defaults", MAX_NAME_CHARS)
+    label = f"vllm {strategy}: {assistant} ({setting})" if assistant else f"vllm {strategy} ({setting})"
+    return assistant, setting, label
+
+
+def _pairing(strategy: str, spec: dict, kinds: dict[str, str], settings: dict | None = None) -> tuple[str | None, str, str]:
+    """(assistant, setting, label) of an assisted arm of either engine, by one rule for every caller."""
+    if engine_of(spec) == "vllm":
+        return _vllm_pairing(strategy, spec)
+    assistant = spec.get("assistant")
+    assistant = canonical_model(assistant, kinds.get(assistant) or None) if assistant else None
+    setting = _setting(strategy, spec, settings)
+    label = f"{strategy}: {assistant} ({setting})" if assistant else f"{strategy} ({setting})"
+    return assistant, setting, label
+
+
 def is_workload(report: dict) -> bool:
     """A workload (results.suite): many prompts, with figures per category and overall under report['suite']."""
     return report.get("kind") == "suite" and isinstance(report.get("suite"), dict)
@@ -117,11 +152,10 @@ def _workload_arm_rows(report: dict) -> list[dict]:
     rows = []
     for index, name in enumerate(report.get("arms") or [], start=1):
         spec = specs[index - 1] if index - 1 < len(specs) else {}
-        strategy = clean_text(resolved.get(name) or spec.get("strategy") or "unknown", 32)
-        assistant = spec.get("assistant") if strategy != "prompt-lookup" else None
-        assistant = canonical_model(assistant, kinds.get(assistant) or None) if assistant else None
-        setting = _setting(strategy, spec)
-        label = f"{strategy}: {assistant} ({setting})" if assistant else f"{strategy} ({setting})"
+        strategy = clean_text(resolved.get(name) or spec.get("strategy") or spec.get("method") or "unknown", 32)
+        if strategy == "prompt-lookup":  # a workload's prompt-lookup arm drafts from the prompt, whatever its spec says
+            spec = {**spec, "assistant": None}
+        assistant, setting, label = _pairing(strategy, spec, kinds)
         entry = by_name.get(name) or {}
         speed = entry.get("speedup") if isinstance(entry.get("speedup"), dict) else {}
         n = speed.get("n") if isinstance(speed.get("n"), int) else 0
@@ -129,7 +163,7 @@ def _workload_arm_rows(report: dict) -> list[dict]:
         interval = low is not None and high is not None
         rows.append({
             "arm_index": index, "label": label, "strategy": strategy, "assistant": assistant, "setting": setting,
-            "speedup": _number(speed.get("geomean")),
+            "engine": engine_of(spec), "speedup": _number(speed.get("geomean")),
             "ci_low": low if interval else None, "ci_high": high if interval else None,
             "ci_level": _number(speed.get("level")) if interval else None,
             "ci_kind": "t-interval" if interval else "none", "n": n,
@@ -152,10 +186,9 @@ def arm_rows(report: dict) -> list[dict]:
             continue
         strategy = clean_text(arm.get("strategy"), 32)
         spec = arm.get("spec") if isinstance(arm.get("spec"), dict) else {}
-        assistant = spec.get("assistant")
-        assistant = canonical_model(assistant, kinds.get(assistant) or None) if assistant else None
-        setting = _setting(strategy, spec, arm.get("settings") if isinstance(arm.get("settings"), dict) else None)
-        label = f"{strategy}: {assistant} ({setting})" if assistant else f"{strategy} ({setting})"
+        spec = {**spec, "engine": engine_of(arm)}  # the arm says its engine; older specs said nothing
+        settings = arm.get("settings") if isinstance(arm.get("settings"), dict) else None
+        assistant, setting, label = _pairing(strategy, spec, kinds, settings)
         entry = by_name.get(arm.get("name")) or {}
         speed = entry.get("speedup") if isinstance(entry.get("speedup"), dict) else {}
         n = speed.get("n") if isinstance(speed.get("n"), int) else 0
@@ -171,6 +204,7 @@ def arm_rows(report: dict) -> list[dict]:
             "strategy": strategy,
             "assistant": assistant,
             "setting": setting,
+            "engine": engine_of(arm),
             "speedup": _number(speed.get("median")),
             "ci_low": low if n > 1 else None,
             "ci_high": high if n > 1 else None,
@@ -234,7 +268,18 @@ def summary_columns(report: dict) -> dict:
         "prompt_hash": prompt_hash(request.get("prompt")),
         "do_sample": bool(request.get("do_sample")),
         "workload": workload,
+        "engines": engines_timed(report),
     }
+
+
+def engines_timed(report: dict) -> str:
+    """The engines a comparison timed, in the report's order ('transformers, vllm'): those with a measured run,
+    else those it asked for; a report from before engines were recorded timed transformers."""
+    arms = [a for a in report.get("arms") or [] if isinstance(a, dict)]
+    measured = [engine_of(a) for a in arms if a.get("latencies_s")]
+    asked = [engine_of({"engine": e}) for e in (report.get("request") or {}).get("engines") or [] if isinstance(e, str)]
+    engines = list(dict.fromkeys(measured or [engine_of(a) for a in arms] or asked or [DEFAULT_ENGINE]))
+    return ", ".join(engines)[:MAX_ENGINES_CHARS]
 
 
 def prompt_hash(prompt: object) -> str:
@@ -291,6 +336,8 @@ def canonical_report(report: dict) -> dict:
     for spec in [a.get("spec") for a in report.get("arms") or [] if isinstance(a, dict)] + list(request.get("arms") or []):
         if isinstance(spec, dict) and isinstance(spec.get("assistant"), str) and _MARKUP.search(spec["assistant"]):
             spec["assistant"] = canonical_model(spec["assistant"], kinds.get(spec["assistant"]) or None)
+        if isinstance(spec, dict) and isinstance(spec.get("draft_model"), str) and _MARKUP.search(spec["draft_model"]):
+            spec["draft_model"] = canonical_model(spec["draft_model"])
     env = report.get("environment") if isinstance(report.get("environment"), dict) else {}
     models = env.get("models") if isinstance(env.get("models"), dict) else {}
     for role in list(models):
@@ -318,7 +365,7 @@ def runs_csv(report: dict) -> str:
     buf = io.StringIO()
     writer = cells.Writer(buf)
     writer.writerow(["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
-                     "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes"])
+                     "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes", "engine", "position"])
     for arm in report.get("arms") or []:
         assisted = arm.get("strategy") != "plain"
         for i, latency in enumerate(arm.get("latencies_s") or []):
@@ -330,6 +377,7 @@ def runs_csv(report: dict) -> str:
                 "" if pick("ttft_s") is None else f"{pick('ttft_s'):.6f}",
                 pick("drafted_tokens") if assisted else "", pick("accepted_tokens") if assisted else "",
                 len(trace.get("tokens") or []), "" if pick("memory_bytes") is None else pick("memory_bytes"),
+                engine_of(arm), "" if pick("positions") is None else pick("positions"),
             ])
     return buf.getvalue()
 

@@ -1,5 +1,5 @@
-"""The leaderboard: per target, device and what was measured, the pairings tried, ranked by their median speedup
-over plain, with plain on the board as the line to beat."""
+"""The leaderboard: per target, device, engine and what was measured, the pairings tried, ranked by their median
+speedup over that engine's plain, with plain on the board as the line to beat."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from datetime import timezone
 
 import sqlalchemy as sa
 
+from .derive import DEFAULT_ENGINE
 from .queries import Connect, part_of
 from .records import INTERVAL_KINDS, BoardRow, BoardSection
 from .schema import arms_table, comparisons
@@ -16,7 +17,8 @@ MEASURED = ("new_tokens", "workload", "prompt_hash", "do_sample", "status")
 
 
 def leaderboard(connect: Connect, *, target: str = "", device: str = "") -> tuple[BoardSection, ...]:
-    """For each target, device and measured setting, the pairings tried, fastest first, from every saved comparison."""
+    """For each target, device, engine and measured setting, the pairings tried, fastest first, from every saved
+    comparison."""
     query = (
         sa.select(comparisons.c.id, comparisons.c.created_at, comparisons.c.target, comparisons.c.device_name,
                   comparisons.c.new_tokens, comparisons.c.workload, comparisons.c.prompt_hash,
@@ -50,14 +52,17 @@ def _measured(row) -> tuple:
 
 
 def build_board(rows: list) -> tuple[BoardSection, ...]:
-    """Group arm rows (oldest first) by target, device, what was measured and pairing; rank pairings by their
-    median speedup within each group, so no median mixes different token counts, prompts, sampling or stopped runs."""
+    """Group arm rows (oldest first) by target, device, what was measured, engine and pairing; rank pairings by
+    their median speedup within each group, so no median mixes different token counts, prompts, sampling or
+    stopped runs, nor one engine's speedups with another's."""
     groups: dict[tuple, dict[tuple, list]] = {}
     for r in rows:
         key = (r["strategy"], r["assistant"], r["setting"])
-        groups.setdefault((r["target"], r["device_name"], *_measured(r)), {}).setdefault(key, []).append(r)
+        # Each engine's arms were timed against that engine's plain: a board per engine, never one mixing them.
+        engine = r.get("engine") or DEFAULT_ENGINE
+        groups.setdefault((r["target"], r["device_name"], *_measured(r), engine), {}).setdefault(key, []).append(r)
     sections = []
-    for (target, device, new_tokens, workload, _prompt, sampling, status), pairings in sorted(
+    for (target, device, new_tokens, workload, _prompt, sampling, status, engine), pairings in sorted(
             groups.items(), key=lambda item: tuple(str(v) for v in item[0])):
         board, newest = [], None
         for (strategy, assistant, setting), tried in pairings.items():
@@ -82,6 +87,6 @@ def build_board(rows: list) -> tuple[BoardSection, ...]:
         sections.append(BoardSection(
             target, device, tuple(board), new_tokens=new_tokens or None, workload=workload or None,
             prompt_preview=None if workload else last.get("prompt_preview"),
-            sampling=bool(sampling) if sampling != "" else None, stopped=status == "stopped",
+            sampling=bool(sampling) if sampling != "" else None, stopped=status == "stopped", engine=engine,
         ))
     return tuple(sections)

@@ -70,6 +70,7 @@ class Entry:
     transformers_version: str | None
     prompt_preview: str
     workload: str | None = None  # what a workload measured (history.derive.workload_label); None: one prompt
+    engines: str = "transformers"  # the engines it timed, 'transformers, vllm' (history.derive.engines_timed)
 
     def to_dict(self) -> dict:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -117,7 +118,8 @@ def _comparisons(n: int) -> str:
 
 @dataclass(frozen=True)
 class BoardSection:
-    """One target on one device, measured one way (new tokens, prompt or workload, sampling, finished or stopped)."""
+    """One target on one device and one engine, measured one way (new tokens, prompt or workload, sampling,
+    finished or stopped). Its plain is that engine's plain: a vLLM arm is ranked against vLLM's plain only."""
 
     target: str
     device_name: str
@@ -127,6 +129,12 @@ class BoardSection:
     prompt_preview: str | None = None
     sampling: bool | None = None
     stopped: bool = False
+    engine: str = "transformers"
+
+    @property
+    def plain(self) -> str:
+        """The line these pairings are ranked against, in words: 'plain', or 'vllm plain' on another engine."""
+        return "plain" if self.engine == "transformers" else f"{self.engine} plain"
 
     @property
     def beaten(self) -> bool:
@@ -156,16 +164,17 @@ class BoardSection:
             how = f"{best.speedup:.2f}×, {_comparisons(best.comparisons)}"
             note = f"{best.label} is the fastest pairing measured here ({how})"
             if winners[0] is not best:
-                return f"{note}; {winners[0].label} has clearly beaten plain, it has not yet."
+                return f"{note}; {winners[0].label} has clearly beaten {self.plain}, it has not yet."
             return note + "."
         once = sum(r.faster for r in self.rows)
         if once:
-            return (f"No assistant has beaten plain here: {once} comparison{'s' if once != 1 else ''} did, but no "
-                    f"pairing's median is above 1×.")
-        return "No assistant has beaten plain here yet."
+            return (f"No assistant has beaten {self.plain} here: {once} comparison{'s' if once != 1 else ''} did, "
+                    f"but no pairing's median is above 1×.")
+        return f"No assistant has beaten {self.plain} here yet."
 
     def to_dict(self) -> dict:
-        return {"target": self.target, "device_name": self.device_name, "new_tokens": self.new_tokens,
+        return {"target": self.target, "device_name": self.device_name, "engine": self.engine,
+                "new_tokens": self.new_tokens,
                 "workload": self.workload, "prompt_preview": self.prompt_preview, "sampling": self.sampling,
                 "stopped": self.stopped, "measured": self.measured, "beaten": self.beaten, "note": self.note,
                 "rows": [r.to_dict() for r in self.rows]}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from .derive import arm_rows, summary_columns
+from .derive import DEFAULT_ENGINE, MAX_ENGINES_CHARS, arm_rows, engine_of, summary_columns
 from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS, HistoryError
 
 # The final shape, used by queries. The whole JSON report is kept; the columns beside it (canonical model
@@ -48,6 +48,7 @@ comparisons = sa.Table(
     sa.Column("prompt_hash", sa.String(64)),
     sa.Column("do_sample", sa.Boolean),
     sa.Column("workload", sa.String(MAX_NAME_CHARS)),
+    sa.Column("engines", sa.String(MAX_ENGINES_CHARS), nullable=False, server_default=DEFAULT_ENGINE),
 )
 
 arms_table = sa.Table(
@@ -66,6 +67,7 @@ arms_table = sa.Table(
     sa.Column("n", sa.Integer, nullable=False),
     sa.Column("acceptance_rate", sa.Float),
     sa.Column("outputs_identical", sa.Boolean),
+    sa.Column("engine", sa.String(16), nullable=False, server_default=DEFAULT_ENGINE),
 )
 
 
@@ -130,8 +132,8 @@ def _migration_2(conn: sa.Connection) -> None:
             report = json.loads(text)
         except ValueError:
             continue
-        for arm in arm_rows(report):
-            conn.execute(arms.insert().values(comparison_seq=seq, **arm))
+        for arm in arm_rows(report):  # the columns of this version; later ones fill in theirs
+            conn.execute(arms.insert().values(comparison_seq=seq, **{k: v for k, v in arm.items() if k in arms.c}))
 
 
 def _migration_3(conn: sa.Connection) -> None:
@@ -157,9 +159,51 @@ def _migration_3(conn: sa.Connection) -> None:
         ))
 
 
+def _migration_4(conn: sa.Connection) -> None:
+    """Version 4: the engine each arm ran on and the engines each comparison timed (issue 21). Rows saved
+    before read as transformers; a comparison that held another engine's arms gets its arm rows and columns
+    recomputed from its report (its vLLM arms were stored as if transformers had run them)."""
+    conn.execute(sa.text(f"ALTER TABLE comparisons ADD COLUMN engines VARCHAR({MAX_ENGINES_CHARS}) "
+                         f"NOT NULL DEFAULT '{DEFAULT_ENGINE}'"))
+    conn.execute(sa.text(f"ALTER TABLE comparison_arms ADD COLUMN engine VARCHAR(16) NOT NULL DEFAULT '{DEFAULT_ENGINE}'"))
+    md = sa.MetaData()
+    recomputed = ("engines", "assistants", "strategies", "best_arm", "best_speedup", "outputs_identical")
+    table = sa.Table(
+        "comparisons", md, sa.Column("seq", sa.Integer, primary_key=True), sa.Column("engines", sa.String(64)),
+        sa.Column("assistants", sa.Text), sa.Column("strategies", sa.Text), sa.Column("best_arm", sa.String(200)),
+        sa.Column("best_speedup", sa.Float), sa.Column("outputs_identical", sa.Boolean),
+    )
+    arms = sa.Table(
+        "comparison_arms", md,
+        sa.Column("comparison_seq", sa.Integer, sa.ForeignKey("comparisons.seq"), primary_key=True),
+        sa.Column("arm_index", sa.Integer, primary_key=True), sa.Column("label", sa.String(400)),
+        sa.Column("strategy", sa.String(32)), sa.Column("assistant", sa.String(200)), sa.Column("setting", sa.String(200)),
+        sa.Column("speedup", sa.Float), sa.Column("ci_low", sa.Float), sa.Column("ci_high", sa.Float),
+        sa.Column("ci_level", sa.Float), sa.Column("ci_kind", sa.String(16)), sa.Column("n", sa.Integer),
+        sa.Column("acceptance_rate", sa.Float), sa.Column("outputs_identical", sa.Boolean),
+        sa.Column("engine", sa.String(16)),
+    )
+    # Only a report that names another engine can need it; the rest keep their rows as they are.
+    rows = conn.execute(sa.text("SELECT seq, report FROM comparisons WHERE report LIKE :named"),
+                        {"named": '%"engine"%'}).all()
+    for seq, text in rows:
+        try:
+            report = json.loads(text)
+        except ValueError:
+            continue
+        if all(engine_of(a) == DEFAULT_ENGINE for a in report.get("arms") or [] if isinstance(a, dict)):
+            continue
+        columns = summary_columns(report)
+        conn.execute(table.update().where(table.c.seq == seq).values(**{name: columns[name] for name in recomputed}))
+        conn.execute(arms.delete().where(arms.c.comparison_seq == seq))
+        rebuilt = [{k: v for k, v in arm.items() if k in arms.c} for arm in arm_rows(report)]
+        if rebuilt:
+            conn.execute(arms.insert(), [{**arm, "comparison_seq": seq} for arm in rebuilt])
+
+
 # Ordered: (version it brings the database to, what it does). Append; never edit a released step.
 MIGRATIONS: tuple[tuple[int, Callable[[sa.Connection], None]], ...] = (
-    (1, _migration_1), (2, _migration_2), (3, _migration_3),
+    (1, _migration_1), (2, _migration_2), (3, _migration_3), (4, _migration_4),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -504,8 +504,8 @@ def _convert_side_by_side(request: BenchRequest) -> None:
     why."""
     if not (bundled.is_bundled(request.target) and bundled.needs_conversion(request.target)):
         return
-    others = {spec.assistant for spec in request.arms
-              if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant and bundled.is_bundled(spec.assistant)}
+    others = {spec.assistant for spec in request.arms if spec.engine == "transformers"  # a vLLM arm has no strategy
+              and spec.strategy in paths.MODEL_STRATEGIES and spec.assistant and bundled.is_bundled(spec.assistant)}
     pending = tuple(sorted(t for t in others - {request.target} if bundled.needs_conversion(t)))
     if pending:
         bundled.Preparation(pending).start()
@@ -856,7 +856,8 @@ def _run_benchmark(
     drafts: dict[str, LoadedModel] = {}  # vLLM draft models: loaded here to check their vocabulary
     for spec in request.arms:
         if spec.engine == "vllm":
-            if spec.draft_model and spec.draft_model not in drafts:  # its tokenizer, to check the vocabulary
+            # A draft model's tokenizer, to check the vocabulary; an EAGLE head has none of its own (the server reads it).
+            if spec.method == "draft_model" and spec.draft_model not in drafts:
                 drafts[spec.draft_model] = yield from _while_loading(
                     lambda text=spec.draft_model: models_mod.tokenizer_only(text, messages.append),
                     lambda: Event("status", "Reading the draft model's tokenizer...", 0, 0,

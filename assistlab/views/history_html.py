@@ -60,7 +60,8 @@ def entries_html(page: Page, base: str = "") -> str:
     """The history list as a table, newest first, each row linking to its permalink."""
     if not page.entries:
         return '<p class="al-note">No saved comparisons match.</p>'
-    head = ("Saved", "Who", "Target", "Assistants", "Device", "Tokens", "Best speedup", "Identical", "Prompt", "Id")
+    head = ("Saved", "Who", "Target", "Assistants", "Engine", "Device", "Tokens", "Best speedup", "Identical", "Prompt",
+            "Id")
     rows = []
     for e in page.entries:
         identical = {True: "yes", False: "no", None: "–"}[e.outputs_identical]
@@ -69,7 +70,7 @@ def entries_html(page: Page, base: str = "") -> str:
             _speed(e.best_speedup) + (f' <span class="al-sub">{escape(e.best_arm)}</span>' if e.best_arm else ""))
         cells = (
             escape(_when(e.created_at)) + status, escape(e.owner or "–"), escape(e.target), escape(e.assistants or "–"),
-            escape(e.device_name) + f' <span class="al-sub">{escape(e.dtype)}</span>', escape(e.new_tokens or "–"),
+            escape(e.engines), escape(e.device_name) + f' <span class="al-sub">{escape(e.dtype)}</span>', escape(e.new_tokens or "–"),
             best, identical, escape(e.prompt_preview),
             f'<a href="{escape(permalink(e.id, base))}" target="_blank" rel="noopener">{escape(e.id)}</a>',
         )
@@ -90,6 +91,8 @@ def entry_caption_html(entry: Entry, base: str = "") -> str:
     who = f" by {escape(entry.owner)}" if entry.owner else ""
     stopped = " It was stopped before all repetitions finished." if entry.status == "stopped" else ""
     versions = f"AssistLab {escape(entry.assistlab_version or '?')}, transformers {escape(entry.transformers_version or '?')}"
+    if entry.engines != "transformers":
+        versions += f"; engines {escape(entry.engines)}"
     link = escape(permalink(entry.id, base))
     # The page turns the link into the full address it was opened at (a server cannot know it behind a proxy);
     # the button copies it.
@@ -107,10 +110,21 @@ def chooser_label(entry: Entry) -> str:
     tokens = f"{entry.new_tokens} tokens" if entry.new_tokens else "tokens ?"
     prompt = entry.prompt_preview[:40] + ("…" if len(entry.prompt_preview) > 40 else "")
     stopped = " (stopped)" if entry.status == "stopped" else ""
-    return (f"{entry.created_at:%m-%d %H:%M} · {entry.target} + {entry.assistants or 'no assistant'} · {tokens} · "
-            f"{answer}{stopped} · “{prompt}” · {entry.id}")
+    engines = "" if entry.engines == "transformers" else f" · {entry.engines}"
+    return (f"{entry.created_at:%m-%d %H:%M} · {entry.target} + {entry.assistants or 'no assistant'}{engines} · "
+            f"{tokens} · {answer}{stopped} · “{prompt}” · {entry.id}")
 PLAIN_LINE = "plain (no assistant)"
 PLAIN_NOTE = "the line to beat"
+
+
+def plain_line(section: BoardSection) -> str:
+    """The board's plain line: 'plain (no assistant)', or 'vllm plain (no assistant)' on vLLM's board."""
+    return PLAIN_LINE if section.plain == "plain" else f"{section.plain} (no assistant)"
+
+
+def section_title(section: BoardSection) -> str:
+    """'org/t on cpu: X with transformers' (plain text): what a board's plain and pairings ran on."""
+    return f"{section.target} on {section.device_name} with {section.engine}"
 
 
 def board_lines(section: BoardSection) -> list[tuple[int, BoardRow | None]]:
@@ -129,8 +143,8 @@ def latest_words(row: BoardRow) -> str:
 
 
 def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
-    """The leaderboard: per target, device and what was measured, pairings ranked by their median speedup over
-    plain, plain among them at 1×."""
+    """The leaderboard: per target, device, engine and what was measured, pairings ranked by their median speedup
+    over that engine's plain, plain among them at 1×."""
     if not sections:
         return '<p class="al-note">Nothing saved yet: finished comparisons appear here.</p>'
     head = ("Rank", "Pairing", "Median speedup", "Comparisons", "Latest comparison: its speedup and interval",
@@ -140,7 +154,7 @@ def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
         rows = []
         for rank, row in board_lines(section):
             if row is None:
-                cells = (str(rank), escape(PLAIN_LINE), "1.00×", "–", escape(PLAIN_NOTE), "", "")
+                cells = (str(rank), escape(plain_line(section)), "1.00×", "–", escape(PLAIN_NOTE), "", "")
                 rows.append('<tr class="al-plain-row">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
                 continue
             cells = (
@@ -151,7 +165,8 @@ def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         measured = f'<p class="al-sub al-measured">{escape(section.measured)}</p>' if section.measured else ""
         parts.append(
-            f'<h4>{escape(section.target)} <span class="al-sub">on {escape(section.device_name)}'
+            f'<h4>{escape(section.target)} <span class="al-sub">on {escape(section.device_name)} with '
+            f'<span class="al-engine">{escape(section.engine)}</span>'
             + (f" · workload {escape(section.workload)}" if section.workload else "") + f"</span></h4>{measured}"
             f'<p class="al-note">{escape(section.note)}</p>'
             '<div class="al-wrap"><table class="al-table al-board"><thead><tr>'
@@ -159,9 +174,10 @@ def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
             + "</tbody></table></div>"
         )
     parts.append(
-        '<p class="al-sub">Each table holds comparisons that measured the same thing (target, device, new tokens, '
-        "prompt or workload, sampling, finished or stopped). Median speedup: the median, over the comparisons that "
-        "tried a pairing, of each one's median speedup over plain; plain is 1×, the line to beat. The latest "
+        '<p class="al-sub">Each table holds comparisons that measured the same thing (target, device, engine, new '
+        "tokens, prompt or workload, sampling, finished or stopped). Median speedup: the median, over the comparisons "
+        "that tried a pairing, of each one's median speedup over its engine's plain; that plain is 1×, the line to "
+        "beat (a vLLM pairing is never ranked against transformers' plain). The latest "
         "comparison's own speedup stands beside its own interval, at its true level; a pairing has beaten plain "
         "where some comparison's interval lies wholly above 1× and its median is above 1× too.</p>"
     )

@@ -10,11 +10,21 @@ from urllib.parse import urlsplit
 from ...config import LIMITS, ArmRequest, _as_int, _choice, capped_text
 from ...errors import InputError
 
-# What AssistLab can start a server for; "server" is an operator's server, whose method the server decides.
-METHODS = ("plain", "ngram", "draft_model")
+# What AssistLab can start a server for (vLLM 0.32's speculative_config methods; its model-specific MTP names,
+# deepseek_mtp and the like, are deprecated aliases of mtp); "server" is an operator's server, whose method
+# the server decides.
+METHODS = ("plain", "ngram", "draft_model", "eagle", "eagle3", "mtp", "suffix")
+DRAFT_METHODS = ("draft_model", "eagle", "eagle3")  # a second checkpoint drafts: a whole model or an EAGLE head
+HEAD_METHODS = ("eagle", "eagle3")  # the draft is an EAGLE head trained for the target (--vllm-draft)
 SERVER = "server"
 PLAIN_SERVER = "plain"  # the operator's server of this name is the vLLM baseline
 DEFAULT_SPECULATIVE_TOKENS = 5
+# Per method where vLLM's own practice differs: DeepSeek-V3 and GLM-4.5 have one MTP layer (more tokens run
+# it again, which vLLM warns lowers acceptance); suffix decoding treats k as a cap, 24 being its tree depth.
+METHOD_SPECULATIVE_TOKENS = {"mtp": 1, "suffix": 24}
+# Suffix decoding's global tree caches past answers; every repetition asks the same prompt, so a cache would
+# learn each answer from the repetitions before it. 0 keeps only the prompt's own tree (vLLM's option).
+SUFFIX_CACHED_REQUESTS = 0
 # vLLM's own ngram defaults are 5..5 when neither is given; AssistLab's choice reads more drafts on short prompts.
 DEFAULT_LOOKUP = (2, 4)
 
@@ -24,7 +34,9 @@ class VllmArm(ArmRequest):
     """One vLLM arm: a server AssistLab starts for `method`, or an operator's server at `url` named `name`.
 
     `num_speculative_tokens`, `prompt_lookup_min/max` are vLLM's speculative_config fields of the same names;
-    `draft_model` is the model reference of a same-vocabulary assistant (method draft_model).
+    `draft_model` is the model reference of a same-vocabulary assistant (method draft_model) or of an EAGLE
+    head trained for the target (eagle, eagle3); mtp drafts with the target's own MTP layers, suffix from
+    suffix trees of the prompt (arctic-inference).
     `api_key` is sent to an operator's server and never written into a report.
     """
 
@@ -56,7 +68,9 @@ class VllmArm(ArmRequest):
             for knob in ("num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max", "draft_model"):
                 object.__setattr__(self, knob, None)
             return
-        k = DEFAULT_SPECULATIVE_TOKENS if self.num_speculative_tokens is None else self.num_speculative_tokens
+        k = self.num_speculative_tokens
+        if k is None:
+            k = METHOD_SPECULATIVE_TOKENS.get(self.method, DEFAULT_SPECULATIVE_TOKENS)
         object.__setattr__(self, "num_speculative_tokens",
                            _as_int("num_speculative_tokens", k, 1, LIMITS["num_assistant_tokens"]))
         if self.method == "ngram":
@@ -69,13 +83,19 @@ class VllmArm(ArmRequest):
             object.__setattr__(self, "prompt_lookup_min", low)
             object.__setattr__(self, "prompt_lookup_max", high)
             object.__setattr__(self, "draft_model", None)
-        else:
-            draft = capped_text("assistant", self.draft_model)
-            if not isinstance(draft, str) or not draft.strip():
-                raise InputError("The vLLM draft_model method needs a draft model (--assistant): a same-vocabulary model.")
-            object.__setattr__(self, "draft_model", draft.strip())
-            object.__setattr__(self, "prompt_lookup_min", None)
-            object.__setattr__(self, "prompt_lookup_max", None)
+            return
+        object.__setattr__(self, "prompt_lookup_min", None)
+        object.__setattr__(self, "prompt_lookup_max", None)
+        if self.method not in DRAFT_METHODS:  # mtp drafts with the target's own layers, suffix from its trees
+            object.__setattr__(self, "draft_model", None)
+            return
+        draft = capped_text("assistant", self.draft_model)
+        if not isinstance(draft, str) or not draft.strip():
+            if self.method in HEAD_METHODS:
+                raise InputError(f"The vLLM {self.method} method needs its draft head (--vllm-draft): an "
+                                 f"{'EAGLE-3' if self.method == 'eagle3' else 'EAGLE'} checkpoint trained for the target.")
+            raise InputError("The vLLM draft_model method needs a draft model (--assistant): a same-vocabulary model.")
+        object.__setattr__(self, "draft_model", draft.strip())
 
     @property
     def assisted(self) -> bool:
@@ -89,18 +109,24 @@ class VllmArm(ArmRequest):
             return "vllm plain"
         if self.method == "ngram":
             return f"vllm ngram (k={self.num_speculative_tokens}, lookup {self.prompt_lookup_min}-{self.prompt_lookup_max})"
+        if self.draft_model is None:
+            return f"vllm {self.method} (k={self.num_speculative_tokens})"
         short = self.draft_model.rsplit("/", 1)[-1].removeprefix("bundled:")
-        return f"vllm draft_model: {short} (k={self.num_speculative_tokens})"
+        return f"vllm {self.method}: {short} (k={self.num_speculative_tokens})"
 
     def speculative_config(self, draft_folder: str | None = None) -> dict | None:
-        """vLLM's --speculative-config for this arm (None for plain); `draft_folder` is where the draft model lies."""
+        """vLLM's --speculative-config for this arm (None for plain), as vLLM 0.32's SpeculativeConfig reads it;
+        `draft_folder` is where the draft model or EAGLE head lies (a folder, or a hub id vLLM fetches)."""
+        if self.method == "plain" or self.url is not None:
+            return None
+        config = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
         if self.method == "ngram":
-            return {"method": "ngram", "num_speculative_tokens": self.num_speculative_tokens,
-                    "prompt_lookup_min": self.prompt_lookup_min, "prompt_lookup_max": self.prompt_lookup_max}
-        if self.method == "draft_model":
-            return {"method": "draft_model", "model": draft_folder or self.draft_model,
-                    "num_speculative_tokens": self.num_speculative_tokens}
-        return None
+            config.update(prompt_lookup_min=self.prompt_lookup_min, prompt_lookup_max=self.prompt_lookup_max)
+        elif self.method in DRAFT_METHODS:
+            config["model"] = draft_folder or self.draft_model
+        elif self.method == "suffix":
+            config["suffix_decoding_max_cached_requests"] = SUFFIX_CACHED_REQUESTS
+        return config  # mtp: vLLM takes the target's own checkpoint as the draft when no model is given
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
@@ -142,9 +168,9 @@ def parse_servers(values: list[str] | tuple[str, ...], api_key: str | None = Non
 
 def vllm_arms(methods: list[str] | tuple[str, ...], *, draft_models: tuple[str, ...] = (),
               num_speculative_tokens: int | None = None, prompt_lookup_min: int | None = None,
-              prompt_lookup_max: int | None = None) -> tuple[VllmArm, ...]:
+              prompt_lookup_max: int | None = None, heads: tuple[str, ...] = ()) -> tuple[VllmArm, ...]:
     """The vLLM arms a form or command line describes: plain first, then one per method (a draft_model arm per
-    draft model)."""
+    draft model, an eagle or eagle3 arm per draft head in `heads`)."""
     arms = [VllmArm("plain")]
     for method in dict.fromkeys(m for m in methods if m != "plain"):
         _choice("vllm method", method, METHODS)
@@ -152,6 +178,12 @@ def vllm_arms(methods: list[str] | tuple[str, ...], *, draft_models: tuple[str, 
             if not draft_models:
                 raise InputError("--vllm-method draft_model needs a draft model: give one with --assistant.")
             arms += [VllmArm("draft_model", num_speculative_tokens, draft_model=d) for d in draft_models]
+        elif method in HEAD_METHODS:
+            if not heads:
+                raise InputError(f"--vllm-method {method} needs its draft head: give the "
+                                 f"{'EAGLE-3' if method == 'eagle3' else 'EAGLE'} checkpoint trained for the target "
+                                 f"with --vllm-draft (a hub id or a folder).")
+            arms += [VllmArm(method, num_speculative_tokens, draft_model=h) for h in heads]
         else:
             arms.append(VllmArm(method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max))
     return tuple(arms)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ...errors import AssistLabError, EngineError
-from . import client, server
+from . import client, methods, server
 from .arms import VllmArm
 
 # What the runs through a server cannot give, in every report that has such an arm.
@@ -87,12 +87,23 @@ def operator_endpoint(arm: VllmArm, target_names: tuple[str, ...]) -> Endpoint:
 
 def start_servers(endpoints: list[Endpoint], python: server.VllmPython, folder: str, dtype: str,
                   max_model_len: int | None, draft_folders: dict[str, str], served_name: str) -> None:
-    """Start a server for every endpoint that has none and no error yet (all at once: they load side by side)."""
+    """Start a server for every endpoint that has none and no error yet (all at once: they load side by side).
+
+    What a method needs (an EAGLE head, the target's MTP layers, arctic-inference) is checked first: an arm
+    whose method cannot work gets its sentence and no server.
+    """
     for endpoint in endpoints:
         if endpoint.error or endpoint.url:
             continue
         arm = endpoint.arm
+        try:
+            needs = methods.prepare(arm, served_name, folder, python)
+        except AssistLabError as exc:
+            endpoint.error = str(exc)
+            continue
         speculative = arm.speculative_config(draft_folders.get(arm.draft_model or ""))
+        if speculative is not None:
+            speculative.update(needs)
         try:
             endpoint.server = server.start(python, endpoint.label, folder, served_name, dtype, speculative,
                                            max_model_len)
