@@ -115,7 +115,7 @@ PRESETS: tuple[Preset, ...] = (
         strategy="gemma4-assistant", parameters=31.5, gated=True,
     ),
     Preset(
-        "GLM-4.5 with its own MTP layer (mtp)",
+        "GLM-4.5 with its own guessing layer (MTP)",
         "zai-org/GLM-4.5",
         "",
         "No second model: an extra layer built into the checkpoint guesses the next tokens (multi-token "
