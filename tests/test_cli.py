@@ -98,6 +98,9 @@ def test_presets_lists_the_reference_pair():
     result = cli("presets")
     assert result.returncode == 0
     assert "google/gemma-3-27b-it" in result.stdout and "Qwen/Qwen2.5-0.5B-Instruct" in result.stdout
+    # each preset says whether it fits this machine, memory of what, and what HF_TOKEN is where it is needed
+    assert result.stdout.count(" [runs here") + result.stdout.count(" [too big for this machine]") == 10
+    assert "GB of RAM" in result.stdout and "huggingface.co/settings/tokens" in result.stdout
 
 
 def test_sweep_and_cost_model_on_the_command_line(models_dir, tmp_path):

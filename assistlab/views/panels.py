@@ -241,7 +241,7 @@ def _count(n: int) -> str:
 def numbers_html(report: dict) -> str:
     """Per-arm numbers, all read from the report: medians first, spread flagged when wide."""
     by_name = {c["arm"]: c for c in report.get("comparison", [])}
-    head = ["Arm", f"Median latency ({term('iqr', 'IQR')})", "Tokens/s", term("ttft", "First token"),
+    head = ["Arm", f"Median time per run (spread: {term('iqr', 'IQR')})", "Tokens/s", term("ttft", "First token"),
             f"{term('speedup', 'Speedup')} (interval, its level)", term("accepted", "Accepted"),
             term("per_pass", "Tokens per pass"), "Runs"]
     rows = []
