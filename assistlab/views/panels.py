@@ -182,14 +182,13 @@ def progress_text(event) -> str:
     'Repetition 2 of 5: plain · 7 of 18 runs done · 1 min 05 s so far, about 2 min 10 s left';
     'Prompt 2 of 5 (qa_3, qa) · Repetition 1 of 3: plain, took 8.92 s · 12 of 45 runs done · ...'.
     """
-    timing = timing_text(event)
     if event.kind == "done":
         took = f" in {duration(event.elapsed_s)}" if event.elapsed_s is not None else ""
         return f"{event.message.rstrip('.')} ({event.done} of {event.total} runs done{took})."
+    timing = timing_text(event)
     step = (event.step or event.message).rstrip(".")
     if event.kind == "run":  # a run just finished: its step and time, until the next step's event replaces them
-        took_s = getattr(event, "took_s", None)
-        step = f"{step}, took {took_s:.2f} s" if took_s is not None else event.message.rstrip(".")
+        step = f"{step}, took {event.took_s:.2f} s" if event.took_s is not None else event.message.rstrip(".")
     runs = f"{event.done} of {event.total} runs done" if event.total else ""
     return " · ".join(x for x in (getattr(event, "where", ""), step, runs, timing) if x)
 
