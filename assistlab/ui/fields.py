@@ -39,8 +39,8 @@ DRAFT_DEFAULT_TEXT = {
 CAREFUL_PRECISION = 0.05
 MEASURES = ("quick", "careful")
 MEASURE_CHOICES = [
-    (f"Quick: a fixed count of timed runs per arm ({CPU_DEFAULTS['repeats']} on a CPU, {CUDA_DEFAULTS['repeats']} on a "
-     "GPU, or the count set in Settings)", "quick"),
+    (f"Quick: a fixed number of timed runs of plain and of each assistant ({CPU_DEFAULTS['repeats']} on a CPU, "
+     f"{CUDA_DEFAULTS['repeats']} on a GPU, or the number set in Settings)", "quick"),
     (f"Careful: repeat until every speedup is known to ±{CAREFUL_PRECISION:.0%}, for at most "
      f"{DEFAULT_MAX_TIME_S / 60:.0f} minutes of timed runs", "careful"),
 ]
@@ -89,9 +89,9 @@ HINTS = {
         f"{CUDA_DEFAULTS['repeats']} on a GPU), at most {LIMITS['repeats']}. More runs narrow the interval."
     ),
     "measure": (
-        "Quick gives a first answer. Careful keeps measuring until the interval around every speedup is within "
-        f"±{CAREFUL_PRECISION:.0%}, so small differences can be told apart; the progress bar counts against the "
-        "most that may run."
+        "Quick gives a first answer. Careful keeps measuring until every speedup is known to within "
+        f"±{CAREFUL_PRECISION:.0%} (its confidence interval), so small differences can be told apart; the "
+        "progress bar counts against the most that may run."
     ),
     "warmup": (
         f"Untimed runs first, so start-up costs are not counted; {CPU_DEFAULTS['warmup']} is usually enough, "
