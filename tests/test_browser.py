@@ -257,7 +257,7 @@ def pick_models(page, target: str, assistant: str = "assistant-other") -> None:
 
 def test_opening_settings_and_pressing_run_with_nothing_typed_uses_the_defaults(page):
     pick_models(page, "target")
-    page.get_by_label("Prompt lookup (no second model)").check()  # one assisted arm: a short first try
+    page.get_by_label("Copy from the prompt (prompt lookup, no second model)").check()  # one assisted arm: a short first try
     open_settings(page)
     page.wait_for_timeout(500)  # the accordion has mounted its boxes
     for label in ("New tokens per run", "Repetitions"):
@@ -427,3 +427,44 @@ def test_every_tab_fits_a_phone_screen(browser, app_with_a_saved_run):
             "t => { const box = t.closest('.al-wrap'); return box !== null && getComputedStyle(box).overflowX === 'auto'"
             " && box.scrollWidth > box.clientWidth; }")
         assert scrolls, "the history table neither fits nor scrolls inside its own box"
+
+
+# Every progress label the page shows, as it changes (a run redraws it many times a second at most).
+WATCH_PROGRESS = """(selector) => {
+    window.alLabels = [];
+    const box = document.querySelector(selector);
+    const read = () => { const el = box.querySelector('.al-label'); if (el) window.alLabels.push(el.textContent); };
+    new MutationObserver(read).observe(box, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def test_presets_say_whether_they_fit_and_progress_reads_in_one_form(page):
+    """Issue 19: the preset list says which pairs fit this machine (memory of what), a gated pair says what
+    HF_TOKEN is one click away, and every progress line of a run has one form: step · runs done · times."""
+    from assistlab.engines import catalog
+
+    machine = catalog.this_machine()
+    preset = page.get_by_label("Preset pair")
+    assert preset.input_value() == f"{catalog.PRESETS[0].label} · {catalog.fit(catalog.PRESETS[0], machine).tag}"
+    reference = next(p for p in catalog.PRESETS if p.target == "google/gemma-3-27b-it")
+    preset.click()
+    page.get_by_role("option", name=re.compile("^Reference: Gemma 3 27B")).click()
+    page.get_by_text(catalog.fit(reference, machine).sentence.split(";")[0]).wait_for()
+    page.get_by_text("What is HF_TOKEN, and how do I get one?").click()
+    page.get_by_text("huggingface.co/settings/tokens").first.wait_for()
+    assert page.locator("#al-target input").input_value() == reference.target
+    choose(page, "target", "assistant-other", tokens=3, repeats=2)
+    page.evaluate(WATCH_PROGRESS, "#al-progress")
+    page.click("#al-run")
+    page.wait_for_selector("#al-download-json", state="visible", timeout=180_000)
+    labels = [label for label in page.evaluate("window.alLabels") if "runs done" in label]
+    assert len(labels) >= 3, labels
+    one_form = re.compile(r"^(Warm-up of .+ \(not counted\)|Repetition \d of 2: .+|Measuring the drafting cost, "
+                          r"\d of \d: .+ \(untimed\))(, took \d+\.\d\d s)? · \d+ of \d+ runs done · \d.* so far, "
+                          r"(about|roughly) .+ left")
+    for label in labels[:-1]:
+        assert one_form.match(label) or label.startswith("Complete"), label
+    assert not any(re.search(r": (repetition|warm-up) \d+/\d+", label) for label in labels), labels
+    assert any(", took " in label for label in labels) and any(label.startswith("Repetition 2 of 2: ")
+                                                                for label in labels), labels
+    assert labels[-1].startswith("Complete") or "Saved" in labels[-1], labels[-1]

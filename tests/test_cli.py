@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,8 +42,11 @@ def test_bench_writes_a_complete_report(models_dir, tmp_path):
     assert "×" in table and "outputs identical" in table
     # The table's abbreviations are spelled out under it, and progress names each step with its times.
     assert "TTFT: time to the first new token" in table and "tok/fwd: new tokens per target forward pass" in table
-    assert "Warming up universal: assistant-other (transformers defaults) (not counted)... (" in result.stderr
-    assert "Measuring the drafting cost, 1 of 2: universal: assistant-other (transformers defaults) (untimed)..." in result.stderr
+    # The page's progress lines, word for word (one form for every line: step · runs done · times).
+    assert "Warm-up of universal: assistant-other (transformers defaults) (not counted) · " in result.stderr
+    assert ("Measuring the drafting cost, 1 of 2: universal: assistant-other (transformers defaults) (untimed) · "
+            in result.stderr)
+    assert re.search(r"Repetition 1 of 2: plain, took \d+\.\d\d s · \d+ of 9 runs done · ", result.stderr)
     assert "so far, about" in result.stderr
     report = json.loads(out_json.read_text())
     assert report["schema"] == 1
@@ -94,6 +98,9 @@ def test_presets_lists_the_reference_pair():
     result = cli("presets")
     assert result.returncode == 0
     assert "google/gemma-3-27b-it" in result.stdout and "Qwen/Qwen2.5-0.5B-Instruct" in result.stdout
+    # each preset says whether it fits this machine, memory of what, and what HF_TOKEN is where it is needed
+    assert result.stdout.count(" [runs here") + result.stdout.count(" [too big for this machine]") == 10
+    assert "GB of RAM" in result.stdout and "huggingface.co/settings/tokens" in result.stdout
 
 
 def test_sweep_and_cost_model_on_the_command_line(models_dir, tmp_path):

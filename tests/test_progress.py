@@ -165,3 +165,47 @@ def test_the_rough_estimate_grows_with_the_prompt_the_tokens_the_runs_and_the_mo
     for change in ({"prompt_tokens": 8000}, {"new_tokens": 256}, {"repeats": 20}, {"target_parameters": 10**9}):
         assert estimate.comparison_seconds(**{**base, **change}) > 1.5 * seconds, change
     assert estimate.comparison_seconds(**base, max_time_s=10) < seconds
+
+
+def test_a_finished_run_reads_in_the_same_form_as_the_step_before_it():
+    """The page used to switch between 'Repetition 1 of 5: plain' and 'prompt-lookup (k=10): repetition 1/5,
+    8.92 s'; now a finished run is its step, its time, the runs done and the times, like every other line."""
+    before = Event("status", "Timing prompt-lookup (k=10), repetition 1 of 5...", 3, 18,
+                   step="Repetition 1 of 5: prompt-lookup (k=10)", elapsed_s=65.0, eta_s=130.0)
+    after = Event("run", "prompt-lookup (k=10): repetition 1/5, 8.92 s", 4, 18,
+                  step="Repetition 1 of 5: prompt-lookup (k=10)", elapsed_s=74.0, eta_s=120.0, took_s=8.92)
+    assert _label(panels.event_progress(before)) == (
+        "Repetition 1 of 5: prompt-lookup (k=10) · 3 of 18 runs done · 1 min 05 s so far, about 2 min 10 s left")
+    assert _label(panels.event_progress(after)) == (
+        "Repetition 1 of 5: prompt-lookup (k=10), took 8.92 s · 4 of 18 runs done · 1 min 14 s so far, "
+        "about 2 min 00 s left")
+    assert panels.progress_text(after) == _label(panels.event_progress(after))  # the command line's line
+
+
+def test_every_line_of_a_real_comparison_has_one_form(events):
+    """Each line with a run count starts with the step it names (a finished run adds its time), then the runs
+    done, the time so far and the time left: rough before the first timed run, measured after."""
+    for event in events:
+        if not event.total or event.kind == "done":
+            continue
+        label = panels.progress_text(event)
+        step, runs, timing = label.split(" · ")
+        assert step == event.step or step == f"{event.step}, took {event.took_s:.2f} s", label
+        assert runs == f"{event.done} of {event.total} runs done"
+        assert "so far, " in timing and timing.endswith(("left", "until a run has been timed)")), label
+    runs = [e for e in events if e.kind == "run"]
+    assert runs and all(e.took_s is not None and e.took_s > 0 for e in runs)
+    assert all("repetition 1/" not in panels.progress_text(e) for e in events)
+    assert panels.progress_text(events[-1]).startswith("Complete (")
+
+
+def test_the_rough_estimate_of_a_workload_counts_every_prompt_and_one_warm_up():
+    from assistlab.results import estimate
+
+    one = estimate.suite_seconds("cpu", 270_000_000, [135_000_000], [40], 32, 1, 3)
+    five = estimate.suite_seconds("cpu", 270_000_000, [135_000_000], [40] * 5, 32, 1, 3)
+    arms = estimate._arm_seconds("cpu", 270_000_000, [135_000_000], 40, 32)
+    assert one == pytest.approx(4 * sum(arms)) and five == pytest.approx(16 * sum(arms))
+    assert estimate.suite_seconds("cpu", 270_000_000, [0], [40, 8000], 32, 1, 3) > five / 4
+    assert estimate.suite_seconds("cpu", 1, [], [], 32, 1, 3) == 0.0
+    assert estimate.prompt_tokens_guess(("a" * 400, "b" * 40)) == 110 and estimate.prompt_tokens_guess(("",)) == 1

@@ -248,6 +248,30 @@ def test_suite_warms_up_once_and_measures_every_prompt_that_fits(tiny_suite):
     assert final.done == final.total == 4 * 2 * 2
 
 
+def test_every_workload_line_has_the_form_of_a_comparison_line_and_a_time_left(tiny_suite):
+    """Most workload progress lines used to show no time left, and in another form than a comparison's: now every
+    line with a run count names the prompt, the run (in the comparison's words), the runs done, the time so far
+    and the time left, a labelled rough estimate until the first run has been timed."""
+    from assistlab.views.panels import progress_text
+
+    counted = [e for e in tiny_suite if e.total and e.kind != "done"]
+    assert counted and all(e.eta_s is not None and e.elapsed_s is not None for e in counted)
+    first_run = next(i for i, e in enumerate(tiny_suite) if e.kind == "run")
+    assert all(e.eta_rough for e in tiny_suite[:first_run] if e.total)
+    assert not any(e.eta_rough for e in tiny_suite[first_run:])
+    for event in counted:
+        label = progress_text(event)
+        assert "so far, " in label and ("left" in label or "until a run has been timed" in label), label
+        if event.step:
+            where, step, runs, _timing = label.split(" · ")
+            assert where.startswith(f"Prompt {event.prompt} of 5 (") and where == event.where
+            took = f"{event.step}, took {event.took_s:.2f} s" if event.took_s is not None else None
+            assert step in (event.step, took), (label, event.kind, event.message)
+            assert step.startswith(("Warm-up of ", "Repetition "))
+            assert runs == f"{event.done} of {event.total} runs done"
+    assert progress_text(tiny_suite[-1]).startswith("Complete: 4 of 5 prompts measured")
+
+
 def test_each_measured_prompt_is_marked_done_after_its_last_run(tiny_suite):
     """The page redraws a workload on these events only: once per prompt, not after every run."""
     done = [(i, e) for i, e in enumerate(tiny_suite) if e.prompt_done]

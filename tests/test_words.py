@@ -239,3 +239,163 @@ def test_a_bad_model_in_the_also_compare_box_is_named_by_that_box():
         request_from_form(target="org/name", assistant="org/small", strategy="assistant", prompt="Hi",
                           extra_assistants="org/fine, no good!!")
     assert in_page_words(str(bad.value)).startswith("Also compare these assistants: 'no good!!' is not a hub id")
+
+
+# ---------------------------------------------------------------- does a preset fit this machine (issue 19)
+
+
+
+def _machines():
+    from assistlab.engines import catalog
+
+    return catalog.Machine(24 * 10**9), catalog.Machine(64 * 10**9, (("NVIDIA A100-SXM4-80GB", 80 * 10**9),))
+
+
+def test_every_preset_says_whether_it_fits_this_machine_and_memory_of_what():
+    from assistlab.engines import catalog
+
+    laptop, gpu = _machines()
+    by_target = {p.target: p for p in catalog.PRESETS}
+    bundled = catalog.fit(catalog.PRESETS[0], laptop)
+    assert bundled.runs and bundled.tag == "runs here"
+    assert bundled.sentence.startswith("Runs here: needs about ") and "GB of RAM" in bundled.sentence
+    reference = catalog.fit(by_target["google/gemma-3-27b-it"], laptop)
+    assert not reference.runs and reference.tag == "too big for this machine"
+    # "55 GB of what": of a GPU's memory (or RAM on a CPU), beside what this machine has
+    assert re.search(r"needs a GPU with about \d+ GB of memory \(bfloat16\), or about \d+ GB of RAM on a CPU; "
+                     r"this machine has 24 GB of RAM and no GPU\.$", reference.sentence), reference.sentence
+    on_gpu = catalog.fit(by_target["google/gemma-3-27b-it"], gpu)
+    assert on_gpu.runs and "GB of GPU memory" in on_gpu.sentence and "NVIDIA A100-SXM4-80GB, 80 GB" in on_gpu.sentence
+    assert not catalog.fit(by_target["zai-org/GLM-4.5"], gpu).runs  # 355B: several large GPUs
+    for preset in catalog.PRESETS:  # every one says it, in the list and in the note under it
+        assert catalog.fit(preset, laptop).tag in ("runs here", "too big for this machine")
+        assert catalog.fit(preset, laptop).sentence in catalog.describe(preset, laptop, {})
+
+
+def test_a_gated_preset_says_what_hf_token_is_and_how_to_get_one():
+    from assistlab.engines import catalog
+
+    laptop, _gpu = _machines()
+    reference = next(p for p in catalog.PRESETS if p.target == "google/gemma-3-27b-it")
+    assert reference.gated and "Needs ~55 GB" not in reference.note
+    text = catalog.describe(reference, laptop, {})
+    assert "Hugging Face access token (HF_TOKEN), which is not set on this server" in text
+    assert "huggingface.co/settings/tokens" in text and "HF_TOKEN=hf_... python app.py" in text
+    assert "of weights from the Hugging Face Hub to this machine's disk" in text  # the download, said apart
+    assert "which is set on this server" in catalog.describe(reference, laptop, {"HF_TOKEN": "hf_x"})
+    page = catalog.describe(reference, laptop, {}, markdown=True)
+    assert "<details><summary>What is HF_TOKEN, and how do I get one?</summary>" in page  # one click away
+    assert "HF\\_TOKEN" in page.split("<details>")[0]  # no Markdown emphasis from the underscore
+    bundled = catalog.describe(catalog.PRESETS[0], laptop, {})
+    assert "HF_TOKEN" not in bundled and "downloads" not in bundled  # ships with AssistLab
+
+
+def test_the_preset_list_shows_the_fit_beside_each_label():
+    from assistlab.engines import catalog
+    from assistlab.ui.form import matching_preset, preset_choice
+
+    laptop, _gpu = _machines()
+    assert preset_choice(catalog.PRESETS[0], laptop) == f"{catalog.PRESETS[0].label} · runs here"
+    # the value behind each shown choice is still the label, so a preset is still found by its pair
+    assert matching_preset(None, catalog.BUNDLED_TARGET, catalog.BUNDLED_ASSISTANT) == catalog.PRESETS[0].label
+
+
+def test_a_model_missing_from_the_cache_says_how_to_get_it_there(monkeypatch):
+    from huggingface_hub import errors as hub_errors
+
+    from assistlab.engines import catalog
+    from assistlab.engines.transformers import models
+
+    ref = catalog.ModelRef("Qwen/Qwen2.5-0.5B-Instruct", "hub", "Qwen/Qwen2.5-0.5B-Instruct")
+    monkeypatch.delenv(catalog.MODELS_DIR_ENV, raising=False)
+    text = str(models._hub_error(hub_errors.LocalEntryNotFoundError("not cached"), ref))
+    assert "cannot be reached" in text and "not in this machine's Hugging Face cache" in text
+    assert "`hf download Qwen/Qwen2.5-0.5B-Instruct`" in text and "huggingface-cli download" in text
+    assert "models--Qwen--Qwen2.5-0.5B-Instruct" in text and "HF_HOME" in text
+    assert "--local-dir Qwen2.5-0.5B-Instruct" in text and "ASSISTLAB_MODELS_DIR" in text
+    assert "unset on this server" in text
+    monkeypatch.setenv(catalog.MODELS_DIR_ENV, "/srv/models")
+    text = str(models._hub_error(hub_errors.LocalEntryNotFoundError("not cached"), ref))
+    assert "inside the models folder (ASSISTLAB_MODELS_DIR)" in text and "/srv/models" not in text
+    gated = str(models._hub_error(hub_errors.GatedRepoError("gated", response=_response()), ref))
+    assert "huggingface.co/settings/tokens" in gated and "HF_TOKEN=hf_..." in gated
+
+
+def _response():
+    import httpx2
+
+    return httpx2.Response(403, request=httpx2.Request("GET", "https://hub.invalid/x"))
+
+
+# ---------------------------------------------------------------- the first screen in plain words (issue 19, item 16)
+
+# Words a person who has never heard of speculative decoding meets first. Each may appear on a tab's first
+# screen only behind plain words, in parentheses ("the same word list (tokenizer)"); everything else is one
+# click away (a closed accordion or a <details>).
+JARGON = ("tokenizer", "hub id", "org/name", "MTP", "DFlash", "num_assistant_tokens", "prompt_lookup_num_tokens",
+          "heuristic", "forward pass", "IQR", "bonus token", "Student", "exponentiated", "The first N", "α",
+          "Prompts per category", "n-gram")
+
+
+def _first_screen_texts() -> list[str]:
+    """Every label, hint, choice and text of the form and of each tab that shows without a click."""
+    import gradio as gr
+
+    from assistlab.ui import compare_tab, form, history_tab, suite_tab, sweep_tab
+
+    with gr.Blocks() as demo:
+        form.build()
+        compare_tab.build()
+        sweep_tab.build()
+        suite_tab.build()
+        history_tab.build_history()
+        history_tab.build_board()
+    texts = []
+    for block in demo.blocks.values():
+        parent, hidden = getattr(block, "parent", None), False
+        while parent is not None:  # inside a closed accordion (Settings, the details): one click away
+            hidden |= isinstance(parent, gr.Accordion) and not parent.open
+            parent = getattr(parent, "parent", None)
+        if hidden or getattr(block, "visible", True) is False:
+            continue
+        for name in ("label", "info", "placeholder"):
+            if isinstance(getattr(block, name, None), str):
+                texts.append(getattr(block, name))
+        if isinstance(block, (gr.Markdown, gr.HTML)) and isinstance(block.value, str):
+            texts.append(block.value)
+        for choice in getattr(block, "choices", None) or []:
+            texts.append(str(choice[0] if isinstance(choice, (tuple, list)) else choice))
+    return texts
+
+
+def _unexplained(text: str) -> list[str]:
+    shown = re.sub(r"<details[^>]*>.*?</details>", "", text, flags=re.S)  # one click away
+    shown = re.sub(r"<[^>]+>", "", shown)
+    while re.search(r"\([^()]*\)", shown):  # behind plain words, in parentheses
+        shown = re.sub(r"\([^()]*\)", "", shown)
+    return [word for word in JARGON if word in shown]
+
+
+def test_the_first_screen_of_every_tab_is_plain_words_with_the_expert_words_behind_them():
+    texts = _first_screen_texts()
+    assert len(texts) > 40
+    unexplained = {text[:80]: words for text in texts if (words := _unexplained(text))}
+    assert not unexplained, unexplained
+    joined = "\n".join(texts)
+    # the expert words are still there, behind the plain ones
+    for word in ("tokenizer", "hub id", "MTP", "DFlash", "speculative decoding"):
+        assert word in joined, word
+
+
+def test_the_details_stay_one_click_away():
+    from assistlab.ui.fields import HINTS, SWEEP_DETAILS
+    from assistlab.ui.suite_tab import DETAILS, summary_html
+
+    assert "num_assistant_tokens" in SWEEP_DETAILS and "heuristic" in SWEEP_DETAILS
+    assert "num_assistant_tokens" in HINTS["num_assistant_tokens"] and "heuristic" in HINTS["schedule"]
+    assert "JSON lines" in DETAILS
+    suite = {"name": "Spec-Bench", "rule": "the first 1 per category", "interval": "95% Student-t interval",
+             "categories": [], "overall": {"best": "Overall: no arm."}, "skipped": []}
+    page = summary_html({"suite": suite})
+    assert "<summary>How is this worked out?</summary>" in page and "Student-t" in page
+    assert not _unexplained(page.split("<details")[0])

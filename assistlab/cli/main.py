@@ -20,6 +20,7 @@ def _suite(args: argparse.Namespace, request: BenchRequest, suite_request, stop:
     from ..engines.transformers.models import ModelStore
     from ..measure import suite_runner
     from ..results.suite import select
+    from ..views.panels import progress_text
 
     selection = select(suite_request)
     if not args.quiet:
@@ -31,8 +32,7 @@ def _suite(args: argparse.Namespace, request: BenchRequest, suite_request, stop:
     final = None
     for event in suite_runner.run_suite(request, selection, ModelStore(), should_stop=stop.is_set):
         if not args.quiet:
-            counter = f"[{event.done}/{event.total}] " if event.total else ""
-            sys.stderr.write(f"{counter}{event.message}\n")
+            sys.stderr.write(f"{progress_text(event)}\n")  # the page's progress line, word for word
         final = event
     print(format_suite_table(final.report.to_dict()))
     for path, text in ((args.json, final.report.to_json()), (args.csv, final.report.to_csv())):
@@ -48,7 +48,7 @@ def _bench(args: argparse.Namespace) -> int:
     from ..engines.transformers.models import ModelStore
     from ..measure import sweep
     from ..measure.runner import run_benchmark
-    from ..views.panels import timing_text
+    from ..views.panels import progress_text
 
     request = request_from_args(args)
     suite_request = suite_request_from_args(args)
@@ -79,9 +79,7 @@ def _bench(args: argparse.Namespace) -> int:
         for event in events:
             # A loading step repeats its event every few seconds with the time updated; one line is enough here.
             if not args.quiet and event.message != said:
-                counter = f"[{event.done}/{event.total}] " if event.total else ""
-                timing = f" ({timing_text(event)})" if event.kind == "status" and timing_text(event) else ""
-                sys.stderr.write(f"{counter}{event.message}{timing}\n")
+                sys.stderr.write(f"{progress_text(event)}\n")  # the page's progress line, word for word
                 said = event.message
             final = event
     finally:
@@ -103,9 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "presets":
+            machine = catalog.this_machine()
             for p in catalog.PRESETS:
                 helper = p.assistant or "(none: the target drafts for itself)"
-                print(f"{p.label}\n  target:    {p.target}\n  assistant: {helper}\n  strategy:  {p.strategy}\n  {p.note}")
+                print(f"{p.label} [{catalog.fit(p, machine).tag}]\n  target:    {p.target}\n  assistant: {helper}\n"
+                      f"  strategy:  {p.strategy}\n  {catalog.describe(p, machine)}")
             return 0
         if args.command == "prepare":
             for name in bundled.BUNDLED:

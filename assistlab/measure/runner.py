@@ -607,7 +607,7 @@ class Progress:
         return max(5.0, self.rough_s - (self.pace.elapsed() - self.rough_at))
 
     def event(self, kind: str, message: str, report: Report | None = None, warmup: bool = False, step: str = "",
-              eta_s: float | None = None, round_done: bool = False) -> Event:
+              eta_s: float | None = None, round_done: bool = False, took_s: float | None = None) -> Event:
         """An Event with the runs done, the time so far and the time left (the estimate unless `eta_s` is given):
         from the runs so far, or before any has been timed from the rough estimate, marked as such."""
         rough = False
@@ -616,7 +616,7 @@ class Progress:
             if eta_s is None and kind != "done" and self.rough_s is not None:
                 eta_s, rough = self.rough_left(), True
         return Event(kind, message, self.done, self.total, report, warmup, step=step,
-                     elapsed_s=self.pace.elapsed(), eta_s=eta_s, round_done=round_done, eta_rough=rough)
+                     elapsed_s=self.pace.elapsed(), eta_s=eta_s, round_done=round_done, eta_rough=rough, took_s=took_s)
 
 
 def run_round(
@@ -690,7 +690,7 @@ def run_round(
                 report.stopping["elapsed_s"] = clock() - progress.started
             phase = f"repetition {round_index + 1}/{most}{request.repeats}"
         message = f"{arm.info.name}: {phase}, {outcome.latency:.2f} s"
-        yield progress.event("run", message, report, warmup, step, round_done=last)
+        yield progress.event("run", message, report, warmup, step, round_done=last, took_s=outcome.latency)
     return False
 
 

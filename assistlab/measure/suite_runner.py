@@ -13,6 +13,7 @@ from ..engines.transformers import models as models_mod
 from ..engines.transformers import paths
 from ..engines.transformers.models import LoadedModel, ModelStore
 from ..errors import AssistLabError, InputError
+from ..results import estimate
 from ..results import report as report_mod
 from ..results.report import Report
 from ..results.suite import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, PromptResult, Selection, SuiteReport
@@ -36,8 +37,11 @@ class SuiteEvent:
     """Progress of a suite: a status line, or a finished run with the suite report so far.
 
     `done`/`total` count timed runs including warm-up; `prompt` is the 1-based item being measured of
-    `prompts`; `eta_s` is the time left estimated from the runs so far (None until one has finished).
-    `prompt_done` marks the event that follows a prompt's last run, once its figures are in the report.
+    `prompts`; `eta_s` is the time left: from the runs so far once one has finished, before that the rough
+    estimate (`eta_rough`) from the prompts' lengths and the models' sizes. `prompt_done` marks the event that
+    follows a prompt's last run, once its figures are in the report. `where` (the prompt), `step` (the run under
+    way, in the runner's words), `elapsed_s` and `took_s` make its progress line the same form as a single
+    comparison's (views.panels.progress_text).
     """
 
     kind: str  # "status", "run" or "done"
@@ -49,6 +53,12 @@ class SuiteEvent:
     eta_s: float | None = None
     report: SuiteReport | None = None
     prompt_done: bool = False
+    where: str = ""
+    step: str = ""
+    elapsed_s: float | None = None
+    eta_rough: bool = False
+    took_s: float | None = None
+    warmup: bool = False
 
 
 def suite_bench(bench: BenchRequest, device_type: str) -> BenchRequest:
@@ -188,17 +198,35 @@ def run_suite(
     answers: dict[str, list[str]] = {}  # prompt id -> the plain arm's answers to its turns so far
     turn = 0  # counted rounds so far over the whole suite: the order keeps rotating from prompt to prompt
 
-    def eta() -> float | None:
-        counted = progress.done
-        return (clock() - started) / counted * (progress.total - counted) if counted else None
+    progress.rough_s = estimate.suite_seconds(
+        device.type, described["target"].get("parameters") or 0,
+        [described[f"assistant {spec.assistant}"].get("parameters") or 0
+         if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant else 0 for spec in bench.arms],
+        [estimate.prompt_tokens_guess(item.turns) for item in selection.items], bench.max_new_tokens,
+        bench.warmup, bench.repeats,
+    )
+    progress.rough_at = progress.pace.elapsed()
 
-    def event(kind: str, message: str, position: int, prompt_done: bool = False) -> SuiteEvent:
+    def eta() -> tuple[float | None, bool]:
+        """(seconds left, whether that is the rough first estimate)."""
+        counted = progress.done
+        if counted:
+            return (clock() - started) / counted * (progress.total - counted), False
+        left = progress.eta()  # between the warm-up and the first counted run: the warm-up runs' pace
+        if left is not None:
+            return left, False
+        rough = progress.rough_left()
+        return rough, rough is not None
+
+    def event(kind: str, message: str, position: int, prompt_done: bool = False, **words) -> SuiteEvent:
         suite.elapsed_s = clock() - began
-        return SuiteEvent(kind, message, progress.done, progress.total, position, n_items, eta(), suite,
-                          prompt_done)
+        left, rough = eta()
+        return SuiteEvent(kind, message, progress.done, progress.total, position, n_items, left, suite,
+                          prompt_done, elapsed_s=suite.elapsed_s, eta_rough=rough, **words)
 
     def relay(round_: Generator[Event, None, bool], position: int, item) -> Generator[SuiteEvent, None, bool]:
         """A round's events named by prompt, with the time left; returns whether a stop ended the round."""
+        where = f"Prompt {position} of {n_items} ({item.id}, {item.category})"
         while True:
             try:
                 step = next(round_)
@@ -207,11 +235,9 @@ def run_suite(
             if step.warmup and step.kind == "run":
                 text = f"Warm-up on prompt {position} (not counted): {step.message}"
             else:
-                text = f"Prompt {position} of {n_items} ({item.id}, {item.category}): {step.message}"
-                left = eta()
-                if step.kind == "run" and left is not None:
-                    text += f"; about {_minutes(left)} left"
-            yield event(step.kind, text, position)
+                text = f"{where}: {step.message}"
+            yield event(step.kind, text, position, where=where, step=step.step, took_s=step.took_s,
+                        warmup=step.warmup)
 
     warmed = bench.warmup == 0
     try:
@@ -305,7 +331,8 @@ def run_suite(
         if result.status == "pending":
             result.status, result.reason = "not run", "the suite was stopped before this prompt."
     suite.elapsed_s = clock() - began
-    yield SuiteEvent("done", suite.message, progress.done, progress.total, n_items, n_items, 0.0, suite)
+    yield SuiteEvent("done", suite.message, progress.done, progress.total, n_items, n_items, 0.0, suite,
+                     elapsed_s=suite.elapsed_s)
 
 
 def run_suite_to_report(bench: BenchRequest, selection: Selection, store: ModelStore, **kwargs) -> SuiteReport:

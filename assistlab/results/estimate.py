@@ -1,4 +1,4 @@
-"""A rough first guess at how long a comparison takes, before any run has been timed.
+"""A rough first guess at how long a comparison (or a workload) takes, before any run has been timed.
 
 Pure arithmetic on what is known once the models are loaded: the prompt's length in tokens, the new tokens,
 the number of runs and each model's parameter count. Decoding a token reads every weight once (memory bound)
@@ -40,6 +40,42 @@ def run_seconds(device_type: str, parameters: int, prompt_tokens: int, new_token
     return prefill + new_tokens * per_token
 
 
+def _arm_seconds(device_type: str, target_parameters: int, assistant_parameters: list[int], prompt_tokens: int,
+                 new_tokens: int) -> list[float]:
+    """One run of each arm: plain, then each assisted arm as plain plus its assistant's own run (0: none)."""
+    plain = run_seconds(device_type, target_parameters, prompt_tokens, new_tokens)
+    return [plain] + [plain + (run_seconds(device_type, p, prompt_tokens, new_tokens) if p else 0.0)
+                      for p in assistant_parameters]
+
+
+# Characters per token of ordinary English text, for a prompt not yet tokenised (a workload's later prompts).
+CHARS_PER_TOKEN = 4
+
+
+def prompt_tokens_guess(turns) -> int:
+    """A workload prompt's length in tokens before its tokenizer has read it: its turns' characters / 4."""
+    return max(1, sum(len(turn) for turn in turns) // CHARS_PER_TOKEN)
+
+
+def suite_seconds(
+    device_type: str,
+    target_parameters: int,
+    assistant_parameters: list[int],
+    prompt_tokens: list[int],
+    new_tokens: int,
+    warmup: int,
+    repeats: int,
+) -> float:
+    """Every run of a workload: each arm's warm-up once (on the first prompt), then `repeats` runs of every arm
+    on each prompt (`prompt_tokens`, one length per prompt). A workload makes no drafting-cost runs."""
+    if not prompt_tokens:
+        return 0.0
+    first = _arm_seconds(device_type, target_parameters, assistant_parameters, prompt_tokens[0], new_tokens)
+    timed = sum(repeats * sum(_arm_seconds(device_type, target_parameters, assistant_parameters, tokens, new_tokens))
+                for tokens in prompt_tokens)
+    return warmup * sum(first) + timed
+
+
 def comparison_seconds(
     device_type: str,
     target_parameters: int,
@@ -56,9 +92,7 @@ def comparison_seconds(
     An assisted arm is taken to cost what plain does plus its assistant's own runs: a first estimate does not
     guess how much drafting saves. With a time budget (`max_time_s`) the timed part is at most that.
     """
-    plain = run_seconds(device_type, target_parameters, prompt_tokens, new_tokens)
-    arms = [plain] + [plain + (run_seconds(device_type, p, prompt_tokens, new_tokens) if p else 0.0)
-                      for p in assistant_parameters]
+    arms = _arm_seconds(device_type, target_parameters, assistant_parameters, prompt_tokens, new_tokens)
     timed = repeats * sum(arms)
     if max_time_s is not None:
         timed = min(timed, max_time_s)

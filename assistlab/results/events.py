@@ -33,3 +33,5 @@ class Event:
     round_done: bool = False
     # True when eta_s is the rough first estimate (results.estimate), made before any run was timed.
     eta_rough: bool = False
+    # On a "run" event: how long that run took, so its progress line names the step and its time in one form.
+    took_s: float | None = None

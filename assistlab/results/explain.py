@@ -281,31 +281,32 @@ def limiting_factor(
     shares = limit_shares(predicted, measured, alpha, c, k)
     if min(shares.values()) >= 0.99:
         return (
-            "Nothing limits this pair much: nearly every drafted token is accepted, drafting is nearly free, "
+            "Nothing limits this pair much: nearly every guessed token is kept, guessing is nearly free, "
             "and the measured speedup matches the prediction."
         )
     kind = limit_kind(predicted, measured, alpha, c, k)
     if kind == "acceptance":
         return (
-            f"Low acceptance limits this pair: the target accepts each drafted token with probability "
-            f"{alpha:.2f}, so a step that drafts {k:.3g} tokens on average yields {expected_tokens(alpha, k):.2f} "
+            f"Low acceptance limits this pair: the target keeps each guessed token with a chance of "
+            f"{alpha:.2f} (α), so a step that guesses {k:.3g} tokens on average yields {expected_tokens(alpha, k):.2f} "
             f"of a possible {k + 1:.3g}."
         )
     if kind == "assistant":
         retok = ", re-tokenisation included," if universal else ""
         return (
-            f"A slow assistant limits this pair: drafting one token{retok} costs {c:.2f} of a target forward "
-            f"pass, so drafting {k:.3g} tokens makes each step {k * c + 1:.2f}× as long as a plain one."
+            f"A slow assistant limits this pair: guessing one token{retok} takes {c:.2f} of the time the target "
+            f"takes to write one (c), so guessing {k:.3g} tokens makes each step {k * c + 1:.2f}× as long as a "
+            f"plain one."
         )
     why = (
-        f"; the gap is mostly verification: checking {k + 1:.3g} tokens costs {verify_cost:.2f} plain decode "
+        f"; the gap is mostly checking: checking {k + 1:.3g} tokens costs {verify_cost:.2f} plain decode "
         f"steps, where the model assumes one"
         if verify_cost is not None and verify_cost > 1.1
         else "; the gap is time the model does not count (cache handling, work between steps)"
     )
     return (
         f"Overhead limits this pair: it measures {measured:.2f}× against the {predicted:.2f}× the ideal cost "
-        f"model (verification as cheap as one plain step) predicts{why}."
+        f"model (checking a draft as cheap as writing one token) predicts{why}."
     )
 
 

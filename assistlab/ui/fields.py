@@ -40,8 +40,8 @@ DRAFT_DEFAULT_TEXT = {
 CAREFUL_PRECISION = 0.05
 MEASURES = ("quick", "careful")
 MEASURE_CHOICES = [
-    (f"Quick: a fixed count of timed runs per arm ({CPU_DEFAULTS['repeats']} on a CPU, {CUDA_DEFAULTS['repeats']} on a "
-     "GPU, or the count set in Settings)", "quick"),
+    (f"Quick: a fixed number of timed runs of plain and of each assistant ({CPU_DEFAULTS['repeats']} on a CPU, "
+     f"{CUDA_DEFAULTS['repeats']} on a GPU, or the number set in Settings)", "quick"),
     (f"Careful: repeat until every speedup is known to ±{CAREFUL_PRECISION:.0%}, for at most "
      f"{DEFAULT_MAX_TIME_S / 60:.0f} minutes of timed runs", "careful"),
 ]
@@ -90,9 +90,9 @@ HINTS = {
         f"{CUDA_DEFAULTS['repeats']} on a GPU), at most {LIMITS['repeats']}. More runs narrow the interval."
     ),
     "measure": (
-        "Quick gives a first answer. Careful keeps measuring until the interval around every speedup is within "
-        f"±{CAREFUL_PRECISION:.0%}, so small differences can be told apart; the progress bar counts against the "
-        "most that may run."
+        "Quick gives a first answer. Careful keeps measuring until every speedup is known to within "
+        f"±{CAREFUL_PRECISION:.0%} (its confidence interval), so small differences can be told apart; the "
+        "progress bar counts against the most that may run."
     ),
     "warmup": (
         f"Untimed runs first, so start-up costs are not counted; {CPU_DEFAULTS['warmup']} is usually enough, "
@@ -102,23 +102,37 @@ HINTS = {
     "equality. Sampling draws at random from the seed.",
     "seed": "Makes sampling repeatable.",
     "device": "auto = the GPU when there is one, else the CPU.",
-    "dtype": "auto = bfloat16 on a GPU that supports it, else float32.",
-    "device_map_auto": "For a target larger than one GPU: accelerate places its layers over every GPU (device_map=auto).",
-    "num_assistant_tokens": "How many tokens the assistant drafts before the target checks them (k). Empty = "
+    "dtype": "How precisely the models' numbers are kept. auto = bfloat16 (half the memory) on a GPU that "
+    "supports it, else float32.",
+    "device_map_auto": "For a target too big for one GPU: its layers are spread over every GPU (accelerate's "
+    "device_map=auto).",
+    "num_assistant_tokens": "How many tokens (word pieces) the assistant guesses before the target checks them: "
+    "the draft length, k in an arm's name (transformers calls it num_assistant_tokens). Empty = "
     f"{DRAFT_DEFAULT_TEXT['num_assistant_tokens']}, at most {LIMITS['num_assistant_tokens']}.",
-    "schedule": "constant keeps k; heuristic grows k after a fully accepted draft and shrinks it after a miss. "
+    "schedule": "Whether the draft length stays as set (constant) or adapts as the text goes (heuristic: two "
+    "longer after a draft the target kept whole, one shorter after a miss). "
     f"The first choice leaves it to transformers ({TRANSFORMERS_DEFAULTS['num_assistant_tokens_schedule']}).",
-    "confidence": "Stop a draft early when the assistant is less sure than this (0 to 1). Empty = "
+    "confidence": "The assistant stops guessing early when it is less sure of its next word than this (0 to 1). "
+    "Empty = "
     f"{DRAFT_DEFAULT_TEXT['confidence_threshold']}; 0 switches it off.",
-    "prompt_lookup_num_tokens": "How many tokens prompt lookup copies from the prompt per guess. Empty = "
+    "prompt_lookup_num_tokens": "How many tokens prompt lookup copies from the prompt per guess "
+    "(prompt_lookup_num_tokens). Empty = "
     f"AssistLab's default ({PROMPT_LOOKUP_DEFAULT}; transformers has none), at most "
     f"{LIMITS['prompt_lookup_num_tokens']}.",
     "sweep_values": "Whole numbers, comma-separated; each becomes one arm of the sweep.",
-    "early_exit_layer": "For early exit: draft with the target's first N layers (e.g. 4). 0 = not set.",
-    "target": "The model whose speed you care about: a preset, a hub id (org/name) or a folder in the "
-    "operator's models directory.",
-    "assistant": "The small model that drafts tokens; used by the auto, assistant and universal strategies.",
+    "early_exit_layer": "For early exit: how many of the target's own first layers make the guesses (e.g. 4, "
+    "of a model trained for it, such as LayerSkip). 0 = not set.",
+    "target": "The big model whose speed you care about. Choose one, or type a model's name on Hugging Face as "
+    "its page address shows it (huggingface.co/Qwen/Qwen2.5-7B-Instruct: type Qwen/Qwen2.5-7B-Instruct; "
+    "this is its hub id, org/name), or a folder the operator shared.",
+    "assistant": "A small, fast model that guesses the target's next few words (drafts tokens) for the target to "
+    "check; used by Auto and the two “Assistant model” ways.",
     "extra_assistants": "More assistants to compare in the same run, one per line or comma-separated.",
+    "strategy": "The assistant guesses a few words ahead; the target checks all the guesses in one step and keeps "
+    "those it would have written itself (speculative decoding). The text stays the same; only the time changes. "
+    "Choose how the guesses are made, or leave it to Auto.",
+    "also_prompt_lookup": "Also time guesses copied from the prompt itself: no second model, often good when the "
+    "answer repeats the prompt.",
     "chat_template": "Wrap the prompt as a chat message when the target has a chat template. A base model "
     "without one (like the bundled Gemma 3 270M) continues the prompt as text instead of answering it, so give "
     "it the start of the text you want.",
@@ -127,15 +141,23 @@ HINTS = {
 SWEEP_VALUES = "1,2,3,5,8"
 SWEEP_SCHEDULES = ("heuristic",)  # the adaptive point added to a draft-length sweep
 SWEEP_INTRO = (
-    "Try several draft lengths in one comparison, against one shared plain baseline, with the settings above. "
-    "**Sweep draft length** varies num_assistant_tokens of the first arm with an assistant (plus the adaptive "
-    "'heuristic' schedule); **Sweep prompt-lookup length** varies prompt_lookup_num_tokens."
+    "How many words should the assistant guess at a time? Try several lengths in one go, each timed against the "
+    "same plain run, with the settings above. **Sweep draft length** tries them for the first assistant model "
+    "(and one length that adapts as it goes); **Sweep prompt-lookup length** tries them for prompt lookup."
+)
+# One click away from SWEEP_INTRO: the settings a sweep varies, by their transformers names.
+SWEEP_DETAILS = (
+    "**Sweep draft length** varies `num_assistant_tokens` of the first arm with an assistant model, and adds "
+    "transformers' adaptive `heuristic` schedule (two tokens longer after a draft kept whole, one shorter after "
+    "a miss). **Sweep prompt-lookup length** varies `prompt_lookup_num_tokens`. Each value is one arm; all share "
+    "one plain baseline, and the best is named only when it is clearly ahead of the others."
 )
 
 INTRO = (
-    "Pick a target and an assistant, then press **Run**. AssistLab times the target on its own (plain) and "
-    "with each kind of assistance, alternating runs so both see the same machine, and shows how much faster "
-    "(or slower) assistance was, with every run as a point."
+    "Pick a big model (the target) and a small assistant, then press **Run**. The assistant guesses the "
+    "target's next few words and the target checks them all at once, so the text stays the same but may come "
+    "sooner. AssistLab times the target on its own (plain) and with each kind of help, alternating runs so both "
+    "see the same machine, and shows how much faster (or slower) the help was, with every run as a point."
 )
 
 # ---------------------------------------------------------------- from the form to a request

@@ -81,12 +81,15 @@ def header() -> None:
 def build() -> Form:
     default = catalog.PRESETS[0]
     local = _local_folders()
+    machine = catalog.this_machine()
     gr.Markdown("### 1 · Choose")
+    # Each preset says whether it fits this machine; the value stays the preset's label.
     preset = gr.Dropdown(
-        [p.label for p in catalog.PRESETS] + [CUSTOM], value=default.label, label="Preset pair",
-        info="Fills in the target and assistant; you can still type any other model below.",
+        [(preset_choice(p, machine), p.label) for p in catalog.PRESETS] + [CUSTOM], value=default.label,
+        label="Preset pair",
+        info="A big model to speed up and a small assistant, chosen for you; you can still type others below.",
     )
-    preset_note = gr.Markdown(default.note, elem_classes="al-env")
+    preset_note = gr.Markdown(catalog.describe(default, machine, markdown=True), elem_classes="al-env")
     target = gr.Dropdown(
         _unique([p.target for p in catalog.PRESETS] + local), value=default.target, label="Target model",
         allow_custom_value=True, info=HINTS["target"], elem_id="al-target",
@@ -95,9 +98,10 @@ def build() -> Form:
         _unique([p.assistant for p in catalog.PRESETS] + local), value=default.assistant, label="Assistant model",
         allow_custom_value=True, info=HINTS["assistant"], elem_id="al-assistant",
     )
-    strategy = gr.Radio(STRATEGY_CHOICES, value="auto", label="How the assistant helps")
+    strategy = gr.Radio(STRATEGY_CHOICES, value="auto", label="How the assistant helps", info=HINTS["strategy"])
     with gr.Row():
-        also_prompt_lookup = gr.Checkbox(True, label="Also compare prompt lookup", min_width=200)
+        also_prompt_lookup = gr.Checkbox(True, label="Also compare prompt lookup", info=HINTS["also_prompt_lookup"],
+                                         min_width=200)
         chat_template = gr.Checkbox(True, label="Use the chat template", info=HINTS["chat_template"], min_width=200)
     extra_assistants = gr.Textbox(
         label="Also compare these assistants (optional)", lines=1, max_lines=4, info=HINTS["extra_assistants"],
@@ -155,6 +159,11 @@ def build() -> Form:
 
 
 
+def preset_choice(preset: catalog.Preset, machine: catalog.Machine) -> str:
+    """A preset as the list shows it: its label and whether it fits this machine ('… · runs here')."""
+    return f"{preset.label} · {catalog.fit(preset, machine).tag}"
+
+
 def matching_preset(chosen: str | None, target: str | None, assistant: str | None) -> str:
     """The preset the model boxes hold: the chosen one while they still match it, else another that matches
     them, else CUSTOM."""
@@ -168,6 +177,8 @@ def matching_preset(chosen: str | None, target: str | None, assistant: str | Non
 def wire(form: Form) -> None:
     """The form's own listeners: a preset fills in its pair; typing another pair makes the preset Custom."""
     presets = {p.label: p for p in catalog.PRESETS}
+    machine = catalog.this_machine()
+    notes = {p.label: catalog.describe(p, machine, markdown=True) for p in catalog.PRESETS}
 
     starting_prompts = {p.prompt for p in catalog.PRESETS}
 
@@ -177,7 +188,7 @@ def wire(form: Form) -> None:
             return gr.update(), gr.update(), gr.update(), gr.update()
         # A prompt the person wrote stays; one a preset put there follows the new preset.
         new_prompt = preset.prompt if prompt in starting_prompts or not (prompt or "").strip() else gr.update()
-        return preset.target, preset.assistant, preset.note, new_prompt
+        return preset.target, preset.assistant, notes[label], new_prompt
 
     form.preset.change(choose_preset, [form.preset, form.prompt],
                        [form.target, form.assistant, form.preset_note, form.prompt], **LIGHT)
@@ -186,7 +197,7 @@ def wire(form: Form) -> None:
         label = matching_preset(chosen, target, assistant)
         if label == chosen:
             return gr.update(), gr.update()
-        return label, presets[label].note if label in presets else CUSTOM_NOTE
+        return label, notes.get(label, CUSTOM_NOTE)
 
     # `.input`, not `.change`: only what a person types, not the preset filling the boxes in, can make it Custom.
     for box in (form.target, form.assistant):

@@ -207,7 +207,8 @@ def build_history() -> dict:
 
 def build_board() -> dict:
     """The Leaderboard tab's layout (inside a gr.Tab)."""
-    gr.Markdown("For each target and device, the pairings tried, ranked by measured speedup over plain.")
+    gr.Markdown("For each target and device, the pairings tried, ranked by measured speedup over plain: how many "
+                "times faster the target wrote with that help than on its own (1× = no change, below 1× = slower).")
     with gr.Row():
         board_target = gr.Textbox(label="Target contains", max_lines=1, max_length=200)
         board_device = gr.Textbox(label="Device contains", max_lines=1, max_length=200)

@@ -25,20 +25,32 @@ from ..results.suite import (
     select,
 )
 from ..views import charts
-from ..views.panels import progress_html, texts_html
+from ..views.panels import event_progress, progress_html, texts_html
 from .fields import FORM_FIELDS, request_from_form
 from .history_tab import save_report
 from .session import LIGHT, Page, SuitePlan
 
 SOURCE_CHOICES = [("Spec-Bench (bundled)", SPEC_BENCH), ("My prompts (a file)", "file")]
 INTRO = (
-    "One prompt cannot say whether an assistant helps *your* work. Measure a workload instead: a subset of "
-    "**Spec-Bench** (the standard benchmark of speculative decoding; 13 kinds of task) or **your own prompts** "
-    "(JSON lines `{\"category\": ..., \"prompt\": ...}`, CSV with a `prompt` column, or plain text with blank "
-    "lines between prompts). Every prompt gets the same interleaved plain and assisted runs as one comparison, "
-    "with the models and settings of the form; each arm warms up once for the whole suite. Left empty, new "
-    f"tokens and repetitions are {CPU_SUITE_DEFAULTS['max_new_tokens']} and {CPU_SUITE_DEFAULTS['repeats']} "
-    "on a CPU."
+    "Does the assistant help with *your* kind of work? One prompt cannot say, so measure many: a ready-made set "
+    "of tasks (**Spec-Bench**, 13 kinds, from translation to maths) or **your own prompts** in a file. Every "
+    "prompt is timed as on the Compare tab, with the models and settings of the form, and the answer comes per "
+    "kind of task and overall."
+)
+# One click away from INTRO: the file formats, the defaults and how the runs are shared out.
+DETAILS = (
+    "Spec-Bench is the standard benchmark of speculative decoding (Xia et al., 2024). A prompts file is JSON "
+    "lines (`{\"category\": ..., \"prompt\": ...}`), CSV with a `prompt` column (and optionally `category`), "
+    "or plain text with blank lines between prompts. Each arm warms up once for the whole workload, not once per "
+    f"prompt. Left empty, new tokens and repetitions are {CPU_SUITE_DEFAULTS['max_new_tokens']} and "
+    f"{CPU_SUITE_DEFAULTS['repeats']} on a CPU, since a workload multiplies the work."
+)
+
+
+# What a workload's speedup is, in plain words; the method's own words (the report's `interval`) are one click away.
+SPEEDUP_WORDS = (
+    "Speedup per kind of task: the typical speedup over its prompts (their geometric mean), with the range it is "
+    "95% sure to lie in if those prompts stand for that kind of work; a single prompt gives no range."
 )
 
 
@@ -78,20 +90,24 @@ class SuiteView:
 
 def build() -> SuiteView:
     gr.Markdown(INTRO, elem_classes="al-env")
+    with gr.Accordion("Details: file formats and defaults", open=False, elem_id="al-suite-details"):
+        gr.Markdown(DETAILS, elem_classes="al-env")
     source = gr.Radio(SOURCE_CHOICES, value=SPEC_BENCH, label="Workload", elem_id="al-suite-source")
     categories = gr.CheckboxGroup(list(SPEC_BENCH_CATEGORIES), value=list(DEFAULT_CATEGORIES),
-                                  label="Categories (Spec-Bench)", elem_id="al-suite-categories",
-                                  info="The 8 MT-bench categories have two turns each; the other five, one.")
+                                  label="Kinds of task (Spec-Bench categories)", elem_id="al-suite-categories",
+                                  info="The first eight (from MT-bench) are conversations of two questions each; "
+                                       "the other five are single questions.")
     with gr.Row():
-        per_category = gr.Number(None, label="Prompts per category", precision=0, min_width=140,
+        per_category = gr.Number(None, label="Prompts per kind of task", precision=0, min_width=140,
                                  placeholder="1 of Spec-Bench, all of a file",
-                                 info=f"At most {SUITE_LIMITS['per_category']}; 0 or empty = 1 of Spec-Bench, all of a file.")
-        selection = gr.Radio([("The first N", "first"), ("A seeded sample", "sample")], value="first",
-                             label="Which prompts", min_width=180)
+                                 info=f"How many prompts of each kind to time, at most {SUITE_LIMITS['per_category']}. "
+                                      "Left empty: one of each kind from Spec-Bench, every prompt of your file.")
+        selection = gr.Radio([("The first ones, in order", "first"), ("A random pick (repeatable by its seed)", "sample")],
+                             value="first", label="Which prompts", min_width=180)
         selection_seed = gr.Number(0, label="Sample seed", precision=0, min_width=100)
         turns = gr.Radio([("First turn", "first"), ("Every turn", "both")], value="first",
-                         label="Multi-turn prompts", min_width=160,
-                         info="Every turn: each later turn follows the target's own answer.")
+                         label="Conversations (two questions)", min_width=160,
+                         info="Every turn: the second question follows the target's own answer to the first.")
     file = gr.File(label=f"My prompts file (.jsonl, .csv or .txt, at most {SUITE_LIMITS['file_bytes'] // 1_000_000} MB)",
                    file_types=[".jsonl", ".json", ".csv", ".txt"], type="filepath", visible=False,
                    elem_id="al-suite-file")
@@ -164,10 +180,12 @@ def summary_html(data: dict) -> str:
         f"<li>Skipped {html.escape(s['id'])} ({html.escape(s['category'])}): {html.escape(s['reason'] or '')}</li>"
         for s in suite["skipped"]
     )
-    rule = html.escape(f"{suite['name']}: {suite['rule']}. Speedup: {suite['interval']}.")
+    rule = html.escape(f"{suite['name']}: {suite['rule']}. {SPEEDUP_WORDS}")
+    method = (f'<details class="al-glossary"><summary>How is this worked out?</summary>'
+              f'<p class="al-sub">{html.escape(suite["interval"])}.</p></details>')
     warned = "".join(f'<p class="al-warning" role="alert">⚠ {html.escape(w["message"])}</p>'
                      for w in data.get("warnings") or [])  # marked as beside a single comparison's verdict
-    return (f'<div class="al-suite-summary"><p class="al-env">{rule}</p>{warned}<ul>{"".join(items)}</ul>'
+    return (f'<div class="al-suite-summary"><p class="al-env">{rule}</p>{method}{warned}<ul>{"".join(items)}</ul>'
             + (f'<ul class="al-env">{skipped}</ul>' if skipped else "") + "</div>")
 
 
@@ -198,7 +216,7 @@ def prompts_html(data: dict) -> str:
         if row["arms"]:
             cells = "<br>".join(
                 f"{html.escape(a['arm'])}: {_num(a['speedup'], '{:.2f}×')}, "
-                f"{_num(a['acceptance_rate'], '{:.0%}')} accepted, {_num(a['tokens_per_forward'], '{:.2f}')} tok/fwd"
+                f"{_num(a['acceptance_rate'], '{:.0%}')} accepted, {_num(a['tokens_per_forward'], '{:.2f}')} tokens per step"
                 + ("" if a["identical"] is not False else ", differs")
                 for a in row["arms"]
             )
@@ -262,16 +280,9 @@ def write_files(root: Path, report: SuiteReport) -> tuple[str, str]:
 
 
 def suite_progress(event: suite_runner.SuiteEvent) -> str:
-    """'Prompt i of N …, about M min left' as a progress bar."""
-    if event.kind == "done":
-        state = "stopped" if event.report is not None and event.report.status == "stopped" else "done"
-        return progress_html(event.message, 1.0, state)
-    if not event.total:
-        return progress_html(event.message, None)
-    label = event.message
-    if event.prompt and not label.startswith("Prompt"):
-        label = f"Prompt {event.prompt} of {event.prompts}: {label}"
-    return progress_html(label, event.done / event.total)
+    """A workload's progress bar, in the same form as a single comparison's (panels.progress_text): the prompt,
+    the run under way, runs done, time so far and time left."""
+    return event_progress(event)
 
 
 # ---------------------------------------------------------------- listeners

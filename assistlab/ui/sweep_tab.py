@@ -10,7 +10,7 @@ from ..measure import sweep
 from ..results.events import Event
 from ..views import charts
 from ..views.panels import event_progress, progress_html, sweep_html
-from .fields import HINTS, SWEEP_INTRO, SWEEP_VALUES, sweep_plan
+from .fields import HINTS, SWEEP_DETAILS, SWEEP_INTRO, SWEEP_VALUES, sweep_plan
 from .form import Form
 from .history_tab import save_after
 from .session import LIGHT, Page, repetition_end
@@ -37,8 +37,10 @@ class Sweeps:
 
 
 def build() -> Sweeps:
-    gr.Markdown("### 3 · Tune the draft length")
+    gr.Markdown("### 3 · Tune how far the assistant guesses")
     gr.Markdown(SWEEP_INTRO, elem_classes="al-env")
+    with gr.Accordion("Details: what a sweep changes", open=False, elem_id="al-sweep-details"):
+        gr.Markdown(SWEEP_DETAILS, elem_classes="al-env")
     values = gr.Textbox(SWEEP_VALUES, label="Lengths to try", info=HINTS["sweep_values"], max_lines=1,
                         elem_id="al-sweep-values")
     with gr.Row():

@@ -28,8 +28,8 @@ GLOSSARY = {
                 "time; below 1× the assistant made it slower."),
     "alpha": ("α (alpha)", "the chance that the target keeps a token the assistant drafted; 1 would keep every "
               "guess."),
-    "c": ("c", "how long drafting one token takes, counted in target forward passes: 0.1 is a tenth of one step "
-          "of the target."),
+    "c": ("c", "how long guessing (drafting) one token takes, counted in target forward passes: 0.1 is a tenth "
+          "of the time the target takes to write one token."),
     "k": ("k", "in an arm's name (k=10), the most tokens it may draft before the target checks them (the draft "
           "length)."),
     "drafted": ("drafted per step", "how many tokens were drafted, on average, before each check by the target; "
@@ -174,25 +174,38 @@ def timing_text(event: Event) -> str:
     return ", ".join(parts)
 
 
-def event_progress(event: Event) -> str:
-    """The progress bar for one runner event: the step under way, runs done, time so far and time left.
+def progress_text(event) -> str:
+    """The one form of every progress line (a comparison, a sweep, a workload, the command line):
+    [where ·] the step under way (or the run just done and its time) · runs done · time so far, time left.
+
+    `event` is a runner Event or a workload's SuiteEvent (which adds `where`: the prompt being measured).
+    'Repetition 2 of 5: plain · 7 of 18 runs done · 1 min 05 s so far, about 2 min 10 s left';
+    'Prompt 2 of 5 (qa_3, qa) · Repetition 1 of 3: plain, took 8.92 s · 12 of 45 runs done · ...'.
+    """
+    if event.kind == "done":
+        took = f" in {duration(event.elapsed_s)}" if event.elapsed_s is not None else ""
+        return f"{event.message.rstrip('.')} ({event.done} of {event.total} runs done{took})."
+    timing = timing_text(event)
+    step = (event.step or event.message).rstrip(".")
+    if event.kind == "run":  # a run just finished: its step and time, until the next step's event replaces them
+        step = f"{step}, took {event.took_s:.2f} s" if event.took_s is not None else event.message.rstrip(".")
+    runs = f"{event.done} of {event.total} runs done" if event.total else ""
+    return " · ".join(x for x in (getattr(event, "where", ""), step, runs, timing) if x)
+
+
+def event_progress(event) -> str:
+    """The progress bar for one runner (or workload) event, labelled by `progress_text`.
 
     Moving while a model loads (no run count yet), filling over warm-up and repetitions.
     """
-    timing = timing_text(event)
+    label = progress_text(event)
     if event.kind == "done":
-        status = event.report.status if event.report else "done"
+        status = getattr(event.report, "status", None) or "done"
         state = {"complete": "done", "stopped": "stopped"}.get(status, "failed")
-        took = f" in {duration(event.elapsed_s)}" if event.elapsed_s is not None else ""
-        label = f"{event.message.rstrip('.')} ({event.done} of {event.total} runs done{took})."
         return progress_html(label, event.done / event.total if event.total else 1.0, state)
-    step = event.step or event.message
     if not event.total:
-        return progress_html(" · ".join(x for x in (step, timing) if x), None)
-    if event.kind == "run":  # a run just finished; its numbers, until the next step's event replaces them
-        step = event.message + (" (warm-up, not counted)" if event.warmup else "")
-    parts = [step, f"{event.done} of {event.total} runs done", timing]
-    return progress_html(" · ".join(x for x in parts if x), event.done / event.total)
+        return progress_html(label, None)
+    return progress_html(label, event.done / event.total)
 
 
 def headline_html(report: dict) -> str:
@@ -227,7 +240,7 @@ def _count(n: int) -> str:
 def numbers_html(report: dict) -> str:
     """Per-arm numbers, all read from the report: medians first, spread flagged when wide."""
     by_name = {c["arm"]: c for c in report.get("comparison", [])}
-    head = ["Arm", f"Median latency ({term('iqr', 'IQR')})", "Tokens/s", term("ttft", "First token"),
+    head = ["Arm", f"Median time per run (spread: {term('iqr', 'IQR')})", "Tokens/s", term("ttft", "First token"),
             f"{term('speedup', 'Speedup')} (interval, its level)", term("accepted", "Accepted"),
             term("per_pass", "Tokens per pass"), "Runs"]
     rows = []
@@ -435,8 +448,9 @@ def why_html(report: dict) -> str:
     if not cards:
         return ""
     return (
-        f'<div class="al-why" id="al-why">{"".join(cards)}</div><p class="al-sub al-formula">{WHY_FOOTNOTE}</p>'
-        f"{glossary_html(WHY_TERMS)}"
+        f'<div class="al-why" id="al-why">{"".join(cards)}</div>'
+        f'<details class="al-glossary al-formula"><summary>How is the prediction made?</summary>'
+        f'<p class="al-sub">{WHY_FOOTNOTE}</p></details>{glossary_html(WHY_TERMS)}'
     )
 
 

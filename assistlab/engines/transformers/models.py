@@ -74,7 +74,9 @@ def _hub_error(exc: BaseException, ref: catalog.ModelRef) -> ModelLoadError:
     for err in chain:
         if isinstance(err, hub_errors.GatedRepoError):
             return ModelLoadError(
-                f"{name} is gated: accept its license on the Hugging Face Hub and set HF_TOKEN to a token that has access."
+                f"{name} is gated: accept its license on its page on huggingface.co, then give AssistLab a Hugging "
+                f"Face access token that has access (create one at {catalog.TOKEN_PAGE}; start AssistLab with "
+                f"HF_TOKEN=hf_... in its environment)."
             )
         if isinstance(err, hub_errors.RevisionNotFoundError):
             return ModelLoadError(f"{name} has no revision {ref.revision!r}; check the part after '@'.")
@@ -83,11 +85,26 @@ def _hub_error(exc: BaseException, ref: catalog.ModelRef) -> ModelLoadError:
                 f"{name} was not found on the Hugging Face Hub (or it is private: set HF_TOKEN). Check the spelling."
             )
         if isinstance(err, (hub_errors.OfflineModeIsEnabled, hub_errors.LocalEntryNotFoundError)):
-            return ModelLoadError(
-                f"{name} is not in the local cache and the Hub cannot be reached (offline or HF_HUB_OFFLINE=1). "
-                f"Download it on a connected machine first, or use a bundled model or a local folder."
-            )
+            return ModelLoadError(not_cached_words(name))
     return ModelLoadError(f"{name} could not be fetched from the Hugging Face Hub: {str(exc).splitlines()[0][:200]}")
+
+
+def not_cached_words(name: str) -> str:
+    """Why a hub model cannot load without the Hub, and the two ways to get it onto this machine.
+
+    Names the places by their variables, not this server's paths, which are the operator's business.
+    """
+    local = ("the models folder (ASSISTLAB_MODELS_DIR)" if catalog.models_dir() is not None
+             else "a models folder (the operator names it with ASSISTLAB_MODELS_DIR, unset on this server)")
+    short = name.rstrip("/").split("/")[-1]
+    return (
+        f"{name} is not in this machine's Hugging Face cache, and the Hub cannot be reached (no network, or "
+        f"HF_HUB_OFFLINE=1). To get it here: on a machine with internet, run `hf download {name}` (older "
+        f"versions: `huggingface-cli download {name}`; a gated model needs HF_TOKEN there too) and copy the "
+        f"folder it fills, models--{name.replace('/', '--')} in ~/.cache/huggingface/hub (or $HF_HOME/hub), into "
+        f"the same place on this machine; or run `hf download {name} --local-dir {short}`, put that folder "
+        f"inside {local} and type {short} as the model."
+    )
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:

@@ -41,7 +41,7 @@ PATHS: tuple[DraftingPath, ...] = (
 )
 BY_NAME = {path.name: path for path in PATHS}
 AUTO = "auto"
-AUTO_LABEL = "Auto: pick from the models' configs and tokenizers"
+AUTO_LABEL = "Auto: AssistLab picks the way that fits these models"
 STRATEGIES = (AUTO, *BY_NAME)
 # Strategies that take an assistant model ('auto' does when one is given).
 MODEL_STRATEGIES = (AUTO, *(p.name for p in PATHS if p.needs_assistant))

@@ -9,7 +9,7 @@ from .base import ArmSpec, DraftingPath, LoadedModel, same_tokenizer
 
 class Assistant(DraftingPath):
     name = "assistant"
-    choice_label = "Assistant model (same tokenizer)"
+    choice_label = "Assistant model with the same word list (tokenizer)"
     drafts = "a small model with the same tokenizer"
     auto_picks = "the assistant is an ordinary causal LM whose vocabulary equals the target's"
     auto_priority = 3

@@ -20,7 +20,7 @@ def is_dflash_drafter(config) -> bool:
 
 class DFlash(DraftingPath):
     name = "dflash"
-    choice_label = "DFlash (a block-drafting model)"
+    choice_label = "A model that guesses a whole block of words at once (DFlash)"
     drafts = ("a DFlash draft model (`speculation_type=\"dflash\"`; in 5.23 the `muse_glimmer_assistant` type) that "
               "drafts a whole block in one forward from the target's hidden states")
     auto_picks = "the assistant's config has `target_layer_ids`, `block_size` and `mask_token_id`"

@@ -8,7 +8,7 @@ from .base import ArmSpec, DraftingPath, LoadedModel
 
 class EarlyExit(DraftingPath):
     name = "early-exit"
-    choice_label = "Early exit (the target's own first layers)"
+    choice_label = "The target's own first layers guess (early exit)"
     drafts = "the target's own first N layers (LayerSkip-style models)"
     rewrites_drafter_config = True
     takes_layer = True

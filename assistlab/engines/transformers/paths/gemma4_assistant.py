@@ -27,7 +27,7 @@ def is_gemma4_assistant(config) -> bool:
 
 class Gemma4Assistant(DraftingPath):
     name = "gemma4-assistant"
-    choice_label = "Gemma 4 assistant (drafts from the target's own cache)"
+    choice_label = "Gemma 4's own assistant, reading the target's memory of the text (gemma4-assistant)"
     drafts = ("a Gemma 4 assistant (`gemma4_assistant`, `gemma4_unified_assistant`) drafting from the target's "
               "own hidden and key/value states (`SinglePositionMultiTokenCandidateGenerator`)")
     auto_picks = "the assistant's config is a Gemma 4 assistant; the target must be a Gemma 4 or Gemma 3n model"

@@ -18,7 +18,7 @@ def mtp_layers(config) -> int:
 
 class Mtp(DraftingPath):
     name = "mtp"
-    choice_label = "Multi-token prediction (the target's MTP layers, no assistant)"
+    choice_label = "Guessing layers built into the target, no assistant (multi-token prediction, MTP)"
     drafts = "the target's own multi-token-prediction layers (`generate(use_mtp=True)`), no second model"
     auto_picks = (
         "no assistant is given (the API or page with the assistant empty, or `--assistant ''`) and the target's "

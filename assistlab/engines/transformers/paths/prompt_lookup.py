@@ -9,7 +9,7 @@ from .base import ArmSpec, DraftingPath, LoadedModel
 
 class PromptLookup(DraftingPath):
     name = "prompt-lookup"
-    choice_label = "Prompt lookup (no second model)"
+    choice_label = "Copy from the prompt (prompt lookup, no second model)"
     drafts = "n-grams from the prompt, no second model"
     auto_picks = "never (chosen by name, or as the extra arm)"
     has_draft_probabilities = False

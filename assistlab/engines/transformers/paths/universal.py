@@ -13,7 +13,7 @@ from .base import ArmSpec, DraftingPath, LoadedModel
 
 class Universal(DraftingPath):
     name = "universal"
-    choice_label = "Universal (different tokenizers)"
+    choice_label = "Assistant model with another word list (universal)"
     drafts = "a small model with another tokenizer (`tokenizer` and `assistant_tokenizer` go to `generate()`)"
     auto_picks = "the assistant is an ordinary causal LM with a different vocabulary"
     auto_priority = 4
