@@ -102,9 +102,10 @@ CSS = """
 #al-suite-table td:nth-child(2), #al-suite-prompts td:nth-child(1), #al-suite-prompts td:last-child {
   overflow-wrap: anywhere; min-width: 6em; text-align: left; }
 .al-board th:first-child, .al-board td:first-child { min-width: 0; width: 1%; text-align: center; }
+.al-history th:first-child, .al-history td:first-child { min-width: 6em; }
 .al-board td:nth-child(5) { min-width: 10em; }
 #al-suite-prompts td:last-child { min-width: 14em; }
-.al-table td.al-prompt-cell { text-align: left; min-width: 11em; }
+.al-table td.al-prompt-cell { text-align: left; min-width: 9em; }
 .al-sweep-best { font-weight: 560; margin: 6px 0 !important; }
 .al-env, .al-env p { font-size: .88rem !important; color: var(--body-text-color-subdued) !important; }
 .al-progress.al-failed .al-label { color: #b91c1c; font-weight: 560; }
