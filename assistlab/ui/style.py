@@ -119,8 +119,12 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
 .al-plain-row td { background: var(--neutral-50) !important; }
 .al-prompt-note { margin: 0 0 10px !important; padding: 8px 12px; border-radius: 8px; font-size: .9rem;
   background: #fef3c7; color: #78350f; }
-/* Notices sit at the bottom of the window, away from Run and Stop at the top of the results. */
-.toast-wrap { top: auto !important; bottom: var(--size-4) !important; }
+/* Notices sit at the bottom of the window, away from Run and Stop at the top of the results; on a phone, where
+   Run and Stop are at the bottom of the screen, just above them. Both lie outside what gradio lets a @media
+   rule reach, so the width picks with clamp: (760px - 100vw) * 1000 is hugely negative on a desktop and hugely
+   positive on a phone. */
+.toast-wrap { top: auto !important; bottom: clamp(var(--size-4), (760px - 100vw) * 1000, 72px) !important; }
+.gradio-container { padding-bottom: clamp(0px, (760px - 100vw) * 1000, 64px) !important; }
 /* A dropdown's words stop short of its arrow (gradio lets them run under it), ending in an ellipsis. */
 .secondary-wrap > input { padding-right: calc(var(--size-5) * 2) !important; text-overflow: ellipsis; }
 /* A desktop: the form is a sidebar that scrolls in its own box and stays in sight, and Run, Stop and the
@@ -145,13 +149,11 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
   #al-form, #al-main { gap: 10px !important; }
   #al-preset .info-text { display: none; }
   #al-form .al-env p { font-size: .8rem !important; line-height: 1.35; }
-  /* Run and Stop stay at the bottom of the screen, in reach from any field; notices sit above them, and the
-     page ends below them. */
+  /* Run and Stop stay at the bottom of the screen, in reach from any field (notices sit above them, and the
+     page ends below them: see the top of this sheet). */
   .al-runrow { position: fixed !important; left: 0; right: 0; bottom: 0; z-index: 30; margin: 0 !important;
     padding: 8px 8px calc(8px + env(safe-area-inset-bottom)); background: var(--background-fill-primary);
     box-shadow: 0 -2px 10px rgba(15, 23, 42, .12); }
-  .gradio-container { padding-bottom: 64px !important; }
-  .toast-wrap { bottom: 72px !important; }
   /* Plotly's toolbar would cover a chart's title on a narrow chart; zooming is for a larger screen. */
   .js-plotly-plot .modebar-container { display: none !important; }
   #al-main { flex-direction: column !important; flex-wrap: nowrap !important; }
