@@ -257,8 +257,8 @@ def pick_models(page, target: str, assistant: str = "assistant-other") -> None:
 
 def test_opening_settings_and_pressing_run_with_nothing_typed_uses_the_defaults(page):
     pick_models(page, "target")
+    open_settings(page)  # where "How the assistant helps" is
     page.get_by_label("Copy from the prompt (prompt lookup, no second model)").check()  # one assisted arm: a short first try
-    open_settings(page)
     page.wait_for_timeout(500)  # the accordion has mounted its boxes
     for label in ("New tokens per run", "Repetitions"):
         assert page.get_by_label(label).input_value() == ""  # empty stays empty: it means the device default

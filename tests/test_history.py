@@ -152,6 +152,16 @@ def test_stored_markup_comes_back_as_data_and_renders_escaped(db, real_report):
     assert "<" not in md and "\\*\\*bold\\*\\*" in md and "\\[link\\]" in md and "\\#" in md
 
 
+def test_a_prompt_cell_is_cut_after_a_whole_word_and_keeps_more_as_its_hover():
+    text = "write me a long essay\non deep learning and its history, " * 3
+    assert history_html.shortened(text, 30) == "write me a long essay on deep…"  # the cut fell between words
+    assert history_html.shortened(text, 28) == "write me a long essay on…"  # inside "deep": the word goes
+    assert history_html.shortened("a  short\tprompt", 60) == "a short prompt"
+    cell = history_html.prompt_cell("<b>" + text, 30)
+    assert cell.startswith('<td class="al-prompt-cell" title="&lt;b&gt;write me a long essay on deep learning')
+    assert cell.endswith(">&lt;b&gt;write me a long essay on…</td>")
+
+
 def test_typed_markup_in_a_model_reference_is_stored_as_its_canonical_name(db):
     typed = "./<img src=//host/beacon><a href=//host/phish>Download</a>/../same"
     report = minimal_report(target=typed, arms=(("./<script>x</script>/../draft", 1.2, 1.1, 1.3),))

@@ -57,9 +57,9 @@ def build_app(
         form_mod.header()
         preparing = _preparation_panel(preparation)
         with gr.Row(equal_height=False, elem_id="al-main"):
-            with gr.Column(scale=4, min_width=340):
+            with gr.Column(scale=4, min_width=340, elem_id="al-form"):
                 form = form_mod.build()
-            with gr.Column(scale=7, min_width=320):
+            with gr.Column(scale=7, min_width=320, elem_id="al-output"):
                 with gr.Tabs(elem_id="al-tabs", overflow_behavior="wrap") as tabs:  # all four stay in sight
                     with gr.Tab("Compare", id="compare", elem_id="al-tab-compare"):
                         results = compare_tab.build()
@@ -335,6 +335,8 @@ def launch_options(environ: dict | None = None) -> dict:
         "css": CSS,
         "server_name": env.get("GRADIO_SERVER_NAME") or "127.0.0.1",
         "show_error": False,  # unexpected exceptions stay in the server log; user_errors writes the page's text
+        # Gradio's footer without its "Settings" link: the form's Settings is the only thing of that name.
+        "footer_links": ["api", "gradio"],
     }
     if (ASSETS / "logo.png").is_file():
         options["favicon_path"] = str(ASSETS / "logo.png")

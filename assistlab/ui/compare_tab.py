@@ -52,10 +52,13 @@ class Results:
 
 def build() -> Results:
     gr.Markdown("### 2 · Run, watch and understand")
-    with gr.Row():
-        run = gr.Button("Run", variant="primary", elem_id="al-run", scale=3)
-        stop = gr.Button("Stop", variant="stop", elem_id="al-stop", scale=1)
-    progress = gr.HTML(progress_html("Ready. Press Run to start.", 0.0, "idle"), elem_id="al-progress")
+    # Run, Stop and the progress line stay in sight at the top of the window while the results scroll; on a
+    # phone Run and Stop stay at the bottom of the screen (style.py).
+    with gr.Column(elem_classes="al-runbar"):
+        with gr.Row(elem_classes="al-runrow"):
+            run = gr.Button("Run", variant="primary", elem_id="al-run", scale=3)
+            stop = gr.Button("Stop", variant="stop", elem_id="al-stop", scale=1)
+        progress = gr.HTML(progress_html("Ready. Press Run to start.", 0.0, "idle"), elem_id="al-progress")
     intro = gr.Markdown(INTRO)
     with gr.Column(visible=False, elem_id="al-results") as panel:
         headline = gr.HTML()

@@ -86,7 +86,7 @@ def build() -> Form:
     # Each preset says whether it fits this machine; the value stays the preset's label.
     preset = gr.Dropdown(
         [(preset_choice(p, machine), p.label) for p in catalog.PRESETS] + [CUSTOM], value=default.label,
-        label="Preset pair",
+        label="Preset pair", elem_id="al-preset",
         info="A big model to speed up and a small assistant, chosen for you; you can still type others below.",
     )
     preset_note = gr.Markdown(catalog.describe(default, machine, markdown=True), elem_classes="al-env")
@@ -98,23 +98,29 @@ def build() -> Form:
         _unique([p.assistant for p in catalog.PRESETS] + local), value=default.assistant, label="Assistant model",
         allow_custom_value=True, info=HINTS["assistant"], elem_id="al-assistant",
     )
-    strategy = gr.Radio(STRATEGY_CHOICES, value="auto", label="How the assistant helps", info=HINTS["strategy"])
-    with gr.Row():
-        also_prompt_lookup = gr.Checkbox(True, label="Also compare prompt lookup", info=HINTS["also_prompt_lookup"],
-                                         min_width=200)
-        chat_template = gr.Checkbox(True, label="Use the chat template", info=HINTS["chat_template"], min_width=200)
-    extra_assistants = gr.Textbox(
-        label="Also compare these assistants (optional)", lines=1, max_lines=4, info=HINTS["extra_assistants"],
-        placeholder="e.g. Qwen/Qwen2.5-0.5B-Instruct",
-    )
     # No max_length: the box would cut a longer paste without a word; the request refuses it, naming the box.
     prompt = gr.Textbox(default.prompt, label="Prompt", lines=4, max_lines=14, elem_id="al-prompt",
                         info=f"At most {LIMITS['prompt_chars']:,} characters.")
-    gr.Examples([[text] for _, text in EXAMPLES], inputs=[prompt], example_labels=[name for name, _ in EXAMPLES],
-                label="Example prompts")
-    measure = gr.Radio(MEASURE_CHOICES, value="quick", label="How sure", info=HINTS["measure"], elem_id="al-measure")
+    with gr.Accordion("Example prompts", open=False, elem_id="al-examples"):
+        gr.Examples([[text] for _, text in EXAMPLES], inputs=[prompt], example_labels=[name for name, _ in EXAMPLES],
+                    label=None)
+    # Everything past the models and the prompt is folded into Settings, so Run and the tabs come right after
+    # them on a phone, and the form stays short beside the results on a desktop.
     with gr.Accordion("Settings", open=False, elem_id="al-settings"):
+        gr.Markdown("**What to compare**")
+        strategy = gr.Radio(STRATEGY_CHOICES, value="auto", label="How the assistant helps", info=HINTS["strategy"])
+        with gr.Row():
+            also_prompt_lookup = gr.Checkbox(True, label="Also compare prompt lookup",
+                                             info=HINTS["also_prompt_lookup"], min_width=200)
+            chat_template = gr.Checkbox(True, label="Use the chat template", info=HINTS["chat_template"],
+                                        min_width=200)
+        extra_assistants = gr.Textbox(
+            label="Also compare these assistants (optional)", lines=1, max_lines=4, info=HINTS["extra_assistants"],
+            placeholder="e.g. Qwen/Qwen2.5-0.5B-Instruct",
+        )
         gr.Markdown("**How much to measure**")
+        measure = gr.Radio(MEASURE_CHOICES, value="quick", label="How sure", info=HINTS["measure"],
+                           elem_id="al-measure")
         with gr.Row():
             # Text boxes, not number boxes: a number box shows an empty value as 0 once the accordion opens, and
             # empty must stay empty here (it means the device default). The request parses what is typed and

@@ -5,12 +5,14 @@ import gradio as gr
 CSS = """
 /* width: the auto margins that centre the page would otherwise size it to its content (a flex item with auto
    margins is not stretched), so one wide table or tab bar made the whole page wider than a phone's screen. */
-.gradio-container { max-width: 1760px !important; margin: 0 auto !important; width: 100% !important; }
+.gradio-container { max-width: 1760px !important; margin: 0 auto !important; width: 100% !important;
+  overflow: clip !important; }  /* gradio's `hidden` would make it the scroll box that sticky parts stick in */
 /* Gradio pads the page 32 px a side at every width. Gradio scopes the rules inside a @media block to what lies
    within .contain, and this padding lies outside it, so it narrows with the window instead: 8 px a side up to
    736 px, growing to gradio's 32 px at 760 px and above. */
 .gradio-container .main.fillable.app { padding-left: clamp(8px, 100vw - 728px, 32px) !important;
-  padding-right: clamp(8px, 100vw - 728px, 32px) !important; }
+  padding-right: clamp(8px, 100vw - 728px, 32px) !important;
+  padding-top: clamp(4px, 100vw - 744px, 16px) !important; }  /* 4 px on a phone: Run and the tabs come sooner */
 #al-header { display: flex; align-items: center; gap: 14px; padding: 6px 2px 2px; }
 #al-header svg { width: 46px; height: 46px; flex: none; }
 #al-header h1 { margin: 0; font-size: 1.55rem; font-weight: 650; letter-spacing: -0.01em; }
@@ -91,7 +93,19 @@ CSS = """
 .al-ranking th:nth-child(2), .al-ranking td:nth-child(2) { text-align: left; white-space: normal !important;
   min-width: 150px; }
 .al-ranking th:last-child, .al-ranking td:last-child { white-space: normal !important; text-align: left;
-  min-width: 260px; width: 42%; font-size: .84rem; }
+  min-width: 220px; width: 36%; font-size: .84rem; }
+/* Every column of a result table fits its box at a desktop width: words wrap, numbers stay whole, a long model
+   name or id breaks where it must; on a phone what is still too wide scrolls inside the table's own box. */
+.al-ranking td:nth-child(3) { white-space: normal !important; min-width: 7em; }
+.al-history td, .al-board td, #al-suite-table td, #al-suite-prompts td { white-space: normal !important; }
+.al-history td:nth-child(3), .al-history td:nth-child(4), .al-history td:last-child, .al-board td:nth-child(2),
+#al-suite-table td:nth-child(2), #al-suite-prompts td:nth-child(1), #al-suite-prompts td:last-child {
+  overflow-wrap: anywhere; min-width: 6em; text-align: left; }
+.al-board th:first-child, .al-board td:first-child { min-width: 0; width: 1%; text-align: center; }
+.al-history th:first-child, .al-history td:first-child { min-width: 6em; }
+.al-board td:nth-child(5) { min-width: 10em; }
+#al-suite-prompts td:last-child { min-width: 14em; }
+.al-table td.al-prompt-cell { text-align: left; min-width: 9em; }
 .al-sweep-best { font-weight: 560; margin: 6px 0 !important; }
 .al-env, .al-env p { font-size: .88rem !important; color: var(--body-text-color-subdued) !important; }
 .al-progress.al-failed .al-label { color: #b91c1c; font-weight: 560; }
@@ -105,10 +119,43 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
 .al-plain-row td { background: var(--neutral-50) !important; }
 .al-prompt-note { margin: 0 0 10px !important; padding: 8px 12px; border-radius: 8px; font-size: .9rem;
   background: #fef3c7; color: #78350f; }
-/* Notices sit at the bottom of the window, away from Run and Stop at the top of the results. */
-.toast-wrap { top: auto !important; bottom: var(--size-4) !important; }
+/* Notices sit at the bottom of the window, away from Run and Stop at the top of the results; on a phone, where
+   Run and Stop are at the bottom of the screen, just above them. Both lie outside what gradio lets a @media
+   rule reach, so the width picks with clamp: (760px - 100vw) * 1000 is hugely negative on a desktop and hugely
+   positive on a phone. */
+.toast-wrap { top: auto !important; bottom: clamp(var(--size-4), (760px - 100vw) * 1000, 72px) !important; }
+.gradio-container { padding-bottom: clamp(0px, (760px - 100vw) * 1000, 64px) !important; }
+/* A dropdown's words stop short of its arrow (gradio lets them run under it), ending in an ellipsis. */
+.secondary-wrap > input { padding-right: calc(var(--size-5) * 2) !important; text-overflow: ellipsis; }
+/* A desktop: the form is a sidebar that scrolls in its own box and stays in sight, and Run, Stop and the
+   progress line stay at the top of the window while the results under them scroll, so a setting changed
+   anywhere in the form is one press away from Run. */
+@media (min-width: 761px) {
+  #al-form { position: sticky; top: 0; align-self: flex-start; max-height: 100vh; overflow-y: auto;
+    overscroll-behavior: contain; padding-right: 4px; }
+  #al-form > * { flex-shrink: 0; }  /* the sidebar scrolls, not the accordion squeezed inside it */
+  .al-runbar { position: sticky; top: 0; z-index: 20; background: var(--background-fill-primary);
+    padding-bottom: 4px; }
+}
 /* A phone: the form above the results, and nothing wider than the screen. */
 @media (max-width: 760px) {
+  /* The models and the prompt, then Run and the tabs within the first screen or so: a smaller header, tighter
+     gaps, the preset's hint left to its note. */
+  #al-header { gap: 10px; padding-top: 0; }
+  #al-form h3 { margin-bottom: 0 !important; }
+  #al-header svg { width: 34px; height: 34px; }
+  #al-header h1 { font-size: 1.25rem; }
+  #al-header p { font-size: .84rem; line-height: 1.3; }
+  #al-form, #al-main { gap: 10px !important; }
+  #al-preset .info-text { display: none; }
+  #al-form .al-env p { font-size: .8rem !important; line-height: 1.35; }
+  /* Run and Stop stay at the bottom of the screen, in reach from any field (notices sit above them, and the
+     page ends below them: see the top of this sheet). */
+  .al-runrow { position: fixed !important; left: 0; right: 0; bottom: 0; z-index: 30; margin: 0 !important;
+    padding: 8px 8px calc(8px + env(safe-area-inset-bottom)); background: var(--background-fill-primary);
+    box-shadow: 0 -2px 10px rgba(15, 23, 42, .12); }
+  /* Plotly's toolbar would cover a chart's title on a narrow chart; zooming is for a larger screen. */
+  .js-plotly-plot .modebar-container { display: none !important; }
   #al-main { flex-direction: column !important; flex-wrap: nowrap !important; }
   #al-main > .column, #al-main > div { min-width: 0 !important; width: 100% !important; }
   #al-main .form { min-width: 0 !important; }

@@ -25,6 +25,7 @@ from ..results.suite import (
     select,
 )
 from ..views import charts
+from ..views.history_html import prompt_cell
 from ..views.panels import event_progress, progress_html, texts_html
 from .fields import FORM_FIELDS, request_from_form
 from .history_tab import save_report
@@ -111,10 +112,11 @@ def build() -> SuiteView:
     file = gr.File(label=f"My prompts file (.jsonl, .csv or .txt, at most {SUITE_LIMITS['file_bytes'] // 1_000_000} MB)",
                    file_types=[".jsonl", ".json", ".csv", ".txt"], type="filepath", visible=False,
                    elem_id="al-suite-file")
-    with gr.Row():
-        run = gr.Button("Run workload", variant="primary", elem_id="al-suite-run", scale=3)
-        stop = gr.Button("Stop", variant="stop", elem_id="al-suite-stop", scale=1)
-    progress = gr.HTML(progress_html("No workload yet.", 0.0, "idle"), elem_id="al-suite-progress")
+    with gr.Column(elem_classes="al-runbar"):  # in sight while the results scroll, as the comparison's
+        with gr.Row(elem_classes="al-runrow"):
+            run = gr.Button("Run workload", variant="primary", elem_id="al-suite-run", scale=3)
+            stop = gr.Button("Stop", variant="stop", elem_id="al-suite-stop", scale=1)
+        progress = gr.HTML(progress_html("No workload yet.", 0.0, "idle"), elem_id="al-suite-progress")
     with gr.Column(visible=False, elem_id="al-suite-results") as panel:
         plot = gr.Plot(show_label=False, elem_id="al-plot-suite")
         summary = gr.HTML()
@@ -207,12 +209,13 @@ def table_html(data: dict) -> str:
     return f'<div style="overflow-x:auto"><table class="al-table" id="al-suite-table">{head}{"".join(rows)}</table></div>'
 
 
+SUITE_PROMPT_CHARS = 90  # of a prompt in the table of every prompt; more of it is the cell's hover
+
+
 def prompts_html(data: dict) -> str:
     """Every selected prompt: its status, and per arm the paired speedup, acceptance and tokens per forward."""
     rows = []
     for row in data["suite"]["prompts"]:
-        text = row["prompt"].replace("\n", " ")
-        preview = html.escape(text[:90] + ("…" if len(text) > 90 else ""))
         if row["arms"]:
             cells = "<br>".join(
                 f"{html.escape(a['arm'])}: {_num(a['speedup'], '{:.2f}×')}, "
@@ -224,7 +227,7 @@ def prompts_html(data: dict) -> str:
             cells = html.escape(row["reason"] or row["status"])
         rows.append(
             f"<tr><td>{html.escape(row['id'])}</td><td>{html.escape(row['category'])}</td><td>{row['status']}</td>"
-            f"<td>{_num(row['prompt_tokens'], '{}')}</td><td>{preview}</td><td>{cells}</td></tr>"
+            f"<td>{_num(row['prompt_tokens'], '{}')}</td>{prompt_cell(row['prompt'], SUITE_PROMPT_CHARS)}<td>{cells}</td></tr>"
         )
     head = "<tr><th>id</th><th>category</th><th>status</th><th>tokens</th><th>prompt</th><th>per arm</th></tr>"
     return f'<div style="overflow-x:auto"><table class="al-table" id="al-suite-prompts">{head}{"".join(rows)}</table></div>'

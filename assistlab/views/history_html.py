@@ -26,6 +26,27 @@ def escape_markdown(value: object) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", escape(value))
 
 
+def shortened(text: object, limit: int) -> str:
+    """`text` on one line, at most `limit` characters, cut after a whole word with an ellipsis (plain text)."""
+    flat = " ".join(str(text or "").split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1]
+    if flat[limit - 1] != " " and " " in cut:  # the cut fell inside a word: drop that word
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,.;:") + "…"
+
+
+PROMPT_HOVER_CHARS = 400  # of a prompt shown when the pointer rests on its shortened cell
+
+
+def prompt_cell(text: object, limit: int) -> str:
+    """A table cell for a prompt: its start, cut after a whole word, with more of it (up to PROMPT_HOVER_CHARS)
+    as its hover."""
+    return (f'<td class="al-prompt-cell" title="{escape(shortened(text, PROMPT_HOVER_CHARS))}">'
+            f"{escape(shortened(text, limit))}</td>")
+
+
 def permalink(run_id: str, base: str = "") -> str:
     """The page address that opens one saved comparison: `?run=<id>`."""
     return f"{base}?run={quote(check_id(run_id))}"
@@ -56,6 +77,9 @@ def _when(entry_time) -> str:
     return entry_time.strftime("%Y-%m-%d %H:%M UTC")
 
 
+HISTORY_PROMPT_CHARS = 60  # of a prompt in the history list; the whole stored preview is its hover
+
+
 def entries_html(page: Page, base: str = "") -> str:
     """The history list as a table, newest first, each row linking to its permalink."""
     if not page.entries:
@@ -70,13 +94,14 @@ def entries_html(page: Page, base: str = "") -> str:
             _speed(e.best_speedup) + (f' <span class="al-sub">{escape(e.best_arm)}</span>' if e.best_arm else ""))
         cells = (
             escape(_when(e.created_at)) + status, escape(e.owner or "–"), escape(e.target), escape(e.assistants or "–"),
-            escape(e.engines), escape(e.device_name) + f' <span class="al-sub">{escape(e.dtype)}</span>', escape(e.new_tokens or "–"),
-            best, identical, escape(e.prompt_preview),
-            f'<a href="{escape(permalink(e.id, base))}" target="_blank" rel="noopener">{escape(e.id)}</a>',
+            escape(e.engines), escape(e.device_name) + f' <span class="al-sub">{escape(e.dtype)}</span>',
+            escape(e.new_tokens or "–"), best, identical,
         )
+        link = f'<a href="{escape(permalink(e.id, base))}" target="_blank" rel="noopener">{escape(e.id)}</a>'
         # The whole row opens the comparison (the page's listener reads data-run); the id stays a plain link.
         rows.append(f'<tr class="al-history-row" data-run="{escape(check_id(e.id))}" tabindex="0" '
-                    f'title="Open this comparison">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+                    f'title="Open this comparison">' + "".join(f"<td>{c}</td>" for c in cells)
+                    + prompt_cell(e.prompt_preview, HISTORY_PROMPT_CHARS) + f"<td>{link}</td></tr>")
     first = (page.page - 1) * page.page_size + 1
     caption = f"{first}–{first + len(page.entries) - 1} of {page.total} saved comparisons, newest first"
     return (
