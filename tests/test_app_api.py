@@ -23,6 +23,9 @@ API_PARAMETERS = [
     "extra_assistants", "chat_template", "do_sample", "seed", "device", "dtype", "num_assistant_tokens",
     "schedule", "confidence_threshold", "prompt_lookup_num_tokens", "early_exit_layer", "device_map_auto",
     "measure",  # added last, so positional callers of the earlier parameters are unaffected
+    # The Engines accordion's, after it for the same reason.
+    "engines", "vllm_methods", "vllm_speculative_tokens", "vllm_lookup_min", "vllm_lookup_max", "servers",
+    "server_api_key",
 ]
 
 

@@ -622,13 +622,12 @@ def test_real_operator_server_is_timed_and_stop_ends_its_request(store, real_pla
     assert own_vllm_processes(before) == []  # AssistLab started none; the test's own server is still up
 
 
-def test_suites_and_sweeps_refuse_vllm_arms_for_now(store):
-    from assistlab.measure import suite_runner, sweep
+def test_sweeps_refuse_vllm_arms(store):
+    """Workloads run vLLM arms (tests/test_vllm_places.py); a sweep refuses them and says why there."""
+    from assistlab.measure import sweep
 
     request = BenchRequest(target="t", arms=(ArmSpec("prompt-lookup"), VllmArm("plain")),
                            engines=("transformers", "vllm"))
-    with pytest.raises(InputError, match="Workloads run transformers arms only"):
-        next(iter(suite_runner.run_suite(request, None, store)))
     with pytest.raises(InputError, match="leave the vLLM arms out"):
         next(sweep.sweep(request, store, param="prompt_lookup_num_tokens", values=[2]))
 

@@ -741,12 +741,27 @@ def run_benchmark(
         vllm_engine.stop_all(endpoints)
 
 
-def _vllm_setup(request: BenchRequest, target: LoadedModel, drafts: dict[str, LoadedModel], dtype: str,
-                endpoints: list[vllm_engine.Endpoint], pace: Pace,
-                should_stop: Callable[[], bool]) -> Generator[Event, None, dict]:
+def vllm_drafts(request: BenchRequest, messages: list[str], pace: Pace) -> Generator[Event, None, dict[str, LoadedModel]]:
+    """The tokenizers of the vLLM draft models (loaded here only to check their vocabulary against the target's);
+    an EAGLE head has no tokenizer of its own (the server reads the target's)."""
+    drafts: dict[str, LoadedModel] = {}
+    for spec in request.arms:
+        if spec.engine == "vllm" and spec.method == "draft_model" and spec.draft_model not in drafts:
+            drafts[spec.draft_model] = yield from _while_loading(
+                lambda text=spec.draft_model: models_mod.tokenizer_only(text, messages.append),
+                lambda: Event("status", "Reading the draft model's tokenizer...", 0, 0,
+                              step="Reading the draft model's tokenizer", elapsed_s=pace.elapsed()))
+    return drafts
+
+
+def vllm_setup(request: BenchRequest, target: LoadedModel, drafts: dict[str, LoadedModel], dtype: str,
+               endpoints: list[vllm_engine.Endpoint], pace: Pace, should_stop: Callable[[], bool],
+               prompt_tokens: int | None = None) -> Generator[Event, None, dict]:
     """Check every vLLM arm, start AssistLab's servers and wait for them; what the environment records.
 
-    An arm that cannot run keeps its sentence in `error` and the other arms still run.
+    An arm that cannot run keeps its sentence in `error` and the other arms still run. `prompt_tokens` is the
+    longest prompt the servers will be sent (a suite's longest; the request's own prompt when None): their
+    context is sized for it. Whoever calls this stops the servers in `endpoints` (`vllm_engine.stop_all`).
     """
     specs = [a for a in request.arms if a.engine == "vllm"]
     python, problem = None, None
@@ -770,7 +785,7 @@ def _vllm_setup(request: BenchRequest, target: LoadedModel, drafts: dict[str, Lo
                               f"{helper.name} has another tokenizer than {target.name}; as a transformers assistant "
                               f"it can still draft (universal assisted generation).")
         endpoints.append(endpoint)
-    prompt = len(encode_prompt(request, target)["input_ids"][0])
+    prompt = len(encode_prompt(request, target)["input_ids"][0]) if prompt_tokens is None else prompt_tokens
     longest = max([s.num_speculative_tokens or 0 for s in specs] + [0])
     needed = max(2048, prompt + request.max_new_tokens + longest + 16)
     max_len = min(needed, target.context_length) if target.context_length else needed
@@ -807,6 +822,22 @@ def _vllm_setup(request: BenchRequest, target: LoadedModel, drafts: dict[str, Lo
         "servers": {e.label: e.settings for e in endpoints},
         "problem": problem,
     }
+
+
+def add_vllm_arms(arms: list[_Arm], endpoints: list[vllm_engine.Endpoint]) -> None:
+    """One arm per vLLM endpoint after `arms`, named apart from them; EngineError when no arm at all can run."""
+    names = {a.info.name for a in arms}
+    for endpoint in endpoints:
+        name, copy = endpoint.label, 1
+        while name in names:
+            copy += 1
+            name = f"{endpoint.label} #{copy}"
+        names.add(name)
+        info = ArmInfo(name, endpoint.arm.method, endpoint.arm.to_dict(), error=endpoint.error,
+                       settings=endpoint.settings, engine="vllm", unavailable=list(endpoint.unavailable))
+        arms.append(_Arm(info, {}, lambda: None, endpoint=endpoint))
+    if arms and all(a.info.error for a in arms):
+        raise EngineError(next(a.info.error for a in arms))
 
 
 def _run_benchmark(
@@ -853,15 +884,9 @@ def _run_benchmark(
                           step="Reading the target's tokenizer", elapsed_s=pace.elapsed())))
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
-    drafts: dict[str, LoadedModel] = {}  # vLLM draft models: loaded here to check their vocabulary
+    drafts = yield from vllm_drafts(request, messages, pace)  # vLLM draft models: to check their vocabulary
     for spec in request.arms:
         if spec.engine == "vllm":
-            # A draft model's tokenizer, to check the vocabulary; an EAGLE head has none of its own (the server reads it).
-            if spec.method == "draft_model" and spec.draft_model not in drafts:
-                drafts[spec.draft_model] = yield from _while_loading(
-                    lambda text=spec.draft_model: models_mod.tokenizer_only(text, messages.append),
-                    lambda: Event("status", "Reading the draft model's tokenizer...", 0, 0,
-                                  step="Reading the draft model's tokenizer", elapsed_s=pace.elapsed()))
             continue
         if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant and spec.assistant not in assistants:
             key, assistants[spec.assistant] = yield from load("assistant", spec.assistant, keep)
@@ -873,20 +898,9 @@ def _run_benchmark(
     engines_env = {"transformers": {"version": report_mod.transformers_version(), "in_this_process": True}} if (
         "transformers" in request.engines) else {}
     if any(a.engine == "vllm" for a in request.arms):
-        engines_env["vllm"] = yield from _vllm_setup(request, target, drafts, models_mod.dtype_name(dtype),
-                                                     endpoints, pace, should_stop)
-        names = {a.info.name for a in arms}
-        for endpoint in endpoints:
-            name, copy = endpoint.label, 1
-            while name in names:
-                copy += 1
-                name = f"{endpoint.label} #{copy}"
-            names.add(name)
-            info = ArmInfo(name, endpoint.arm.method, endpoint.arm.to_dict(), error=endpoint.error,
-                           settings=endpoint.settings, engine="vllm", unavailable=list(endpoint.unavailable))
-            arms.append(_Arm(info, {}, lambda: None, endpoint=endpoint))
-        if all(a.info.error for a in arms):
-            raise EngineError(next(a.info.error for a in arms))
+        engines_env["vllm"] = yield from vllm_setup(request, target, drafts, models_mod.dtype_name(dtype),
+                                                    endpoints, pace, should_stop)
+        add_vllm_arms(arms, endpoints)
     yield from wait_for_conversions(pace, should_stop)
     for arm in arms:
         if arm.info.choice:

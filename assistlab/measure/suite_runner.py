@@ -12,6 +12,7 @@ from ..engines import catalog
 from ..engines.transformers import models as models_mod
 from ..engines.transformers import paths
 from ..engines.transformers.models import LoadedModel, ModelStore
+from ..engines.vllm import engine as vllm_engine
 from ..errors import AssistLabError, InputError
 from ..results import estimate
 from ..results import report as report_mod
@@ -23,11 +24,14 @@ from .runner import (
     Event,
     Pace,
     Progress,
+    add_vllm_arms,
     build_arms,
     encode_prompt,
     fitted_inputs,
     loading_step,
     run_round,
+    vllm_drafts,
+    vllm_setup,
     wait_for_conversions,
 )
 
@@ -77,7 +81,7 @@ def suite_bench(bench: BenchRequest, device_type: str) -> BenchRequest:
 def estimate_runs(bench: BenchRequest, selection: Selection, device_type: str = "cpu") -> dict:
     """How much work a suite is before it starts: timed runs, warm-up runs, tokens."""
     bench = suite_bench(bench, device_type).resolved(device_type)
-    arms = 1 + len(bench.arms)
+    arms = ("transformers" in bench.engines) + len(bench.arms)  # vLLM's plain arm is among bench.arms
     items = len(selection.items)
     return {
         "prompts": items,
@@ -132,6 +136,19 @@ def encode_turns(bench: BenchRequest, target: LoadedModel, turns: tuple[str, ...
     return fitted_inputs(encoded, target, bench.max_new_tokens, f"The conversation up to turn {len(turns)}")
 
 
+def _longest_prompt(bench: BenchRequest, target: LoadedModel, selection: Selection) -> int:
+    """The most tokens any selected prompt may be sent with: its turns, and the target's earlier answers at
+    most `max_new_tokens` each (prompts too long for the target are skipped later, so they do not count)."""
+    longest = 0
+    for item in selection.items:
+        try:
+            encoded = encode_turns(bench, target, item.turns, [""] * (len(item.turns) - 1))
+        except InputError:
+            continue
+        longest = max(longest, int(encoded["input_ids"].shape[1]) + (len(item.turns) - 1) * bench.max_new_tokens)
+    return longest
+
+
 def run_suite(
     bench: BenchRequest,
     selection: Selection,
@@ -147,16 +164,32 @@ def run_suite(
     arms rotates from one repetition to the next over the whole suite, and what else used the machine is
     watched during every counted run. A prompt that does not fit the target's context is skipped with its
     reason; one whose plain run fails is marked failed, and the suite goes on with the next.
+
+    vLLM arms' servers start once, before the first prompt, serve every prompt, and are stopped when this
+    generator ends, however it ends: done, stopped, an error, or closed by its caller.
     """
-    if any(a.engine != "transformers" for a in bench.arms):
-        raise InputError("Workloads run transformers arms only for now; leave the vLLM arms (--engines vllm, "
-                         "--vllm-method, --server) out of a suite, or time one prompt.")
+    endpoints: list[vllm_engine.Endpoint] = []
+    try:
+        yield from _run_suite(bench, selection, store, clock, should_stop, endpoints)
+    finally:
+        vllm_engine.stop_all(endpoints)
+
+
+def _run_suite(
+    bench: BenchRequest,
+    selection: Selection,
+    store: ModelStore,
+    clock: Clock,
+    should_stop: Callable[[], bool],
+    endpoints: list[vllm_engine.Endpoint],
+) -> Iterator[SuiteEvent]:
     device = models_mod.choose_device(bench.device)
     dtype = models_mod.choose_dtype(bench.dtype, device)
     bench = suite_bench(bench, device.type).resolved(device.type)
     n_items = len(selection.items)
     catalog.canonical_request(bench)  # refuses a bad reference before loading, naming its field
     messages: list[str] = []
+    pace = Pace()
 
     def load(text: str, keep: set):
         return store.get(text, device, dtype, bench.device_map_auto, progress=messages.append, keep=keep)
@@ -165,31 +198,56 @@ def run_suite(
         _, message, estimate = loading_step(role, text)  # a conversion under way says so, with its time left
         return SuiteEvent("status", message, 0, 0, 0, n_items, estimate)
 
-    yield loading("target", bench.target)
-    target_key, target = load(bench.target, set())
+    def relay_setup(steps: Generator[Event, None, object]) -> Generator[SuiteEvent, None, object]:
+        """The vLLM set-up's status lines as the suite's, before any prompt; returns what it returns."""
+        while True:
+            try:
+                step = next(steps)
+            except StopIteration as end:
+                return end.value
+            yield SuiteEvent("status", step.message, 0, 0, 0, n_items)
+
+    if "transformers" in bench.engines:
+        yield loading("target", bench.target)
+        target_key, target = load(bench.target, set())
+    else:  # only servers run it: its tokenizer is enough here
+        yield SuiteEvent("status", f"Reading the target {bench.target}'s tokenizer...", 0, 0, 0, n_items)
+        target_key, target = ("tokenizer only",), models_mod.tokenizer_only(bench.target, messages.append)
     keep = {target_key}
     assistants: dict[str, LoadedModel] = {}
     for spec in bench.arms:
+        if spec.engine != "transformers":
+            continue
         if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant not in assistants:
             yield loading("assistant", spec.assistant)
             key, assistants[spec.assistant] = load(spec.assistant, keep)
             keep.add(key)
     arms = build_arms(bench, target, assistants)
+    engines_env = {"transformers": {"version": report_mod.transformers_version(), "in_this_process": True}} if (
+        "transformers" in bench.engines) else {}
+    if any(a.engine == "vllm" for a in bench.arms):
+        # One server per vLLM arm for the whole suite, sized for its longest prompt; never one per prompt.
+        drafts = yield from relay_setup(vllm_drafts(bench, messages, pace))
+        engines_env["vllm"] = yield from relay_setup(vllm_setup(
+            bench, target, drafts, models_mod.dtype_name(dtype), endpoints, pace, should_stop,
+            prompt_tokens=_longest_prompt(bench, target, selection)))
+        add_vllm_arms(arms, endpoints)
     described = {"target": target.describe()}
     for text, helper in assistants.items():
         described[f"assistant {text}"] = helper.describe()
     environment = report_mod.environment(device, models_mod.dtype_name(dtype), described)
     environment["load_messages"] = messages
+    environment["engines"] = engines_env
     monitor = contention.Monitor(device)  # one window per counted run of every prompt; its record is live
     environment["contention"] = monitor.record
     suite = SuiteReport(
         selection=selection,
         request={k: v for k, v in bench.to_dict().items() if k != "prompt"},  # each prompt is in suite.prompts
         environment=environment,
-        arm_names=[a.info.name for a in arms[1:]],
+        arm_names=[a.info.name for a in arms if a.info.assisted],  # each against its own engine's plain arm
         results=[PromptResult(item) for item in selection.items],
     )
-    for wait in wait_for_conversions(Pace(clock), should_stop):  # another model's conversion would slow every run
+    for wait in wait_for_conversions(pace, should_stop):  # another model's conversion would slow every run
         yield SuiteEvent("status", wait.message, 0, 0, 0, n_items, wait.eta_s)
     per_prompt = bench.repeats * len(arms)
     progress = Progress(total=bench.warmup * len(arms) + n_items * per_prompt)
@@ -201,7 +259,8 @@ def run_suite(
     progress.rough_s = estimate.suite_seconds(
         device.type, described["target"].get("parameters") or 0,
         [described[f"assistant {spec.assistant}"].get("parameters") or 0
-         if spec.strategy in paths.MODEL_STRATEGIES and spec.assistant else 0 for spec in bench.arms],
+         if spec.engine == "transformers" and spec.strategy in paths.MODEL_STRATEGIES and spec.assistant else 0
+         for spec in bench.arms],
         [estimate.prompt_tokens_guess(item.turns) for item in selection.items], bench.max_new_tokens,
         bench.warmup, bench.repeats,
     )
@@ -261,7 +320,8 @@ def run_suite(
                 continue
             result.prompt_tokens = int(inputs["input_ids"].shape[1])
             # This prompt's own arms: an assisted arm failing here is marked for this prompt only.
-            mine = [dataclasses.replace(a, info=dataclasses.replace(a.info, error=failed_arms.get(i)))
+            # A vLLM arm whose server could not start keeps its sentence on every prompt.
+            mine = [dataclasses.replace(a, info=dataclasses.replace(a.info, error=failed_arms.get(i, a.info.error)))
                     for i, a in enumerate(arms)]
             report = Report(
                 request={**bench.to_dict(), "prompt": item.text},

@@ -25,6 +25,15 @@ DEFAULT_VALUES = (1, 2, 3, 5, 8)
 # AssistLab resets the drafter's config before every run, so 'heuristic' and 'heuristic_transient' measure the
 # same thing here; one adaptive point is enough by default.
 DEFAULT_SCHEDULES = ("heuristic",)
+# Why a sweep holds no vLLM arm: its values run interleaved against one plain baseline, so every vLLM value
+# would be a server of its own, all loaded at once (vLLM fixes num_speculative_tokens when a server starts).
+VLLM_REFUSAL = (
+    "A sweep varies a transformers arm's setting, so leave the vLLM arms out of it (choose transformers in "
+    "Engines, or --engines transformers): a sweep of num_speculative_tokens would need one vLLM server per value, "
+    "all loaded side by side (each its own copy of the target in memory, about a minute to start on a CPU), "
+    "because vLLM fixes the value when a server starts; time each value as a comparison of its own instead, or "
+    "start one server per value yourself and time them together as named servers (plain=URL, k3=URL, k5=URL)."
+)
 # Strategies whose draft length num_assistant_tokens sets.
 DRAFTING_STRATEGIES = paths.LENGTH_STRATEGIES
 
@@ -204,7 +213,7 @@ def sweep(
     The summary is also set on the final report as `report.sweep`, for the report to carry.
     """
     if any(a.engine != "transformers" for a in request.arms):
-        raise InputError("A sweep varies a transformers arm's setting; leave the vLLM arms out of it for now.")
+        raise InputError(VLLM_REFUSAL)
     final = None
     for event in run_benchmark(sweep_request(request, param, values, schedules), store, clock, should_stop):
         if event.kind == "done":

@@ -486,7 +486,9 @@ def arm_figures(report: dict) -> list[dict]:
     out = []
     assisted = [a for a in report["arms"] if a["strategy"] != "plain"]
     for entry, arm in zip(report["comparison"], assisted, strict=True):
-        steps = sum(len(t.get("drafted", [])) for t in arm["trace"])
+        # Verification steps with a draft: one per drafted step of generate(), a server's count of its drafts.
+        steps = sum((t["counts"].get("drafts") or 0) if t.get("counts") is not None else len(t.get("drafted", []))
+                    for t in arm["trace"])
         accepted = sum(arm.get("accepted_tokens", []))
         out.append({
             "arm": entry["arm"],

@@ -142,6 +142,13 @@ def build_app(
             early_exit_layer: int | None = None,
             device_map_auto: bool = False,
             measure: str = "quick",
+            engines: str = "transformers",
+            vllm_methods: str = "ngram",
+            vllm_speculative_tokens: int | None = None,
+            vllm_lookup_min: int | None = None,
+            vllm_lookup_max: int | None = None,
+            servers: str = "",
+            server_api_key: str = "",
             request: gr.Request = None,
         ) -> tuple[dict, str]:
             """Compare a target with and without assistance; returns the JSON report and its headline.
@@ -152,7 +159,10 @@ def build_app(
             defaults (a confidence of 0 switches it off), prompt_lookup_num_tokens AssistLab's. measure='careful'
             repeats until every speedup is known to ±5% (at most 5 minutes of timed runs; repeats then caps the
             count). The comparison is saved to the history; report["saved"] holds its id (for /report and
-            ?run=<id>) or why it was not.
+            ?run=<id>) or why it was not. engines='vllm' or 'both' adds vLLM arms: servers ('plain=URL' lines,
+            with server_api_key, never written into the report) that already run, else the servers AssistLab
+            starts for vLLM's plain arm and each of vllm_methods ('ngram,draft_model'; draft_model drafts with the
+            assistant), with vllm_speculative_tokens, vllm_lookup_min and vllm_lookup_max (empty: 5, 2, 4).
             """
             values = {name: value for name, value in locals().items() if name in FORM_FIELDS}
             if values["prompt"] is None:
@@ -224,6 +234,13 @@ def build_app(
             early_exit_layer: int | None = None,
             device_map_auto: bool = False,
             measure: str = "quick",
+            engines: str = "transformers",
+            vllm_methods: str = "ngram",
+            vllm_speculative_tokens: int | None = None,
+            vllm_lookup_min: int | None = None,
+            vllm_lookup_max: int | None = None,
+            servers: str = "",
+            server_api_key: str = "",
             request: gr.Request = None,
         ) -> tuple[dict, str]:
             """Measure a workload: a Spec-Bench subset (suite='spec-bench', categories 'qa,translation', per_category)
@@ -232,7 +249,9 @@ def build_app(
             then the busy-machine warning when others used the machine during the timed runs. A measured workload
             is saved to the history (report["saved"] holds its id, for /report and ?run=<id>). The comparison's
             parameters mean what they mean for /compare, with the same defaults (transformers' own for the
-            drafting knobs); the suite's own defaults fill new tokens and repetitions.
+            drafting knobs); the suite's own defaults fill new tokens and repetitions. vLLM arms (engines,
+            vllm_methods, ..., servers, server_api_key, as for /compare) are served by the same servers for every
+            prompt: AssistLab starts its own once, before the first prompt, and stops them at the end.
             """
             arguments = locals()
             values = {name: value for name, value in arguments.items() if name in FORM_FIELDS}

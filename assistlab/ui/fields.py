@@ -24,6 +24,7 @@ from ..engines import catalog
 from ..engines.transformers import paths
 from ..engines.transformers.arms import assisted_arms
 from ..engines.transformers.paths import transformers_defaults
+from ..engines.vllm import arms as vllm_arms_mod
 from ..errors import InputError
 from ..measure import sweep
 
@@ -138,6 +139,29 @@ HINTS = {
     "it the start of the text you want.",
 }
 
+# The Engines accordion: which engines time the pair, the vLLM arms AssistLab starts, or the operator's servers.
+ENGINE_CHOICES = [("transformers (generate() here)", "transformers"), ("vLLM (its OpenAI-compatible server)", "vllm"),
+                  ("both, side by side", "both")]
+VLLM_METHOD_CHOICES = [
+    ("ngram (prompt lookup in vLLM)", "ngram") if m == "ngram" else
+    ("draft_model (the assistant boxes' models; same vocabulary as the target)", m) if m == "draft_model" else (m, m)
+    for m in vllm_arms_mod.METHODS if m != "plain"
+]
+DEFAULT_VLLM_METHODS = ("ngram",)
+HINTS.update({
+    "engines": "Which engines time the pair: transformers' generate() in this process, vLLM through its server, "
+    "or both side by side (each engine's assisted arms are timed against its own plain arm).",
+    "vllm_methods": "The vLLM speculative methods AssistLab starts a server for, beside vLLM's plain arm (always "
+    "added); needs the operator's ASSISTLAB_VLLM_PYTHON. Not used when servers are listed below.",
+    "vllm_speculative_tokens": "vLLM's num_speculative_tokens (k) for every vLLM method. Empty = "
+    f"{vllm_arms_mod.DEFAULT_SPECULATIVE_TOKENS}.",
+    "vllm_lookup": "ngram's prompt_lookup_min and prompt_lookup_max: the shortest and longest n-gram looked up. "
+    f"Empty = {vllm_arms_mod.DEFAULT_LOOKUP[0]} and {vllm_arms_mod.DEFAULT_LOOKUP[1]}.",
+    "servers": "vLLM (or other OpenAI-compatible) servers that already run, one name=URL per line, one named "
+    "plain (the baseline of the others), e.g. plain=http://10.0.0.5:8000. AssistLab then starts none.",
+    "server_api_key": "Sent to the servers above as a bearer token; never written into a report or the history.",
+})
+
 SWEEP_VALUES = "1,2,3,5,8"
 SWEEP_SCHEDULES = ("heuristic",)  # the adaptive point added to a draft-length sweep
 SWEEP_INTRO = (
@@ -216,6 +240,13 @@ def request_from_form(
     early_exit_layer=None,
     device_map_auto=False,
     measure="quick",
+    engines="transformers",
+    vllm_methods=DEFAULT_VLLM_METHODS,
+    vllm_speculative_tokens=None,
+    vllm_lookup_min=None,
+    vllm_lookup_max=None,
+    servers="",
+    server_api_key="",
 ) -> BenchRequest:
     """The request the form (or the API) describes; the dataclasses check every value.
 
@@ -224,6 +255,11 @@ def request_from_form(
     switches early stopping of drafts off), prompt_lookup_num_tokens AssistLab's default. `measure` is how sure
     to be: "quick" runs a fixed number of repetitions, "careful" repeats until every speedup is known to
     CAREFUL_PRECISION or DEFAULT_MAX_TIME_S of timed runs are spent (Repetitions then caps the count).
+
+    `engines` is transformers, vllm or both (or a comma-separated list). With vLLM, `servers` (name=URL lines,
+    with `server_api_key`) are the operator's servers; without them AssistLab starts vLLM's plain arm and one
+    per `vllm_methods` (a draft_model arm per model in the assistant boxes). The vLLM boxes are not read when
+    vLLM is not among the engines, as the assistant box is not read by a strategy without an assistant.
     """
     measure = "quick" if _blank(measure) else measure
     if measure not in MEASURES:
@@ -237,15 +273,22 @@ def request_from_form(
         "prompt_lookup_num_tokens": _optional_count(prompt_lookup_num_tokens),
     }
     strategy = strategy or "auto"
-    # The assistant box always holds the preset's model; only a strategy that drafts with a model uses it.
-    main = [assistant if isinstance(assistant, str) else ""] if strategy in paths.MODEL_STRATEGIES else []
+    chosen = _engines(engines)
     extras = _split_refs(extra_assistants)
     for ref in extras:  # a bad one is named by its own box, not by the assistant box it would be run as
         catalog.resolve_field("extra_assistants", ref)
-    arms = assisted_arms(
-        strategy, main + extras, also_prompt_lookup=bool(also_prompt_lookup),
-        early_exit_layer=None if _unset(early_exit_layer) else early_exit_layer, **knobs,
-    )
+    arms: tuple = ()
+    if "transformers" in chosen:
+        # The assistant box always holds the preset's model; only a strategy that drafts with a model uses it.
+        main = [assistant if isinstance(assistant, str) else ""] if strategy in paths.MODEL_STRATEGIES else []
+        arms = assisted_arms(
+            strategy, main + extras, also_prompt_lookup=bool(also_prompt_lookup),
+            early_exit_layer=None if _unset(early_exit_layer) else early_exit_layer, **knobs,
+        )
+    if "vllm" in chosen:
+        drafts = [assistant.strip()] if isinstance(assistant, str) and assistant.strip() else []
+        arms += _vllm_arms(vllm_methods, tuple(dict.fromkeys(drafts + extras)),
+                           vllm_speculative_tokens, vllm_lookup_min, vllm_lookup_max, servers, server_api_key)
     return BenchRequest(
         target=target if isinstance(target, str) else "",
         arms=arms,
@@ -261,7 +304,44 @@ def request_from_form(
         device_map_auto=bool(device_map_auto),
         precision=CAREFUL_PRECISION if measure == "careful" else None,
         max_time_s=DEFAULT_MAX_TIME_S if measure == "careful" else None,
+        engines=chosen,
     )
+
+
+def _engines(value) -> tuple[str, ...]:
+    """The Engines choice: transformers, vllm, both, or a comma-separated list (the API)."""
+    if _blank(value):
+        return ("transformers",)
+    parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    chosen = [str(p).strip().lower() for p in parts if str(p).strip()]
+    if "both" in chosen:
+        chosen = ["transformers", "vllm"]
+    wrong = [p for p in chosen if p not in ("transformers", "vllm")]
+    if wrong or not chosen:
+        raise InputError(f"Engines must be transformers, vllm or both; got {str(value)[:80]!r}.")
+    return tuple(dict.fromkeys(chosen))
+
+
+def _vllm_arms(methods, draft_models: tuple[str, ...], k, low, high, servers, api_key) -> tuple:
+    """The vLLM arms of the Engines boxes: the operator's servers when any are listed, else the methods'."""
+    if len(str(servers or "")) > 8192 or len(str(api_key or "")) > 4096:  # before anything splits them
+        raise InputError("servers (at most 8,192 characters) or server_api_key (at most 4,096) is too long; "
+                         "list at most a few servers, one name=URL a line.")
+    lines = [line.strip() for line in str(servers or "").splitlines() if line.strip()]
+    if len(lines) > LIMITS["arms"]:
+        raise InputError(f"servers lists {len(lines)} servers; at most {LIMITS['arms']} arms can be compared at once.")
+    if lines:
+        key = api_key.strip() if isinstance(api_key, str) and api_key.strip() else None
+        return vllm_arms_mod.parse_servers(lines, key, where=f"Each line of “{LABELS['servers']}”")
+    if isinstance(methods, str):
+        methods = [m for m in re.split(r"[,\s]+", methods) if m]
+    methods = [str(m).strip() for m in (methods or ()) if str(m).strip()]
+    if "draft_model" in methods and not draft_models:
+        raise InputError("The vLLM draft_model method drafts with the model in the assistant box; put a model with "
+                         "the target's vocabulary there, or leave draft_model out of vllm_methods.")
+    return vllm_arms_mod.vllm_arms(methods, draft_models=draft_models,
+                                   num_speculative_tokens=_optional_count(k),
+                                   prompt_lookup_min=_optional_count(low), prompt_lookup_max=_optional_count(high))
 
 
 @dataclass(frozen=True)
@@ -291,6 +371,9 @@ FORM_FIELDS = (
     "extra_assistants", "chat_template", "do_sample", "seed", "device", "dtype", "num_assistant_tokens",
     "schedule", "confidence_threshold", "prompt_lookup_num_tokens", "early_exit_layer", "device_map_auto",
     "measure",
+    # The Engines accordion; last, so that the API's earlier parameters keep their places.
+    "engines", "vllm_methods", "vllm_speculative_tokens", "vllm_lookup_min", "vllm_lookup_max", "servers",
+    "server_api_key",
 )
 
 # What the page calls each field, so a message can name the box a person sees rather than a code identifier.
@@ -316,11 +399,21 @@ LABELS = {
     "early_exit_layer": "Early-exit layer",
     "device_map_auto": "Spread the target over all GPUs",
     "measure": "How sure",
+    "engines": "Engines",
+    "vllm_methods": "vLLM arms to add",
+    "vllm_speculative_tokens": "vLLM speculative tokens (num_speculative_tokens)",
+    "vllm_lookup_min": "vLLM lookup min (prompt_lookup_min)",
+    "vllm_lookup_max": "vLLM lookup max (prompt_lookup_max)",
+    "servers": "Servers that already run",
+    "server_api_key": "Servers' API key",
 }
 # Names the request (and so its messages) uses where the form's field has another name.
 REQUEST_NAMES = {
     "num_assistant_tokens_schedule": "schedule",
     "assistant_confidence_threshold": "confidence_threshold",
+    "num_speculative_tokens": "vllm_speculative_tokens",
+    "prompt_lookup_min": "vllm_lookup_min",
+    "prompt_lookup_max": "vllm_lookup_max",
 }
 _IDENTIFIER = re.compile(
     r"\b(" + "|".join(sorted({*LABELS, *REQUEST_NAMES}, key=len, reverse=True)) + r")\b"

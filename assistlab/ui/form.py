@@ -10,13 +10,17 @@ import gradio as gr
 from ..config import CPU_DEFAULTS, DEVICES, DTYPES, LIMITS
 from ..engines import catalog
 from .fields import (
+    DEFAULT_VLLM_METHODS,
     DRAFT_DEFAULT_TEXT,
+    ENGINE_CHOICES,
     EXAMPLES,
     FORM_FIELDS,
     HINTS,
+    LABELS,
     MEASURE_CHOICES,
     SCHEDULE_CHOICES,
     STRATEGY_CHOICES,
+    VLLM_METHOD_CHOICES,
 )
 from .session import LIGHT
 
@@ -53,6 +57,14 @@ class Form:
     measure: gr.Radio
     preset: gr.Dropdown
     preset_note: gr.Markdown
+    # The Engines accordion (engines_accordion)
+    engines: gr.Radio
+    vllm_methods: gr.CheckboxGroup
+    vllm_speculative_tokens: gr.Textbox
+    vllm_lookup_min: gr.Textbox
+    vllm_lookup_max: gr.Textbox
+    servers: gr.Textbox
+    server_api_key: gr.Textbox
 
     def inputs(self) -> list:
         return [getattr(self, name) for name in FORM_FIELDS]
@@ -156,12 +168,43 @@ def build() -> Form:
                                               placeholder=DRAFT_DEFAULT_TEXT["prompt_lookup_num_tokens"],
                                               info=HINTS["prompt_lookup_num_tokens"], elem_id="al-lookup-tokens")
         early_exit_layer = gr.Number(0, label="Early-exit layer", precision=0, info=HINTS["early_exit_layer"])
+    engines = engines_accordion()
     return Form(
         target, assistant, strategy, prompt, max_new_tokens, repeats, warmup, also_prompt_lookup,
         extra_assistants, chat_template, do_sample, seed, device, dtype, num_assistant_tokens, schedule,
         confidence_threshold, prompt_lookup_num_tokens, early_exit_layer, device_map_auto, measure, preset,
-        preset_note,
+        preset_note, **engines,
     )
+
+
+def engines_accordion() -> dict:
+    """The Engines accordion: which engines, the vLLM arms AssistLab starts, or the operator's servers.
+
+    Text boxes, empty by default, as for the drafting settings: empty means vLLM's arm defaults.
+    """
+    with gr.Accordion("Engines", open=False, elem_id="al-engines"):
+        engines = gr.Radio(ENGINE_CHOICES, value="transformers", label=LABELS["engines"], info=HINTS["engines"],
+                           elem_id="al-engines-choice")
+        vllm_methods = gr.CheckboxGroup(VLLM_METHOD_CHOICES, value=list(DEFAULT_VLLM_METHODS),
+                                        label=LABELS["vllm_methods"], info=HINTS["vllm_methods"],
+                                        elem_id="al-vllm-methods")
+        vllm_speculative_tokens = gr.Textbox("", label=LABELS["vllm_speculative_tokens"], max_lines=1,
+                                             placeholder="5", info=HINTS["vllm_speculative_tokens"],
+                                             elem_id="al-vllm-k")
+        with gr.Row():
+            vllm_lookup_min = gr.Textbox("", label=LABELS["vllm_lookup_min"], max_lines=1, placeholder="2",
+                                         info=HINTS["vllm_lookup"], min_width=150, elem_id="al-vllm-lookup-min")
+            vllm_lookup_max = gr.Textbox("", label=LABELS["vllm_lookup_max"], max_lines=1, placeholder="4",
+                                         min_width=150, elem_id="al-vllm-lookup-max")
+        servers = gr.Textbox("", label=LABELS["servers"], lines=2, max_lines=8, info=HINTS["servers"],
+                             placeholder="plain=http://127.0.0.1:8000\nngram=http://127.0.0.1:8001",
+                             elem_id="al-vllm-servers")
+        # A password box: the browser does not show it, and the report and the history keep only "set".
+        server_api_key = gr.Textbox("", label=LABELS["server_api_key"], type="password", max_lines=1,
+                                    info=HINTS["server_api_key"], elem_id="al-vllm-api-key")
+    return {"engines": engines, "vllm_methods": vllm_methods, "vllm_speculative_tokens": vllm_speculative_tokens,
+            "vllm_lookup_min": vllm_lookup_min, "vllm_lookup_max": vllm_lookup_max, "servers": servers,
+            "server_api_key": server_api_key}
 
 
 

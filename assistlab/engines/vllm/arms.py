@@ -52,6 +52,12 @@ class VllmArm(ArmRequest):
     api_key: str | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        key = self.api_key
+        if key is not None and (not isinstance(key, str) or len(key) > 4096
+                                or any(c.isspace() or not c.isprintable() for c in key)):
+            # Never echoed: the sentence names the field, not the value.
+            raise InputError("The servers' API key must be one word of printable characters (no spaces or line "
+                             "breaks), at most 4096; check what was pasted (it is not shown here).")
         if self.url is not None:
             object.__setattr__(self, "url", check_url(self.url, self.name))
             name = (self.name or "").strip()
@@ -143,26 +149,31 @@ def check_url(url: object, name: object = None) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"{what} must look like http://host:8000 (http or https, with a host); got {text[:100]!r}.")
     if parts.username or parts.password:
-        raise InputError(f"{what} must not carry a user or password; pass the API key with --server-api-key instead.")
+        raise InputError(f"{what} must not carry a user or password; give the API key on its own instead "
+                         f"(--server-api-key, or the page's “Servers' API key”).")
     path = parts.path.rstrip("/")
     if path not in ("", "/v1"):
         raise InputError(f"{what} is the server's base URL (http://host:8000 or http://host:8000/v1); got the path {path!r}.")
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def parse_servers(values: list[str] | tuple[str, ...], api_key: str | None = None) -> tuple[VllmArm, ...]:
-    """`NAME=URL` texts (the CLI's --server) as arms; one named 'plain' is the baseline of the others."""
+def parse_servers(values: list[str] | tuple[str, ...], api_key: str | None = None,
+                  where: str = "--server") -> tuple[VllmArm, ...]:
+    """`NAME=URL` texts (the CLI's --server, the page's server lines) as arms; one named 'plain' is the baseline
+    of the others. `where` names the place a person wrote them in, for the sentences."""
     arms = []
     for value in values:
         name, sep, url = str(value).partition("=")
-        if not sep:
-            raise InputError(f"--server takes NAME=URL, as in plain=http://127.0.0.1:8000; got {value!r}.")
+        if not sep or not name.strip():
+            raise InputError(f"{where} takes NAME=URL, as in plain=http://127.0.0.1:8000; got {str(value)[:120]!r}.")
         arms.append(VllmArm(url=url, name=name, api_key=api_key))
     names = [a.name for a in arms]
-    if len(set(names)) != len(names):
-        raise InputError("Each --server needs a name of its own; two have the same name.")
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:
+        raise InputError(f"Each server needs a name of its own; two are named {twice!r}.")
     if arms and PLAIN_SERVER not in names:
-        raise InputError("Name one server 'plain' (--server plain=URL): it is the baseline the other servers are timed against.")
+        raise InputError("Name one server 'plain' (plain=URL): it is the baseline the other servers are timed "
+                         "against.")
     return tuple(sorted(arms, key=lambda a: a.name != PLAIN_SERVER))
 
 

@@ -71,9 +71,11 @@ def find_python(env: dict | None = None, timeout: float = 120.0) -> VllmPython:
     env = os.environ if env is None else env
     path = (env.get(PYTHON_VAR) or "").strip()
     if not path:
-        raise EngineError(f"The vLLM arms need {PYTHON_VAR} to name a Python that has vLLM (it pins its own "
-                          f"transformers, so it lives in a venv of its own); install one with: {INSTALL_CPU}, then "
-                          f"set {PYTHON_VAR}=/opt/vllm-venv/bin/python.")
+        raise EngineError(f"The vLLM arms that AssistLab starts (the page's “vLLM arms to add”, --vllm-method) need "
+                          f"{PYTHON_VAR} to name a Python that has vLLM (it pins its own transformers, so it lives in "
+                          f"a venv of its own); install one with: {INSTALL_CPU}, then set "
+                          f"{PYTHON_VAR}=/opt/vllm-venv/bin/python where AssistLab runs, or choose transformers in "
+                          f"“Engines” (--engines transformers).")
     probe = ("import json, importlib.metadata as m\n"
              "def v(p):\n    try: return m.version(p)\n    except Exception: return None\n"
              "import importlib.util\nassert importlib.util.find_spec('vllm'), 'No module named vllm'\n"
