@@ -38,6 +38,12 @@ PROMPTS = "\n".join(json.dumps(r) for r in [
 SECRET = "s3cret-key-9f2"
 
 
+@pytest.fixture(autouse=True)
+def loopback_allowed(monkeypatch):
+    """The operator of these tests allows the page and the API to time servers on this machine, any port."""
+    monkeypatch.setenv("ASSISTLAB_VLLM_URLS", "http://127.0.0.1")
+
+
 def form(**kwargs) -> BenchRequest:
     settings = dict(target="target", assistant="assistant-same", strategy="prompt-lookup", prompt=PROMPT,
                     also_prompt_lookup=False)
@@ -308,3 +314,26 @@ def test_a_sweep_with_vllm_arms_says_why_and_what_to_do(store):
     words = in_page_words(str(refused.value))
     assert "leave the vLLM arms out" in words and "choose transformers in Engines" in words
     assert "one vLLM server per value" in words and "(plain=URL, k3=URL, k5=URL)" in words
+
+
+@pytest.mark.parametrize("allowed, url, ok", [
+    ("", "http://127.0.0.1:8000", False),  # none by default
+    ("http://10.0.0.5:8000", "http://10.0.0.5:8000", True),
+    ("http://10.0.0.5:8000", "http://10.0.0.5:8000/v1", True),
+    ("http://10.0.0.5:8000", "http://10.0.0.5:8001", False),
+    ("http://10.0.0.5:8000", "http://10.0.0.50:8000", False),
+    ("http://10.0.0.5:8000", "https://10.0.0.5:8000", False),
+    ("http://10.0.0.5 http://10.0.0.6:9000", "http://10.0.0.5:1234", True),
+    ("http://10.0.0.5:8000", "http://169.254.169.254", False),
+])
+def test_the_page_times_only_the_servers_its_operator_allowed(monkeypatch, allowed, url, ok):
+    monkeypatch.setenv("ASSISTLAB_VLLM_URLS", allowed)
+    servers = f"plain={url}"
+    if ok:
+        assert [a.name for a in form(engines="vllm", servers=servers).arms] == ["plain"]
+        return
+    with pytest.raises(InputError) as refused:
+        form(engines="vllm", servers=servers)
+    text = in_page_words(str(refused.value))
+    assert text.startswith("“Servers that already run”: this server times only the servers its operator allowed")
+    assert "ASSISTLAB_VLLM_URLS" in text and "--server needs no such setting" in text
