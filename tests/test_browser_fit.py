@@ -84,6 +84,10 @@ def test_every_table_column_is_readable_at_1440_px(browser, app_url, tmp_path):
         page.wait_for_selector("#al-download-json", state="visible", timeout=120_000)
         page.wait_for_selector("#al-ranking")
         _fits(page, "#al-ranking", "Ranking")
+        # Reading down to the end of the results, Run stays in sight.
+        page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+        page.wait_for_timeout(300)
+        _in_window(page, page.locator("#al-run"), "Run, at the end of the results")
 
         prompts = tmp_path / "mine.jsonl"
         prompts.write_text("\n".join(json.dumps(r) for r in [

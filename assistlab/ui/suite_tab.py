@@ -227,7 +227,8 @@ def prompts_html(data: dict) -> str:
             cells = html.escape(row["reason"] or row["status"])
         rows.append(
             f"<tr><td>{html.escape(row['id'])}</td><td>{html.escape(row['category'])}</td><td>{row['status']}</td>"
-            f"<td>{_num(row['prompt_tokens'], '{}')}</td>{prompt_cell(row['prompt'], SUITE_PROMPT_CHARS)}<td>{cells}</td></tr>"
+            f"<td>{_num(row['prompt_tokens'], '{}')}</td>{prompt_cell(row['prompt'], SUITE_PROMPT_CHARS)}"
+            f"<td>{cells}</td></tr>"
         )
     head = "<tr><th>id</th><th>category</th><th>status</th><th>tokens</th><th>prompt</th><th>per arm</th></tr>"
     return f'<div style="overflow-x:auto"><table class="al-table" id="al-suite-prompts">{head}{"".join(rows)}</table></div>'
