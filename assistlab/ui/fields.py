@@ -125,11 +125,9 @@ HINTS = {
     "sweep_values": "Whole numbers, comma-separated; each becomes one arm of the sweep.",
     "early_exit_layer": "For early exit: how many of the target's own first layers make the guesses (e.g. 4, "
     "of a model trained for it, such as LayerSkip). 0 = not set.",
-    "target": "The big model whose speed you care about. Choose one, or type a model's name on Hugging Face as "
-    "its page address shows it (huggingface.co/Qwen/Qwen2.5-7B-Instruct: type Qwen/Qwen2.5-7B-Instruct; "
-    "this is its hub id, org/name), or a folder the operator shared.",
-    "assistant": "A small, fast model that guesses the target's next few words (drafts tokens) for the target to "
-    "check; used by Auto and the two “Assistant model” ways.",
+    "target": "The big model to speed up: pick one, type a name from its Hugging Face page address "
+    "(Qwen/Qwen2.5-7B-Instruct: its hub id), or a folder the operator shared.",
+    "assistant": "A small, fast model that guesses the target's next words (drafts tokens) for it to check.",
     "extra_assistants": "More assistants to compare in the same run, one per line or comma-separated.",
     "strategy": "The assistant guesses a few words ahead; the target checks all the guesses in one step and keeps "
     "those it would have written itself (speculative decoding). The text stays the same; only the time changes. "

@@ -168,7 +168,7 @@ def build() -> Form:
                                               placeholder=DRAFT_DEFAULT_TEXT["prompt_lookup_num_tokens"],
                                               info=HINTS["prompt_lookup_num_tokens"], elem_id="al-lookup-tokens")
         early_exit_layer = gr.Number(0, label="Early-exit layer", precision=0, info=HINTS["early_exit_layer"])
-    engines = engines_accordion()
+        engines = engines_accordion()  # inside Settings: one closed section holds every choice past the prompt
     return Form(
         target, assistant, strategy, prompt, max_new_tokens, repeats, warmup, also_prompt_lookup,
         extra_assistants, chat_template, do_sample, seed, device, dtype, num_assistant_tokens, schedule,

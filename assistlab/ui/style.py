@@ -103,6 +103,9 @@ CSS = """
   overflow-wrap: anywhere; min-width: 6em; text-align: left; }
 .al-board th:first-child, .al-board td:first-child { min-width: 0; width: 1%; text-align: center; }
 .al-history th:first-child, .al-history td:first-child { min-width: 6em; }
+/* eleven columns beside the sidebar at 1440 px: tighter cell padding, and the short id needs no minimum */
+.al-history th, .al-history td { padding-left: 4px !important; padding-right: 4px !important; }
+.al-history td:last-child { min-width: 0; }
 .al-board td:nth-child(5) { min-width: 10em; }
 #al-suite-prompts td:last-child { min-width: 14em; }
 .al-table td.al-prompt-cell { text-align: left; min-width: 9em; }
@@ -147,7 +150,8 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
   #al-header h1 { font-size: 1.25rem; }
   #al-header p { font-size: .84rem; line-height: 1.3; }
   #al-form, #al-main { gap: 10px !important; }
-  #al-preset .info-text { display: none; }
+  #al-preset .info-text, #al-prompt .info-text { display: none; }  /* the prompt's limit is said when passed */
+  #al-prompt textarea { max-height: 3.2em !important; }  /* two lines in sight; a longer prompt scrolls in its box */
   #al-form .al-env p { font-size: .8rem !important; line-height: 1.35; }
   /* Run and Stop stay at the bottom of the screen, in reach from any field (notices sit above them, and the
      page ends below them: see the top of this sheet). */

@@ -97,7 +97,9 @@ def entries_html(page: Page, base: str = "") -> str:
             escape(e.engines), escape(e.device_name) + f' <span class="al-sub">{escape(e.dtype)}</span>',
             escape(e.new_tokens or "–"), best, identical,
         )
-        link = f'<a href="{escape(permalink(e.id, base))}" target="_blank" rel="noopener">{escape(e.id)}</a>'
+        # The id's first 8 characters tell entries apart on one page; the link and its hover carry the whole id.
+        link = (f'<a href="{escape(permalink(e.id, base))}" target="_blank" rel="noopener" title="{escape(e.id)}">'
+                f'{escape(e.id[:8])}…</a>')
         # The whole row opens the comparison (the page's listener reads data-run); the id stays a plain link.
         rows.append(f'<tr class="al-history-row" data-run="{escape(check_id(e.id))}" tabindex="0" '
                     f'title="Open this comparison">' + "".join(f"<td>{c}</td>" for c in cells)
