@@ -160,7 +160,8 @@ def build_app(
             repeats until every speedup is known to ±5% (at most 5 minutes of timed runs; repeats then caps the
             count). The comparison is saved to the history; report["saved"] holds its id (for /report and
             ?run=<id>) or why it was not. engines='vllm' or 'both' adds vLLM arms: servers ('plain=URL' lines,
-            with server_api_key, never written into the report) that already run, else the servers AssistLab
+            with server_api_key, never written into the report) that already run and that the operator allowed in
+            ASSISTLAB_VLLM_URLS, else the servers AssistLab
             starts for vLLM's plain arm and each of vllm_methods ('ngram,draft_model'; draft_model drafts with the
             assistant), with vllm_speculative_tokens, vllm_lookup_min and vllm_lookup_max (empty: 5, 2, 4).
             """
