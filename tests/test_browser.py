@@ -206,10 +206,11 @@ def test_stop_also_ends_a_sweep_and_keeps_its_points(page):
     # Wait until a setting has a counted run beside plain's: arms run in rotation, so the first repetition's
     # plain run alone gives the table without a best, and Stop discards the run it cuts short.
     page.wait_for_function(
-        "() => (document.querySelector('#al-sweep-best')?.innerText || '').includes('Best:')", timeout=60_000)
+        "() => /Best:|Least slow:/.test(document.querySelector('#al-sweep-best')?.innerText || '')", timeout=60_000)
     page.click("#al-sweep-stop")
     page.wait_for_selector("#al-sweep-progress .al-stopped", timeout=60_000)
-    assert page.inner_text("#al-sweep-best").startswith("Best:")
+    # tiny random models: the best setting may or may not beat plain; either way one is named
+    assert page.inner_text("#al-sweep-best").startswith(("Best:", "No setting beat plain. Least slow:"))
     assert page.locator("#al-sweep-download").is_visible()
     assert page.locator("#al-progress .al-idle").count() == 1  # the comparison's own bar was left alone
 

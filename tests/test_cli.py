@@ -111,9 +111,11 @@ def test_sweep_and_cost_model_on_the_command_line(models_dir, tmp_path):
         "--quiet", models_dir=models_dir,
     )
     assert result.returncode == 0, result.stderr
-    assert "Sweep of num_assistant_tokens: Best:" in result.stdout
     assert "why: alpha 1.00" in result.stdout  # a copy of the target is always accepted
     report = json.loads(out_json.read_text())
+    beat_plain = report["sweep"]["best"]["speedup"]["median"] >= 1.0  # tiny models on a CPU: either may happen
+    assert ("Sweep of num_assistant_tokens: " + ("Best:" if beat_plain else "No setting beat plain. Least slow:")
+            in result.stdout)
     # the adaptive point starts from transformers' default draft length, the base arm having set none
     default_k = GenerationConfig._get_default_generation_params()["num_assistant_tokens"]
     assert [p["value"] for p in report["sweep"]["points"]] == [2, 4, default_k]

@@ -155,7 +155,7 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
   #al-form .al-env p { font-size: .8rem !important; line-height: 1.35; }
   /* Run and Stop stay at the bottom of the screen, in reach from any field (notices sit above them, and the
      page ends below them: see the top of this sheet). */
-  .al-runrow { position: fixed !important; left: 0; right: 0; bottom: 0; z-index: 30; margin: 0 !important;
+  .al-runrow { position: fixed !important; left: 0; right: 0; bottom: 0; z-index: 1000; margin: 0 !important;
     padding: 8px 8px calc(8px + env(safe-area-inset-bottom)); background: var(--background-fill-primary);
     box-shadow: 0 -2px 10px rgba(15, 23, 42, .12); }
   /* Plotly's toolbar would cover a chart's title on a narrow chart; zooming is for a larger screen. */
