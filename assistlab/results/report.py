@@ -5,11 +5,9 @@ from __future__ import annotations
 import io
 import json
 import math
-import platform
-import sys
 from dataclasses import dataclass, field
 
-from ..engines.transformers import paths
+from ..engines.base import ArmInfo, sampling_flags
 from . import cells, explain, stats
 from .busy import probe_warning
 from .busy import warnings as busy_warnings
@@ -75,24 +73,6 @@ class RunRecord:
 
 
 @dataclass
-class ArmInfo:
-    """What an arm is; `error` says why it stopped early, if it did."""
-
-    name: str
-    strategy: str
-    spec: dict | None = None
-    error: str | None = None
-    settings: dict | None = None  # paths.drafting_settings: effective drafting values and their sources
-    choice: str | None = None  # why the drafters path was picked (paths.resolve), for those paths
-    engine: str = "transformers"
-    unavailable: list[dict] | None = None  # figures the engine cannot give for this arm: [{figure, why}]
-
-    @property
-    def assisted(self) -> bool:
-        return self.strategy != "plain"
-
-
-@dataclass
 class Report:
     """Everything one comparison measured; every number in `to_dict` is derived from `runs`."""
 
@@ -127,12 +107,9 @@ class Report:
         return [] if base is None else self.runs_of(base)
 
     def _flags(self, info: ArmInfo) -> dict:
-        sampling = bool(self.request.get("do_sample"))
-        if info.engine == "transformers":
-            flags = paths.arm_flags(info.strategy, info.spec, sampling)
-        else:  # vLLM's greedy verification keeps the target's tokens; sampling is lossy as for any engine
-            flags = {"lossless": not sampling, "lossy_reason": "sampling" if sampling else None,
-                     "figures_unavailable": []}
+        # Decided when the arm's plan was made; an engine that sets none verifies greedily, keeping the target's
+        # tokens, and is lossy only when it samples, as any engine is.
+        flags = dict(info.flags) if info.flags is not None else sampling_flags(bool(self.request.get("do_sample")))
         flags["figures_unavailable"] = [*flags["figures_unavailable"], *(info.unavailable or [])]
         return flags
 
@@ -223,7 +200,9 @@ class Report:
                 info.strategy,
                 verify_fit,
             )
-            entry["analysis"] = paths.restrict_analysis(analysis, info.strategy)
+            for key in info.analysis_drops:  # figures this arm's path cannot give
+                analysis[key] = None
+            entry["analysis"] = analysis
             entry.update(self._flags(info))
             entry.update({key: analysis[key] for key in explain.ANALYSIS_KEYS})
             entry["probe_busy"] = analysis["probe_busy"]
@@ -318,49 +297,6 @@ class Report:
                 info.engine, "" if run.position is None else run.position,
             ])
         return buf.getvalue()
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def transformers_version() -> str:
-    import transformers
-
-    return transformers.__version__
-
-
-def environment(device, dtype: str, models: dict) -> dict:
-    """Versions and hardware a result depends on."""
-    import torch
-    import transformers
-
-    from .. import __version__
-
-    env = {
-        "device": device.type,
-        "dtype": dtype,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "assistlab": __version__,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu_model": _cpu_model(),
-        "cpu_threads": torch.get_num_threads(),
-        "memory_measure": "peak CUDA memory allocated" if device.type == "cuda" else "process RSS after the run",
-        "models": models,
-    }
-    if device.type == "cuda":
-        env["gpu_name"] = torch.cuda.get_device_name(device)
-        env["cuda"] = torch.version.cuda
-    return env
 
 
 def level_words(level: float) -> str:

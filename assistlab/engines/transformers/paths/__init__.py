@@ -56,7 +56,7 @@ _AUTO_ORDER = sorted((p for p in PATHS if p.auto_priority is not None), key=lamb
 __all__ = [
     "ASSISTLAB_DEFAULT", "CHECKPOINT", "DRAFTER_KNOBS", "LOOKBEHIND_KNOBS", "LOOKUP_KNOBS", "LOSSY_MARK",
     "LOSSY_TRADE", "SET_BY_YOU", "TRANSFORMERS_DEFAULT", "ArmSpec", "DraftingPath", "checkpoint_values", "kind",
-    "draft_length", "lossless", "marked_name", "same_tokenizer", "short_name", "threshold_adaptation_active",
+    "analysis_drops", "draft_length", "lossless", "marked_name", "same_tokenizer", "short_name", "threshold_adaptation_active",
     "transformers_defaults",
 ]
 
@@ -211,11 +211,16 @@ def arm_flags(strategy: str, spec: dict | None, do_sample: bool) -> dict:
     return {"lossless": ok, "lossy_reason": why, "figures_unavailable": figures_unavailable(strategy, spec)}
 
 
+def analysis_drops(strategy: str) -> tuple[str, ...]:
+    """The cost-model figures a path cannot give (see figures_unavailable): no draft length, no best one."""
+    path = BY_NAME.get(strategy)
+    return ("best_k", "best_k_speedup") if path is not None and path.length_knob is None else ()
+
+
 def restrict_analysis(analysis: dict, strategy: str) -> dict:
     """Drop cost-model figures a path cannot give (see figures_unavailable)."""
-    path = BY_NAME.get(strategy)
-    if path is not None and path.length_knob is None:
-        analysis["best_k"] = analysis["best_k_speedup"] = None
+    for key in analysis_drops(strategy):
+        analysis[key] = None
     return analysis
 
 

@@ -7,13 +7,7 @@ too: each run draws its text at random.
 
 from __future__ import annotations
 
-LOSSY_MARK = "[lossy]"
-# One sentence for the page on what a lossy arm trades.
-LOSSY_TRADE = (
-    "A lossy arm (ensemble verification, or any sampled run) accepts drafts the target alone might not have "
-    "chosen, so it can be faster, but its text is no longer exactly the target's own; compare the texts before "
-    "you trust its speedup."
-)
+from ...base import LOSSY_MARK, LOSSY_TRADE  # noqa: F401 - the words every engine's lossy arms share
 
 
 def kwargs(spec) -> dict:

@@ -1,0 +1,182 @@
+"""The interface every engine implements: prepare a request, give its arms, time one run of an arm, close."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import contextvars
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+Clock = Callable[[], float]
+# The busy-machine watch of one run: `watch(pids)` is a context manager around the timed call, told which
+# processes besides this one do the arm's work (a server's), so their CPU time is not counted as others'.
+Watch = Callable[..., contextlib.AbstractContextManager]
+
+HEARTBEAT_S = 2.0  # how often a waiting step (a model loading, a server starting) reports its elapsed time
+
+LOSSY_MARK = "[lossy]"
+# One sentence for the page on what a lossy arm trades.
+LOSSY_TRADE = (
+    "A lossy arm (ensemble verification, or any sampled run) accepts drafts the target alone might not have "
+    "chosen, so it can be faster, but its text is no longer exactly the target's own; compare the texts before "
+    "you trust its speedup."
+)
+
+
+@contextlib.contextmanager
+def unwatched(*_pids: int) -> Iterator[None]:
+    """The watch when nothing watches: warm-up runs, and machines that cannot be read."""
+    yield
+
+
+@dataclass
+class ArmInfo:
+    """What an arm is, decided when its plan is made; `error` says why it stopped early, if it did.
+
+    `flags` (lossless, lossy_reason, figures_unavailable) and `analysis_drops` (cost-model figures its path
+    cannot give) come from the engine that planned the arm; the report reads them and never asks the engine.
+    """
+
+    name: str
+    strategy: str
+    spec: dict | None = None
+    error: str | None = None
+    settings: dict | None = None  # paths.drafting_settings: effective drafting values and their sources
+    choice: str | None = None  # why the drafters path was picked (paths.resolve), for those paths
+    engine: str = "transformers"
+    unavailable: list[dict] | None = None  # figures the engine cannot give for this arm: [{figure, why}]
+    flags: dict | None = None  # {"lossless", "lossy_reason", "figures_unavailable"}, set by its engine's plan
+    analysis_drops: tuple[str, ...] = ()  # cost-model keys this arm's path cannot give (set to None)
+
+    @property
+    def assisted(self) -> bool:
+        return self.strategy != "plain"
+
+
+def sampling_flags(do_sample: bool) -> dict:
+    """The flags of an arm whose verification keeps the target's tokens: lossless unless it samples."""
+    return {"lossless": not do_sample, "lossy_reason": "sampling" if do_sample else None, "figures_unavailable": []}
+
+
+@dataclass
+class Status:
+    """A status line while an engine prepares: the step under way and, when known, the seconds it has left."""
+
+    message: str
+    step: str = ""
+    eta_s: float | None = None
+
+
+@dataclass
+class RunResult:
+    """One timed run of one arm, as plain data. Times are seconds from the run's start."""
+
+    latency: float
+    times: list[float]  # when each group of new tokens arrived
+    tokens: list[int]  # how many tokens each group held
+    token_ids: list[int]  # the new tokens only
+    memory: int | None
+    wall_window: tuple[float, float]  # Unix times around the run, to show that no two runs overlapped
+    drafted: list[int] = field(default_factory=list)  # per draft step, when the engine sees its steps
+    accepted: list[int] = field(default_factory=list)
+    counts: dict | None = None  # a server's speculative-decoding counters for this run, instead of per step
+    origins: bool = True  # whether drafted/accepted say which tokens came from a draft (text segments)
+
+
+@dataclass
+class RunFailure:
+    """Why a run gave no measurement; `stopped` when a stop cut it short (then it is simply discarded)."""
+
+    reason: str
+    oom: bool = False
+    stopped: bool = False
+
+
+class Arm(ABC):
+    """One arm of a comparison: what it is (`info`) and how to time one run of it."""
+
+    info: ArmInfo
+    probes: bool = False  # whether it has an untimed drafting-cost run (the cost model's c)
+
+    @abstractmethod
+    def run(self, prompt_ids: list[int], turn: int, clock: Clock, should_stop: Callable[[], bool],
+            watch: Watch) -> RunResult | RunFailure:
+        """Time one run on the prompt's token ids; `turn` is its round's number (a sampled run's seed)."""
+
+    def probe(self, prompt_ids: list[int], clock: Clock, should_stop: Callable[[], bool], watch: Watch) -> dict | None:
+        """The untimed drafting-cost run (explain.explain_arm reads it), or None when a stop cut it short."""
+        return None
+
+
+@dataclass
+class Preparation:
+    """What every engine of one comparison shares while it prepares; set up by measure.setup."""
+
+    request: Any  # the BenchRequest, resolved and canonical
+    store: Any  # the process's model store, for the engines that load models in this process
+    device: Any
+    dtype: str
+    should_stop: Callable[[], bool]
+    elapsed: Callable[[], float]  # seconds since the comparison started, for status lines
+    messages: list[str] = field(default_factory=list)  # loading notes the report keeps
+    host: Any = None  # the engine that holds the target's tokenizer (registry.HOST), once prepared
+    prompt_tokens: int | None = None  # the longest prompt any arm will be sent (a workload's); None: the request's
+
+
+class Engine(ABC):
+    """One way to generate: it prepares a request, gives its arms (its own plain arm first), and closes.
+
+    `close()` runs however a comparison ends (done, stopped, an error, a cancelled request): servers stop and
+    memory is freed there. Register a new engine in engines/registry.py.
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, preparation: Preparation):
+        self.preparation = preparation
+
+    @classmethod
+    @abstractmethod
+    def wanted(cls, request) -> bool:
+        """Whether this request has arms on this engine (the host engine is prepared either way)."""
+
+    @abstractmethod
+    def prepare(self) -> Generator[Status, None, None]:
+        """Load or start what the request needs, yielding status lines (with a heartbeat while it waits)."""
+
+    @abstractmethod
+    def arms(self) -> list[Arm]:
+        """This engine's arms, plain first; an arm that cannot run carries its sentence in `info.error`."""
+
+    def environment(self) -> dict:
+        """What the report records of this engine (versions, servers); {} for nothing."""
+        return {}
+
+    def close(self) -> None:
+        """Stop what `prepare` started; called once, however the comparison ends."""
+
+
+def while_loading(call: Callable[[], object], heartbeat: Callable[[], object],
+                  cancel: Callable[[], None] | None = None) -> Generator[object, None, object]:
+    """Run `call` in a worker thread, yielding `heartbeat()` every few seconds until it returns; its result.
+
+    The worker runs in a copy of this thread's context, so it sees the GPUs this comparison holds
+    (models.placed_on). When the wait is abandoned (the generator closed, Ctrl-C), `cancel()` tells the
+    worker to give up before the pool waits for it.
+    """
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="assistlab-load") as pool:
+        future = pool.submit(context.run, call)
+        try:
+            while True:
+                try:
+                    return future.result(timeout=HEARTBEAT_S)
+                except concurrent.futures.TimeoutError:
+                    yield heartbeat()
+        except BaseException:
+            if cancel is not None:
+                cancel()
+            raise
