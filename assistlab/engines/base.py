@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import copy
 import contextvars
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator
@@ -102,13 +103,19 @@ class Arm(ABC):
     probes: bool = False  # whether it has an untimed drafting-cost run (the cost model's c)
 
     @abstractmethod
-    def run(self, prompt_ids: list[int], turn: int, clock: Clock, should_stop: Callable[[], bool],
+    def run(self, prompt_ids: list[int], round_index: int, clock: Clock, should_stop: Callable[[], bool],
             watch: Watch) -> RunResult | RunFailure:
-        """Time one run on the prompt's token ids; `turn` is its round's number (a sampled run's seed)."""
+        """Time one run on the prompt's token ids; `round_index` numbers its round (a sampled run's seed)."""
 
     def probe(self, prompt_ids: list[int], clock: Clock, should_stop: Callable[[], bool], watch: Watch) -> dict | None:
         """The untimed drafting-cost run (explain.explain_arm reads it), or None when a stop cut it short."""
         return None
+
+    def with_info(self, info: ArmInfo) -> Arm:
+        """This arm under another ArmInfo (a workload's prompt marks its own failures); all else shared."""
+        other = copy.copy(self)
+        other.info = info
+        return other
 
 
 @dataclass
@@ -123,7 +130,8 @@ class Preparation:
     elapsed: Callable[[], float]  # seconds since the comparison started, for status lines
     messages: list[str] = field(default_factory=list)  # loading notes the report keeps
     host: Any = None  # the engine that holds the target's tokenizer (registry.HOST), once prepared
-    prompt_tokens: int | None = None  # the longest prompt any arm will be sent (a workload's); None: the request's
+    # The longest prompt any arm will be sent (a workload's), for engines that size for it; None: the request's.
+    prompt_tokens: Callable[[], int] | None = None
 
 
 class Engine(ABC):
@@ -157,6 +165,62 @@ class Engine(ABC):
 
     def close(self) -> None:
         """Stop what `prepare` started; called once, however the comparison ends."""
+
+
+class Host(Engine):
+    """The engine that holds the target's tokenizer in this process (registry.HOST): it is prepared first, for
+    every request, whether or not it has arms, and it turns prompts into the token ids every arm is sent."""
+
+    target: Any  # the loaded target (or only its tokenizer), once prepared: name, folder, context_length
+
+    @staticmethod
+    @abstractmethod
+    def place(request) -> tuple[Any, Any]:
+        """(device, dtype) for this request on this machine, before anything loads."""
+
+    @property
+    @abstractmethod
+    def tokenizer(self): ...
+
+    @abstractmethod
+    def encode(self, request) -> list[int]:
+        """The prompt's token ids; InputError when it is empty or does not fit the target."""
+
+    @abstractmethod
+    def encode_turns(self, bench, turns: tuple[str, ...], answers: list[str]) -> list[int]:
+        """A conversation's token ids, its earlier answers between the user's turns."""
+
+    @abstractmethod
+    def decode(self, ids: list[int]) -> str: ...
+
+    def check(self, request, prompt_ids: list[int]) -> None:
+        """Refuse a prompt that does not fit every model this engine loaded."""
+
+    def settle(self, should_stop: Callable[[], bool]) -> Generator[Status, None, None]:
+        """Wait, with status lines, for work of this process that would slow the timed runs."""
+        yield from ()
+
+    @abstractmethod
+    def dtype_name(self) -> str: ...
+
+    @abstractmethod
+    def described(self) -> dict:
+        """The loaded models, by role ("target", "assistant <text>"), for the report's environment."""
+
+    @abstractmethod
+    def machine(self, described: dict) -> dict:
+        """The machine and versions a result depends on, read where the runs happen."""
+
+    def prompt_facts(self, request) -> dict:
+        return {}
+
+    def assistant_parameters(self, request, described: dict) -> list[int]:
+        """Per arm of the request, the parameters of the model that drafts for it (0 when none), for estimates."""
+        return [0 for _ in request.arms]
+
+    def changes(self, request, strategies: set[str]) -> list[dict]:
+        """What this engine does differently from its bare library call, and why."""
+        return []
 
 
 def while_loading(call: Callable[[], object], heartbeat: Callable[[], object],

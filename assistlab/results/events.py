@@ -15,13 +15,16 @@ class Event:
     step starts (loading, converting, each run, each drafting-cost measurement) and names that step, so what
     a person reads is what is happening now, not what just finished; while a model loads it repeats every
     few seconds with the time updated.
+
+    A workload's events say which prompt: `prompt` (1-based) of `prompts`, `where` in words, and
+    `prompt_done` on the event that follows a prompt's last run; their `report` is the workload's report.
     """
 
     kind: str  # "status", "run" or "done"
     message: str
     done: int
     total: int
-    report: Report | None = None
+    report: Report | None = None  # a workload's SuiteReport on a workload's events
     warmup: bool = False
     step: str = ""  # the step now under way, in words: "Warm-up of plain (not counted)", "Repetition 2 of 3: ..."
     elapsed_s: float | None = None  # seconds since the comparison started
@@ -35,3 +38,8 @@ class Event:
     eta_rough: bool = False
     # On a "run" event: how long that run took, so its progress line names the step and its time in one form.
     took_s: float | None = None
+    # A workload's: the prompt being measured (1-based, 0 before the first) of how many, and where, in words.
+    prompt: int = 0
+    prompts: int = 0
+    prompt_done: bool = False
+    where: str = ""

@@ -1,26 +1,18 @@
 """Why an assisted arm is as fast as it is: token origins, the speculative-decoding cost model, a ranking.
 
-Everything here is pure (numbers, lists, a tokenizer's decode) except `probe_arm`, the one extra untimed
-generate() that times drafting and verification; it imports torch when called, so the report can use the
-rest without it.
+Everything here is pure (numbers, lists, a tokenizer's decode); the untimed drafting-cost run it reads
+(`probe`) is the engine's (engines/transformers/timing.probe_arm).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..config import LIMITS
 from . import stats
 from .busy import probe_disturbed
-
-if TYPE_CHECKING:
-    from ..engines.transformers.models import LoadedModel
-
-Clock = Callable[[], float]
 
 DRAFT, TARGET = "draft", "target"
 LIMIT_KINDS = ("acceptance", "assistant", "overhead")
@@ -320,53 +312,6 @@ def plain_step_seconds(step_times: Sequence[Sequence[float]]) -> float | None:
     """
     per_run = [(t[-1] - t[0]) / (len(t) - 1) for t in step_times if len(t) >= 2]
     return float(np.median(per_run)) if per_run else None
-
-
-def probe_arm(
-    target: LoadedModel,
-    inputs: dict,
-    kwargs: dict,
-    configure: Callable[[], None] = lambda: None,
-    clock: Clock = time.perf_counter,
-) -> dict:
-    """One extra, untimed generate() of an assisted arm, timing each drafting call and verification forward.
-
-    Run it after the timed runs: its clock readings slow generation a little, which is why its latency is
-    never compared. Drafting is timed around the candidate generator's get_candidates, so for universal
-    assisted generation it includes re-tokenisation. `step_s` is each step from the start of its drafting
-    to the start of the next (the last to the end of the call): drafting, verification and the loop's own
-    work. Returns raw per-step lists, or {"error": ...}: a failed diagnostic must not cost the benchmark
-    its results.
-    """
-    import torch
-
-    from ..engines.transformers import hooks
-    from ..engines.transformers.models import synchronize_all
-
-    try:
-        configure()
-        with hooks.instrumented(target.model, clock, synchronize_all) as (runnable, trace), torch.inference_mode():
-            synchronize_all()
-            start = clock()
-            output = runnable.generate(**inputs, **kwargs)
-            synchronize_all()
-            end = clock()
-    except Exception as exc:  # noqa: BLE001 - reported in the result instead
-        first = str(exc).splitlines()[0][:200] if str(exc) else ""
-        return {"error": f"the cost-model run failed: {type(exc).__name__}: {first}"}
-    bounds = trace.draft_starts + [end]
-    return {
-        "generator": trace.generator,
-        "setup_s": trace.setup_s,
-        "latency_s": end - start,
-        "new_tokens": int(output.shape[1] - inputs["input_ids"].shape[1]),
-        "draft_s": trace.draft_s,
-        "verify_s": trace.verify_s,
-        "verify_tokens": trace.verify_tokens,
-        "step_s": [b - a for a, b in zip(bounds, bounds[1:])],
-        "drafted": trace.drafted,
-        "accepted": trace.accepted,
-    }
 
 
 def explain_arm(

@@ -12,7 +12,7 @@ import gradio as gr
 
 from ..config import DEFAULT_PROMPT, check_encodable
 from ..errors import InputError
-from ..measure import suite_runner
+from ..results.events import Event
 from ..results.suite import (
     CPU_SUITE_DEFAULTS,
     DEFAULT_CATEGORIES,
@@ -234,7 +234,7 @@ def prompts_html(data: dict) -> str:
     return f'<div style="overflow-x:auto"><table class="al-table" id="al-suite-prompts">{head}{"".join(rows)}</table></div>'
 
 
-def redraws(event: suite_runner.SuiteEvent) -> bool:
+def redraws(event: Event) -> bool:
     """Whether the suite's results are redrawn on this event: once each prompt is measured, and at the end."""
     return event.kind == "done" or event.prompt_done
 
@@ -283,7 +283,7 @@ def write_files(root: Path, report: SuiteReport) -> tuple[str, str]:
     return str(json_path), str(csv_path)
 
 
-def suite_progress(event: suite_runner.SuiteEvent) -> str:
+def suite_progress(event: Event) -> str:
     """A workload's progress bar, in the same form as a single comparison's (panels.progress_text): the prompt,
     the run under way, runs done, time so far and time left."""
     return event_progress(event)
@@ -311,7 +311,7 @@ def wire(page: Page, view: SuiteView) -> None:
             selection = select(suite_request_from_form(*(data[c] for c in view.settings())))
             return bench, SuitePlan(selection)
 
-        def render(event: suite_runner.SuiteEvent) -> dict:
+        def render(event: Event) -> dict:
             update = {view.progress: suite_progress(event)}
             report = event.report
             if report is not None and redraws(event):

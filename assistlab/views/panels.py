@@ -11,7 +11,7 @@ import re
 import unicodedata
 
 from .. import __version__
-from ..engines.transformers.paths import LOSSY_MARK, LOSSY_TRADE
+from ..engines.base import LOSSY_MARK, LOSSY_TRADE
 from ..results import estimate
 from ..results.events import Event
 from ..results.explain import rank_arms

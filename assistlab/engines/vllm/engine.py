@@ -1,15 +1,19 @@
-"""The vLLM arms of one comparison: where each one's server is (started here or the operator's), the checks a
-person reads when one cannot run, and one timed request with the counters read around it."""
+"""The vLLM engine: where each arm's server is (started here or the operator's), the checks a person reads when
+one cannot run, and one timed request with the counters read around it."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
 from ...errors import AssistLabError, EngineError
+from ..base import Arm, ArmInfo, Clock, Engine, RunFailure, RunResult, Status, Watch, sampling_flags, while_loading
+from ..transformers import models as transformer_models
+from ..transformers.paths import same_tokenizer
 from . import client, methods, server
 from .arms import VllmArm
 
@@ -186,3 +190,139 @@ def run_once(endpoint: Endpoint, prompt_ids: list[int], max_tokens: int, clock: 
 @contextlib.contextmanager
 def nothing() -> Iterator[None]:
     yield
+
+
+class ServerArm(Arm):
+    """One vLLM arm: a streamed request to its server, timed here, with the server's counters read around it."""
+
+    def __init__(self, info: ArmInfo, endpoint: Endpoint, request):
+        self.info, self.endpoint, self.request = info, endpoint, request
+
+    def run(self, prompt_ids: list[int], round_index: int, clock: Clock, should_stop: Callable[[], bool],
+            watch: Watch) -> RunResult | RunFailure:
+        endpoint, request = self.endpoint, self.request
+        try:
+            outcome = run_once(endpoint, prompt_ids, request.max_new_tokens, clock, should_stop,
+                               lambda: watch(endpoint.pids), request.fixed_length, request.seed)
+        except AssistLabError as exc:
+            return RunFailure(str(exc))
+        except Exception as exc:  # noqa: BLE001 - one arm failing must not lose the others' results
+            return RunFailure(f"failed: {type(exc).__name__}: {str(exc)[:200]}")
+        streamed = outcome.streamed
+        if streamed.stopped:
+            return RunFailure("stopped", stopped=True)
+        if streamed.token_ids is None:
+            return RunFailure(f"the server at {endpoint.url} sent no token ids (return_token_ids); a vLLM 0.10 or "
+                              f"later sends them")
+        if not outcome.metrics and self.info.assisted and NO_METRICS not in self.info.unavailable:
+            self.info.unavailable.append(NO_METRICS)
+        return RunResult(latency=streamed.latency, times=list(streamed.times), tokens=list(streamed.tokens),
+                         token_ids=list(streamed.token_ids), memory=outcome.memory, wall_window=streamed.wall_window,
+                         counts=outcome.counts, origins=False)  # a server does not say which tokens were drafted
+
+
+class VllmEngine(Engine):
+    """vLLM servers, one per arm: the operator's (a URL) or started here, with AssistLab's settings."""
+
+    name = "vllm"
+
+    def __init__(self, preparation):
+        super().__init__(preparation)
+        self.endpoints: list[Endpoint] = []
+        self.record: dict = {}
+
+    @classmethod
+    def wanted(cls, request) -> bool:
+        return any(a.engine == cls.name for a in request.arms)
+
+    def prepare(self) -> Generator[Status, None, None]:
+        """Check every vLLM arm, start AssistLab's servers and wait for them.
+
+        An arm that cannot run keeps its sentence in `error` and the other arms still run. The servers' context
+        is sized for the longest prompt they will be sent (`preparation.prompt_tokens`, a workload's longest;
+        the request's own prompt when None). `close()` stops them.
+        """
+        prep = self.preparation
+        request, target, endpoints = prep.request, prep.host.target, self.endpoints
+        drafts = yield from self._drafts()
+        specs = [a for a in request.arms if a.engine == self.name]
+        python, problem = None, None
+        if any(s.url is None for s in specs):
+            step = "Finding vLLM"
+            yield Status(f"Checking the Python in {server.PYTHON_VAR} for vLLM...", step)
+            try:
+                python = yield from while_loading(server.find_python, lambda: Status("Checking for vLLM...", step))
+            except AssistLabError as exc:
+                problem = str(exc)
+        for spec in specs:
+            if spec.url is not None:
+                endpoints.append(operator_endpoint(spec, (target.name, target.folder)))
+                continue
+            endpoint = Endpoint(spec, spec.label, error=problem)
+            helper = drafts.get(spec.draft_model) if spec.draft_model else None
+            if helper is not None and not problem and not same_tokenizer(target.tokenizer, helper.tokenizer):
+                endpoint.error = (f"vLLM's draft_model method needs a draft model with the target's vocabulary, and "
+                                  f"{helper.name} has another tokenizer than {target.name}; as a transformers "
+                                  f"assistant it can still draft (universal assisted generation).")
+            endpoints.append(endpoint)
+        prompt = len(prep.host.encode(request)) if prep.prompt_tokens is None else prep.prompt_tokens()
+        longest = max([s.num_speculative_tokens or 0 for s in specs] + [0])
+        needed = max(2048, prompt + request.max_new_tokens + longest + 16)
+        max_len = min(needed, target.context_length) if target.context_length else needed
+        if python is not None:
+            start_servers(endpoints, python, target.folder, transformer_models.dtype_name(prep.dtype), max_len,
+                          {text: m.folder for text, m in drafts.items()}, served_name=target.name)
+            step = "Starting the vLLM servers"
+            began = prep.elapsed()
+            waiting = {"label": ""}
+
+            def on_wait(label: str, _seconds: float) -> None:
+                waiting["label"] = label
+
+            def status() -> Status:
+                return Status(f"Starting the vLLM servers ({waiting['label'] or 'loading'}, "
+                              f"{prep.elapsed() - began:.0f} s so far; about a minute each)...", step)
+
+            yield status()
+            abandoned = threading.Event()
+            yield from while_loading(
+                lambda: wait_all(endpoints, lambda: prep.should_stop() or abandoned.is_set(), on_wait), status,
+                cancel=abandoned.set)
+        plain = next((e for e in endpoints if not e.arm.assisted), None)
+        for endpoint in endpoints:
+            if endpoint.arm.assisted and not endpoint.error and (plain is None or plain.error):
+                endpoint.error = (f"its baseline, {plain.label}, could not run" if plain is not None else
+                                  "there is no vLLM plain arm to time it against; add one (--server plain=URL)")
+        self.record = {
+            "vllm": None if python is None else python.vllm,
+            "python": None if python is None else python.path,
+            "torch": None if python is None else python.torch,
+            "transformers": None if python is None else python.transformers,
+            "servers": {e.label: e.settings for e in endpoints},
+            "problem": problem,
+        }
+
+    def _drafts(self) -> Generator[Status, None, dict]:
+        """The tokenizers of the vLLM draft models (loaded here only to check their vocabulary against the
+        target's); an EAGLE head has no tokenizer of its own (the server reads the target's)."""
+        prep, drafts = self.preparation, {}
+        for spec in prep.request.arms:
+            if spec.engine == self.name and spec.method == "draft_model" and spec.draft_model not in drafts:
+                drafts[spec.draft_model] = yield from while_loading(
+                    lambda text=spec.draft_model: transformer_models.tokenizer_only(text, prep.messages.append),
+                    lambda: Status("Reading the draft model's tokenizer...", "Reading the draft model's tokenizer"))
+        return drafts
+
+    def arms(self) -> list[Arm]:
+        """One arm per endpoint, in the request's order (the setup names them apart from other engines' arms)."""
+        return [ServerArm(ArmInfo(e.label, e.arm.method, e.arm.to_dict(), error=e.error, settings=e.settings,
+                                  engine=self.name, unavailable=list(e.unavailable),
+                                  flags=sampling_flags(self.preparation.request.do_sample)),  # greedy keeps the target's tokens
+                          e, self.preparation.request)
+                for e in self.endpoints]
+
+    def environment(self) -> dict:
+        return self.record
+
+    def close(self) -> None:
+        stop_all(self.endpoints)

@@ -1,0 +1,25 @@
+"""The engines, listed in one place: a new engine is one folder under engines/ and one line here.
+
+The scheduler (measure/) asks this registry, never a concrete engine: which engines a request wants, the host
+that holds the target's tokenizer, and the engine whose arms a sweep varies.
+"""
+
+from __future__ import annotations
+
+from .base import Engine, Host
+from .transformers import sweep as transformers_sweep
+from .transformers.engine import TransformersEngine
+from .vllm.engine import VllmEngine
+
+# In the order their arms appear in a comparison: the host's (its plain arm first), then each other engine's.
+ENGINES: dict[str, type[Engine]] = {
+    TransformersEngine.name: TransformersEngine,
+    VllmEngine.name: VllmEngine,
+}
+HOST: type[Host] = TransformersEngine  # prepared for every request: it tokenises and decodes for every engine
+SWEEPS = transformers_sweep  # the engine whose arms a sweep varies (engines/transformers/sweep.py)
+
+
+def engines_for(request) -> list[type[Engine]]:
+    """The engines a request needs, host first (it is always prepared), then those with arms, in ENGINES order."""
+    return [HOST, *(cls for cls in ENGINES.values() if cls is not HOST and cls.wanted(request))]

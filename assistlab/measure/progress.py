@@ -1,0 +1,89 @@
+"""The pace of a measurement for the person watching it: the time so far, the runs done, the time left."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..results.events import Event
+from ..results.report import Report
+
+Clock = Callable[[], float]
+
+
+class Pace:
+    """Elapsed time, and the time left estimated from how long each arm's runs have taken so far.
+
+    The clock is a parameter so tests can give it fixed costs; it is not the benchmark's clock.
+    """
+
+    def __init__(self, clock: Clock = time.monotonic):
+        self.clock = clock
+        self.start = clock()
+        self.seconds: dict[int, list[float]] = {}
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+    def record(self, arm: int, seconds: float) -> None:
+        self.seconds.setdefault(arm, []).append(seconds)
+
+    def per_run(self, arm: int) -> float | None:
+        """One run of `arm`: the mean of its runs after the first (the first carries start-up costs), else the first."""
+        runs = self.seconds.get(arm) or []
+        later = runs[1:] or runs
+        return sum(later) / len(later) if later else None
+
+    def left(self, runs_left: int, probes_left: int = 0, assisted: tuple[int, ...] = ()) -> float | None:
+        """Seconds for `runs_left` runs spread over the arms and `probes_left` drafting-cost runs; None before any run."""
+        known = {arm: t for arm in self.seconds if (t := self.per_run(arm)) is not None}
+        if not known:
+            return None
+        per_run = sum(known.values()) / len(known)
+        drafting = [known[a] for a in assisted if a in known]
+        per_probe = sum(drafting) / len(drafting) if drafting else per_run
+        return max(0, runs_left) * per_run + max(0, probes_left) * per_probe
+
+
+@dataclass
+class Progress:
+    """Runs done out of the most that may run (warm-up included), when the timed repetitions began, and the
+    pace of the runs so far, from which every event gets the time so far and an estimate of the time left."""
+
+    done: int = 0
+    total: int = 0
+    started: float | None = None  # clock reading when the first counted repetition began
+    pace: Pace = field(default_factory=Pace)
+    assisted: tuple[int, ...] = ()  # the assisted arms' indices: each has one drafting-cost run after the timing
+
+    # Before any run is timed: the rough estimate of every run (results.estimate) and when it was made.
+    rough_s: float | None = None
+    rough_at: float = 0.0
+
+    def eta(self, probes_left: int | None = None, runs_left: int | None = None) -> float | None:
+        """Seconds left for the timed runs not yet done and the drafting-cost runs (unless told, all of each).
+
+        With a precision target the runs left are the most that may run, so the estimate is an upper bound.
+        """
+        probes = len(self.assisted) if probes_left is None else probes_left
+        runs = self.total - self.done if runs_left is None else runs_left
+        return self.pace.left(runs, probes, self.assisted)
+
+    def rough_left(self) -> float | None:
+        """What is left of the rough estimate (never under a few seconds); None without one."""
+        if self.rough_s is None:
+            return None
+        return max(5.0, self.rough_s - (self.pace.elapsed() - self.rough_at))
+
+    def event(self, kind: str, message: str, report: Report | None = None, warmup: bool = False, step: str = "",
+              eta_s: float | None = None, round_done: bool = False, took_s: float | None = None) -> Event:
+        """An Event with the runs done, the time so far and the time left (the estimate unless `eta_s` is given):
+        from the runs so far, or before any has been timed from the rough estimate, marked as such."""
+        rough = False
+        if eta_s is None:
+            eta_s = self.eta()
+            if eta_s is None and kind != "done" and self.rough_s is not None:
+                eta_s, rough = self.rough_left(), True
+        return Event(kind, message, self.done, self.total, report, warmup, step=step,
+                     elapsed_s=self.pace.elapsed(), eta_s=eta_s, round_done=round_done, eta_rough=rough, took_s=took_s)
