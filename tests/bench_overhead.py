@@ -22,6 +22,7 @@ from assistlab.engines import catalog
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.engines.transformers.models import ModelStore
 from assistlab.measure import runner
+from assistlab.engines.transformers import prompt as tprompt
 
 
 def main() -> None:
@@ -40,7 +41,7 @@ def main() -> None:
     runner.run_to_report(request, store)  # load and warm both models
     target = store.loaded()[0]
     helper = store.loaded()[1]
-    inputs = runner.encode_prompt(request.resolved(target.device.type), target)
+    inputs = tprompt.encode_prompt(request.resolved(target.device.type), target)
     bare_kwargs = {
         "plain": dict(max_new_tokens=args.tokens, do_sample=False, eos_token_id=-1),
         "assisted": dict(max_new_tokens=args.tokens, do_sample=False, eos_token_id=-1, assistant_model=helper.model,

@@ -28,6 +28,7 @@ from assistlab.engines import catalog
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.engines.transformers.models import ModelStore
 from assistlab.measure import runner
+from assistlab.engines.transformers import prompt as tprompt
 
 
 def fresh_copy(loaded, device: torch.device):
@@ -44,7 +45,7 @@ def reference_speedup(store: ModelStore, request: BenchRequest, min_run_time: fl
     device = target.device
     large, large_tok = fresh_copy(target, device)
     small, small_tok = fresh_copy(helper, device)
-    inputs = runner.encode_prompt(request.resolved(device.type), target)
+    inputs = tprompt.encode_prompt(request.resolved(device.type), target)
     common = dict(do_sample=False, max_new_tokens=request.resolved(device.type).max_new_tokens, eos_token_id=-1)
 
     def plain():

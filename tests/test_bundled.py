@@ -11,6 +11,7 @@ from assistlab.engines.transformers import bundled
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import ModelLoadError
 from assistlab.measure import runner
+from assistlab.engines.transformers import engine as tengine
 
 
 def test_provenance_names_package_license_and_checksum():
@@ -245,7 +246,7 @@ def test_background_preparation_reports_its_step_then_ready(tmp_path, monkeypatc
     assert "De-quantizing the fake tensors" in page and "left" in page and "Run waits for it" in page
     # A run that loads the model meanwhile names the conversion it waits for, with the time it has left.
     monkeypatch.setenv("ASSISTLAB_CACHE_DIR", str(root))
-    step, message, eta = runner.loading_step("target", "bundled:fake")
+    step, message, eta = tengine.loading_step("target", "bundled:fake")
     assert step == "Converting the bundled target (first use only): De-quantizing the fake tensors"
     assert "De-quantizing the fake tensors" in message and 0 < eta <= 30.0
     release.set()

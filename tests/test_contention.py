@@ -8,6 +8,7 @@ import pytest
 
 from assistlab.measure import contention
 from assistlab.measure.contention import CpuReading, Window
+from assistlab.engines.transformers import timing
 from assistlab.results import report as report_mod
 
 
@@ -224,7 +225,6 @@ def test_a_busy_machine_during_the_drafting_cost_run_is_named_beside_the_predict
     from assistlab.config import BenchRequest
     from assistlab.engines.transformers.arms import ArmSpec
     from assistlab.measure import runner
-    from assistlab.results import explain
     from assistlab.views import panels
 
     others = {"busy_s": 0.0}
@@ -232,7 +232,7 @@ def test_a_busy_machine_during_the_drafting_cost_run_is_named_beside_the_predict
     def fake_read():  # others' CPU time grows only while a probe runs
         return CpuReading(time.monotonic(), others["busy_s"], 0.0, 0.0)
 
-    real_monitor, real_probe = contention.Monitor, explain.probe_arm
+    real_monitor, real_probe = contention.Monitor, timing.probe_arm
 
     def busy_probe(*args, **kwargs):
         result = real_probe(*args, **kwargs)
@@ -240,7 +240,7 @@ def test_a_busy_machine_during_the_drafting_cost_run_is_named_beside_the_predict
         return result
 
     monkeypatch.setattr(runner.contention, "Monitor", lambda device=None: real_monitor(device, read_cpu=fake_read))
-    monkeypatch.setattr(explain, "probe_arm", busy_probe)
+    monkeypatch.setattr(timing, "probe_arm", busy_probe)
     request = BenchRequest(target="target", arms=(ArmSpec("assistant", "target-copy"),), prompt="the quick brown fox",
                            max_new_tokens=6, repeats=2, warmup=0, device="cpu")
     data = runner.run_to_report(request, store).to_dict()

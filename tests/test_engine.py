@@ -11,6 +11,7 @@ from assistlab.engines.transformers import models, paths
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import InputError, ModelLoadError
 from assistlab.measure import runner
+from assistlab.engines.transformers import prompt as tprompt
 
 PROMPT = "write me a long essay on deep learning"
 TOKENS = 16
@@ -85,7 +86,7 @@ def test_greedy_assisted_output_equals_plain(full_report):
 
 def test_outputs_match_a_direct_generate_call(allowed_models, store, full_report):
     _, target = store.get("target", torch.device("cpu"), torch.float32)
-    inputs = runner.encode_prompt(BenchRequest(target="target", prompt=PROMPT, max_new_tokens=TOKENS), target)
+    inputs = tprompt.encode_prompt(BenchRequest(target="target", prompt=PROMPT, max_new_tokens=TOKENS), target)
     with torch.inference_mode():
         out = target.model.generate(**inputs, max_new_tokens=TOKENS, do_sample=False, eos_token_id=-1)
     assert out[0, inputs["input_ids"].shape[1]:].tolist() == full_report["arms"][0]["token_ids"]
@@ -209,8 +210,8 @@ def test_sampling_runs_with_a_seed(allowed_models, store):
 
 def test_chat_template_is_applied_when_present(allowed_models, store):
     _, target = store.get("target", torch.device("cpu"), torch.float32)
-    with_template = runner.encode_prompt(BenchRequest(target="target", prompt=PROMPT, max_new_tokens=4), target)
-    raw = runner.encode_prompt(
+    with_template = tprompt.encode_prompt(BenchRequest(target="target", prompt=PROMPT, max_new_tokens=4), target)
+    raw = tprompt.encode_prompt(
         BenchRequest(target="target", prompt=PROMPT, max_new_tokens=4, chat_template=False), target
     )
     assert with_template["input_ids"].shape[1] > raw["input_ids"].shape[1]

@@ -10,6 +10,8 @@ from assistlab.config import BenchRequest
 from assistlab.engines.transformers import generation, models, paths
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner
+from assistlab.engines.transformers import prompt as tprompt
+from assistlab.engines.transformers import timing
 from assistlab.results import explain, stats
 from assistlab.results.report import RunRecord
 
@@ -398,7 +400,7 @@ def bench(models_dir, store):
             kwargs = {**base, **paths.arm_kwargs(spec, strategy, target, helper)}
             configure = lambda s=spec, st=strategy, h=helper: paths.configure_drafter(s, st, target, h)
             setups.append((strategy, kwargs, configure))
-        yield report, target, runner.encode_prompt(request, target), setups
+        yield report, target, tprompt.encode_prompt(request, target), setups
     finally:
         mp.undo()
 
@@ -422,7 +424,7 @@ def test_origin_marks_add_up_to_the_engines_accepted_counts(bench):
 def test_probe_sees_the_same_steps_and_leaves_no_trace(bench):
     report, target, inputs, setups = bench
     for index, (strategy, kwargs, configure) in enumerate(setups, start=1):
-        probe = explain.probe_arm(target, inputs, kwargs, configure)
+        probe = timing.probe_arm(target, inputs, kwargs, configure)
         assert "error" not in probe, probe
         timed = report.runs_of(index)[0]
         # Greedy decoding: the instrumented run drafts and accepts exactly what the timed runs did.
@@ -440,7 +442,7 @@ def test_probe_with_a_fake_clock_times_each_phase_exactly(bench):
     _, target, inputs, setups = bench
     for strategy, kwargs, configure in setups:
         ticks = itertools.count()
-        probe = explain.probe_arm(target, inputs, kwargs, configure, clock=lambda: float(next(ticks)))
+        probe = timing.probe_arm(target, inputs, kwargs, configure, clock=lambda: float(next(ticks)))
         steps = len(probe["drafted"])
         assert probe["draft_s"] == [1.0] * steps, strategy
         assert probe["verify_s"] == [1.0] * steps, strategy
@@ -451,7 +453,7 @@ def test_probe_with_a_fake_clock_times_each_phase_exactly(bench):
 def test_a_failing_probe_reports_instead_of_raising(bench):
     _, target, inputs, setups = bench
     _, kwargs, configure = setups[0]
-    probe = explain.probe_arm(target, inputs, {**kwargs, "max_new_tokens": -3}, configure)
+    probe = timing.probe_arm(target, inputs, {**kwargs, "max_new_tokens": -3}, configure)
     assert probe["error"].startswith("the cost-model run failed")
     assert "_get_candidate_generator" not in target.model.__dict__
 

@@ -9,7 +9,8 @@ import torch
 from assistlab.config import BenchRequest
 from assistlab.engines.transformers import generation, hooks, models, paths
 from assistlab.engines.transformers.arms import ArmSpec
-from assistlab.measure import runner
+from assistlab.engines.transformers import prompt as tprompt
+from assistlab.engines.transformers import timing
 
 PROMPT = "write me a long essay on deep learning"
 TOKENS = 24
@@ -46,7 +47,7 @@ def setup(models_dir, store):
             strategy = paths.resolve_strategy(spec, target, helper)
             paths.configure_drafter(spec, strategy, target, helper)
             arms.append({**base, **paths.arm_kwargs(spec, strategy, target, helper)})
-        yield target, runner.encode_prompt(request, target), arms
+        yield target, tprompt.encode_prompt(request, target), arms
 
 
 def consistent(timed) -> bool:
@@ -66,7 +67,7 @@ def test_two_runs_on_one_cached_model_at_once_each_count_their_own_steps(setup):
         try:
             start.wait()
             for _ in range(4):
-                results[index].append(runner.timed_generate(target, inputs, arms[index], time.perf_counter, True))
+                results[index].append(timing.timed_generate(target, inputs, arms[index], time.perf_counter, True))
         except BaseException as exc:  # noqa: BLE001 - surfaced by the main thread
             errors.append(exc)
 

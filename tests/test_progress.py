@@ -10,6 +10,9 @@ import pytest
 from assistlab.config import BenchRequest
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner
+from assistlab.engines import base
+from assistlab.engines.transformers import bundled
+from assistlab.engines.transformers import engine as tengine
 from assistlab.measure.runner import Event, Pace
 from assistlab.views import panels
 
@@ -106,7 +109,7 @@ def test_every_event_carries_the_time_so_far_and_an_estimate_once_a_run_was_time
 
 
 def test_a_slow_load_reports_its_time_while_it_waits_and_returns_the_model(monkeypatch):
-    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(base, "HEARTBEAT_S", 0.05)
     clock = FakeClock()
 
     def slow_load():
@@ -117,7 +120,7 @@ def test_a_slow_load_reports_its_time_while_it_waits_and_returns_the_model(monke
         clock.now += 1.0
         return Event("status", "Loading...", 0, 0, step="Loading the target", elapsed_s=clock.now - 100.0)
 
-    waiting = runner._while_loading(slow_load, beat)
+    waiting = base.while_loading(slow_load, beat)
     beats = []
     with pytest.raises(StopIteration) as stop:
         while True:
@@ -131,15 +134,15 @@ def test_a_failed_load_raises_its_own_error_after_the_wait():
         raise ValueError("no such model")
 
     with pytest.raises(ValueError, match="no such model"):
-        list(runner._while_loading(broken, lambda: Event("status", "", 0, 0)))
+        list(base.while_loading(broken, lambda: Event("status", "", 0, 0)))
 
 
 def test_converting_a_bundled_model_is_a_named_step_with_a_measured_estimate(monkeypatch, tmp_path):
     monkeypatch.setenv("ASSISTLAB_CACHE_DIR", str(tmp_path))  # nothing converted here yet
-    step, message, estimate = runner.loading_step("target", "bundled:gemma-3-270m")
+    step, message, estimate = tengine.loading_step("target", "bundled:gemma-3-270m")
     assert step == "Converting the bundled target (first use only)"
-    assert "first use" in message and estimate == runner.bundled.lookup("bundled:gemma-3-270m").convert_seconds
-    assert runner.loading_step("assistant", "assistant-other") == (
+    assert "first use" in message and estimate == bundled.lookup("bundled:gemma-3-270m").convert_seconds
+    assert tengine.loading_step("assistant", "assistant-other") == (
         "Loading the assistant", "Loading the assistant assistant-other...", None)
 
 

@@ -15,7 +15,9 @@ from assistlab.engines.transformers import hooks, paths
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import InputError
 from assistlab.measure import runner, sweep
-from assistlab.results import explain, stats
+from assistlab.engines.transformers import prompt as tprompt
+from assistlab.engines.transformers import timing
+from assistlab.results import stats
 
 PROMPT = "write me a long essay on deep learning"
 KNOBS = (*paths.DRAFTER_KNOBS, *paths.LOOKBEHIND_KNOBS)
@@ -193,9 +195,9 @@ class FakeTime:
         self.now += latency
         n = kwargs["max_new_tokens"]
         output = torch.cat([inputs["input_ids"], torch.zeros((1, n), dtype=torch.long)], dim=1)
-        streamer = runner.StepStreamer(clock, 0.0)
+        streamer = timing.StepStreamer(clock, 0.0)
         streamer.times, streamer.tokens = [latency], [n]
-        return runner.Timed(latency=latency, streamer=streamer, drafted=[], accepted=[], output=output,
+        return timing.Timed(latency=latency, streamer=streamer, drafted=[], accepted=[], output=output,
                             memory=0, wall_window=(0.0, 0.0))
 
 
@@ -216,8 +218,8 @@ def fake(monkeypatch, allowed_models):
         probes.append(kwargs)
         return {"error": "not probed in this test"}
 
-    monkeypatch.setattr(runner, "timed_generate", ft.timed_generate)
-    monkeypatch.setattr(explain, "probe_arm", probe)
+    monkeypatch.setattr(timing, "timed_generate", ft.timed_generate)
+    monkeypatch.setattr(timing, "probe_arm", probe)
     monkeypatch.setattr(stats, "speedup", speedup)
     ft.probes = probes
     return ft
@@ -314,7 +316,7 @@ def test_every_generate_call_gets_a_stopping_criterion(store, fake):
     run(store, fake, repeats=2)
     criteria = [c["stop"] for c in fake.calls]
     assert len(criteria) == 6
-    assert all(len(c) == 1 and isinstance(c[0], runner.StopOnFlag) for c in criteria)
+    assert all(len(c) == 1 and isinstance(c[0], timing.StopOnFlag) for c in criteria)
     assert len({id(c[0]) for c in criteria}) == 6  # a fresh one per run, so a cut run is known as cut
 
 
@@ -409,7 +411,7 @@ def test_cli_sentences_for_stopping_and_settings():
 
 # --- the default arm is bare generate() ---------------------------------------------------------------------------
 
-class _Steps(runner.StepStreamer):
+class _Steps(timing.StepStreamer):
     """Tokens per step of a bare generate() call (the prompt is skipped as in the runner)."""
 
     def __init__(self):
@@ -436,7 +438,7 @@ def test_the_default_arm_drafts_exactly_as_bare_generate(allowed_models, store, 
     target = AutoModelForCausalLM.from_pretrained(allowed_models / "target").eval()
     helper = AutoModelForCausalLM.from_pretrained(allowed_models / assistant).eval()
     _, loaded_target = store.get("target", cpu, torch.float32)
-    inputs = runner.encode_prompt(request.resolved("cpu"), loaded_target)
+    inputs = tprompt.encode_prompt(request.resolved("cpu"), loaded_target)
     extra = {}
     if strategy == "universal":
         extra = dict(tokenizer=AutoTokenizer.from_pretrained(allowed_models / "target"),

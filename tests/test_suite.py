@@ -469,10 +469,10 @@ def test_a_busy_machine_is_named_in_a_suite_where_a_comparison_names_it(models_d
 
 
 def _failing(monkeypatch, fail: dict) -> list:
-    """runner.timed_generate raising on the calls numbered in `fail` (1-based, warm-up included): {call: exc}."""
-    from assistlab.measure import runner
+    """timing.timed_generate raising on the calls numbered in `fail` (1-based, warm-up included): {call: exc}."""
+    from assistlab.engines.transformers import timing
 
-    real, calls = runner.timed_generate, []
+    real, calls = timing.timed_generate, []
 
     def timed_generate(target, inputs, kwargs, clock, assisted, monitor=None):
         calls.append(assisted)
@@ -480,7 +480,7 @@ def _failing(monkeypatch, fail: dict) -> list:
             raise fail[len(calls)]
         return real(target, inputs, kwargs, clock, assisted, monitor)
 
-    monkeypatch.setattr(runner, "timed_generate", timed_generate)
+    monkeypatch.setattr(timing, "timed_generate", timed_generate)
     return calls
 
 
@@ -529,8 +529,9 @@ def test_a_failed_warm_up_fails_its_prompt_and_the_next_prompt_warms_up(models_d
 def test_a_suite_waits_for_a_bundled_conversion_before_its_first_run(models_dir, store, monkeypatch):
     """The app's background conversion of a bundled model would take CPU from every timed run: a suite waits
     for it, saying so with its time left, as a single comparison does."""
+    from assistlab.engines import base
     from assistlab.engines.transformers import bundled
-    from assistlab.measure import runner, suite_runner
+    from assistlab.measure import suite_runner
 
     class Converting:
         model = bundled.lookup("bundled:smollm2-135m-instruct")
@@ -546,7 +547,7 @@ def test_a_suite_waits_for_a_bundled_conversion_before_its_first_run(models_dir,
         return [Converting()] if len(checks) <= 2 else []
 
     monkeypatch.setattr(bundled, "conversions_under_way", under_way)
-    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.01)
+    monkeypatch.setattr(base, "HEARTBEAT_S", 0.01)
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
     selection = select(SuiteRequest(suite="file", file="x.txt"), parse_prompts(b"one\n\ntwo", "x.txt"))
     bench = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), max_new_tokens=4, repeats=1, warmup=0)
