@@ -39,7 +39,7 @@ def reasons(contention: dict | None, during: str = WHILE_TIMED) -> list[str]:
 
 
 def probe_disturbed(contention: dict | None) -> str | None:
-    """Why an arm's untimed drafting-cost run (explain.probe_arm) was disturbed, or None when it was not."""
+    """Why an arm's untimed drafting-cost run (Arm.probe) was disturbed, or None when it was not."""
     found = reasons(contention, WHILE_PROBED)
     return "; ".join(found) if found else None
 

@@ -83,7 +83,7 @@ class Report:
     status: str = "running"
     message: str = ""
     planned_repeats: int = 0
-    probes: dict[int, dict] = field(default_factory=dict)  # arm index -> explain.probe_arm(...)
+    probes: dict[int, dict] = field(default_factory=dict)  # arm index -> its engine's drafting-cost probe (Arm.probe)
     segments: dict[int, list] = field(default_factory=dict)  # arm index -> explain.text_segments(...) of its last run
     sweep: dict | None = None  # a sweep's summary, set by sweep.sweep()
     stopping: dict | None = None  # how the number of repetitions was decided (runner._stopping_record)
