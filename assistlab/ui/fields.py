@@ -5,11 +5,10 @@ No gradio here: the form, the API and the tests all build requests through `requ
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
+from ..access import check_allowed_server
 from ..config import (
     CONTINUATION_PROMPT,
     CPU_DEFAULTS,
@@ -322,37 +321,6 @@ def _engines(value) -> tuple[str, ...]:
     return tuple(dict.fromkeys(chosen))
 
 
-SERVERS_ENV = "ASSISTLAB_VLLM_URLS"
-
-
-def allowed_servers() -> tuple[str, ...]:
-    """The servers the operator lets visitors of the page and the API time (ASSISTLAB_VLLM_URLS: base URLs,
-    comma- or space-separated; one without a port allows every port of its host). None by default: a URL typed
-    there makes this host send it requests."""
-    return tuple(u.strip().rstrip("/") for u in re.split(r"[,\s]+", os.environ.get(SERVERS_ENV, "")) if u.strip())
-
-
-def _allows(base: str, url: str) -> bool:
-    b, u = urlsplit(base), urlsplit(url)
-    try:
-        ports_match = b.port is None or b.port == u.port
-    except ValueError:  # an operator's entry with a bad port allows nothing
-        return False
-    # A server's URL is its root (arms.check_url cuts the path), so scheme, host and port decide.
-    return b.scheme.lower() == u.scheme.lower() and b.hostname is not None and b.hostname == u.hostname and ports_match
-
-
-def _check_allowed_server(arm) -> None:
-    allowed = allowed_servers()
-    if not any(_allows(base, arm.url) for base in allowed):
-        named = f" It allows: {', '.join(allowed)}." if allowed else " It allows none now."
-        raise InputError(
-            f"“{LABELS['servers']}”: this server times only the servers its operator allowed, and {arm.url} is not "
-            f"one of them.{named} The operator lists them in {SERVERS_ENV} before starting the app "
-            f"({SERVERS_ENV}=http://10.0.0.5:8000,http://10.0.0.6:8000); the command line's --server needs no such "
-            "setting.")
-
-
 def _vllm_arms(methods, draft_models: tuple[str, ...], k, low, high, servers, api_key) -> tuple:
     """The vLLM arms of the Engines boxes: the operator's servers when any are listed, else the methods'."""
     if len(str(servers or "")) > 8192 or len(str(api_key or "")) > 4096:  # before anything splits them
@@ -365,7 +333,7 @@ def _vllm_arms(methods, draft_models: tuple[str, ...], k, low, high, servers, ap
         key = api_key.strip() if isinstance(api_key, str) and api_key.strip() else None
         arms = vllm_arms_mod.parse_servers(lines, key, where=f"Each line of “{LABELS['servers']}”")
         for arm in arms:
-            _check_allowed_server(arm)
+            check_allowed_server(arm.url, LABELS["servers"])
         return arms
     if isinstance(methods, str):
         methods = [m for m in re.split(r"[,\s]+", methods) if m]
