@@ -19,7 +19,7 @@ from .tables import format_suite_table, format_table
 def _suite(args: argparse.Namespace, request: BenchRequest, suite_request, stop: threading.Event) -> int:
     from ..engines.transformers.models import ModelStore
     from ..measure import suite_runner
-    from ..results.suite import select
+    from ..results.suite_inputs import select
     from ..views.panels import progress_text
 
     selection = select(suite_request)

@@ -28,7 +28,7 @@ from ..engines.transformers.paths import transformers_defaults
 from ..engines.vllm import arms as vllm_arms_mod
 from ..errors import InputError
 from ..measure import sweep
-from ..results.suite import SPEC_BENCH
+from ..results.suite_inputs import SPEC_BENCH
 
 # What an empty drafting box means, read from the installed transformers (as the runner reads it).
 TRANSFORMERS_DEFAULTS = transformers_defaults()

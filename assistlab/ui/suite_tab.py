@@ -13,13 +13,13 @@ import gradio as gr
 from ..config import DEFAULT_PROMPT, check_encodable
 from ..errors import InputError
 from ..measure import suite_runner
-from ..results.suite import (
+from ..results.suite import SuiteReport
+from ..results.suite_inputs import (
     CPU_SUITE_DEFAULTS,
     DEFAULT_CATEGORIES,
     SPEC_BENCH,
     SPEC_BENCH_CATEGORIES,
     SUITE_LIMITS,
-    SuiteReport,
     SuiteRequest,
     parse_prompts,
     select,
