@@ -252,7 +252,7 @@ def test_every_workload_line_has_the_form_of_a_comparison_line_and_a_time_left(t
     """Most workload progress lines used to show no time left, and in another form than a comparison's: now every
     line with a run count names the prompt, the run (in the comparison's words), the runs done, the time so far
     and the time left, a labelled rough estimate until the first run has been timed."""
-    from assistlab.views.panels import progress_text
+    from assistlab.views.progress import progress_text
 
     counted = [e for e in tiny_suite if e.total and e.kind != "done"]
     assert counted and all(e.eta_s is not None and e.elapsed_s is not None for e in counted)

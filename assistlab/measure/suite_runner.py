@@ -46,7 +46,7 @@ class SuiteEvent:
     estimate (`eta_rough`) from the prompts' lengths and the models' sizes. `prompt_done` marks the event that
     follows a prompt's last run, once its figures are in the report. `where` (the prompt), `step` (the run under
     way, in the runner's words), `elapsed_s` and `took_s` make its progress line the same form as a single
-    comparison's (views.panels.progress_text).
+    comparison's (views.progress.progress_text).
     """
 
     kind: str  # "status", "run" or "done"

@@ -20,7 +20,7 @@ from ..history import History
 from ..measure import slots
 from ..measure.slots import Finished, SlotPool, Waiting
 from ..results.suite import summary_sentences
-from ..views import charts, panels
+from ..views import charts, progress
 from . import compare_tab, gradio_private, history_tab, suite_tab, sweep_tab
 from . import form as form_mod
 from .fields import COMPARE_API, COMPARE_SUITE_API, SUITE_PARAMETERS, ApiParameter, _blank, request_from_form
@@ -254,14 +254,14 @@ def _preparation_panel(preparation: Preparation | None) -> tuple[gr.HTML, gr.Tim
     if preparation is None or not preparation.needed:
         return None
     status = preparation.status()
-    box = gr.HTML(panels.preparation_html(status), elem_id="al-preparation")
+    box = gr.HTML(progress.preparation_html(status), elem_id="al-preparation")
     return box, gr.Timer(PREPARATION_TICK_S, active=status.state == "converting")
 
 
 def _wire_preparation(demo: gr.Blocks, preparation: Preparation, box: gr.HTML, timer: gr.Timer) -> None:
     def refresh():
         status = preparation.status()
-        return panels.preparation_html(status), gr.Timer(active=status.state == "converting")
+        return progress.preparation_html(status), gr.Timer(active=status.state == "converting")
 
     timer.tick(refresh, None, [box, timer], queue=False, api_visibility="private")
     demo.load(refresh, None, [box, timer], queue=False, api_visibility="private")
