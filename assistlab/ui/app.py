@@ -137,9 +137,8 @@ def build_app(
             starts for vLLM's plain arm and each of vllm_methods ('ngram,draft_model'; draft_model drafts with the
             assistant), with vllm_speculative_tokens, vllm_lookup_min and vllm_lookup_max (empty: 5, 2, 4).
             """
-            target = values["target"]
             if values["prompt"] is None:
-                values["prompt"] = catalog.default_prompt(target)
+                values["prompt"] = catalog.default_prompt(values["target"])
             owner = getattr(request, "username", None) or None
             with user_errors():
                 job, seen = page.start_job(request_from_form(**values), lambda: False), []
@@ -199,8 +198,9 @@ def build_app(
                 final = await finish_job(page.start_job(bench, lambda: False, plan), request)
                 report = final.report.to_dict()
             if report["suite"]["overall"]["prompts"]:
+                owner = getattr(request, "username", None) or None
                 # Off the event loop, as for /compare: a locked database delays this answer, never the server.
-                result = await asyncio.to_thread(history.save, report, owner=getattr(request, "username", None) or None)
+                result = await asyncio.to_thread(history.save, report, owner=owner)
                 report["saved"] = {"id": result.id, "warning": result.warning}
             else:
                 report["saved"] = {"id": None, "warning": "Nothing was measured, so nothing was saved."}
