@@ -1,6 +1,7 @@
 """The form's fields in one place: choices, hints, labels, and how the form's values become a request.
 
-No gradio here: the form, the API and the tests all build requests through `request_from_form`.
+No gradio here: the form, the API and the tests all build requests through `request_from_form`, and both
+API routes take their parameters from `COMPARE_API` and `COMPARE_SUITE_API`.
 """
 
 from __future__ import annotations
