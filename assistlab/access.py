@@ -1,16 +1,23 @@
-"""Who may log in, with failed attempts throttled: a wrong password costs time, and repeated ones lock the name.
+"""Who may do what here: logins, with failed attempts throttled, and which servers visitors may have timed.
 
-No gradio here; the UI wraps `LoginThrottle.check` in the callable Gradio's `auth=` accepts.
+A wrong password costs time, and repeated ones lock the name. No gradio here; the UI wraps
+`LoginThrottle.check` in the callable Gradio's `auth=` accepts, and checks each listed server with
+`check_allowed_server`.
 """
 
 from __future__ import annotations
 
 import hmac
+import os
+import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from .errors import InputError
 
 # Failures allowed before a name is locked; the lock then doubles with each further failure, up to the cap.
 FREE_FAILURES = 3
@@ -85,3 +92,37 @@ class LoginThrottle:
             self._fail(key, self.free, now)
             self._fail(ALL, self.free_all, now)
             return False
+
+
+# ---------------------------------------------------------------- which servers a visitor may have timed
+
+SERVERS_ENV = "ASSISTLAB_VLLM_URLS"
+
+
+def allowed_servers() -> tuple[str, ...]:
+    """The servers the operator lets visitors of the page and the API time (ASSISTLAB_VLLM_URLS: base URLs,
+    comma- or space-separated; one without a port allows every port of its host). None by default: a URL typed
+    there makes this host send it requests."""
+    return tuple(u.strip().rstrip("/") for u in re.split(r"[,\s]+", os.environ.get(SERVERS_ENV, "")) if u.strip())
+
+
+def _allows(base: str, url: str) -> bool:
+    b, u = urlsplit(base), urlsplit(url)
+    try:
+        ports_match = b.port is None or b.port == u.port
+    except ValueError:  # an operator's entry with a bad port allows nothing
+        return False
+    # A server's URL is its root (arms.check_url cuts the path), so scheme, host and port decide.
+    return b.scheme.lower() == u.scheme.lower() and b.hostname is not None and b.hostname == u.hostname and ports_match
+
+
+def check_allowed_server(url: str, label: str) -> None:
+    """Raise InputError, naming the box (`label`) the URL came from, unless the operator allowed `url`."""
+    allowed = allowed_servers()
+    if not any(_allows(base, url) for base in allowed):
+        named = f" It allows: {', '.join(allowed)}." if allowed else " It allows none now."
+        raise InputError(
+            f"“{label}”: this server times only the servers its operator allowed, and {url} is not "
+            f"one of them.{named} The operator lists them in {SERVERS_ENV} before starting the app "
+            f"({SERVERS_ENV}=http://10.0.0.5:8000,http://10.0.0.6:8000); the command line's --server needs no such "
+            "setting.")

@@ -13,7 +13,7 @@ from assistlab.engines.transformers import paths
 from assistlab.errors import InputError
 from assistlab.results.report import is_busy, speedup_sentence
 from assistlab.ui.fields import HINTS
-from assistlab.views import panels
+from assistlab.views import panels, texts
 
 # gradio's own queue bookkeeping trips pandas deprecation warnings; they are not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
@@ -260,9 +260,9 @@ def test_report_files_are_written_where_the_app_owns_them(tmp_path, models_dir, 
 
 
 def test_page_text_is_escaped_and_differences_marked():
-    assert panels.diff_html("the cat <b>", "the dog <b>") == "the <del>cat</del><mark>dog</mark> &lt;b&gt;"
-    assert panels.diff_html("same\x07 text", "same\x07 text") == "same\ufffd text"  # control characters made visible
-    assert panels.diff_html("a b c", "a b") == "a b<del> c</del>"  # a word missing at the end is still shown
+    assert texts.diff_html("the cat <b>", "the dog <b>") == "the <del>cat</del><mark>dog</mark> &lt;b&gt;"
+    assert texts.diff_html("same\x07 text", "same\x07 text") == "same\ufffd text"  # control characters made visible
+    assert texts.diff_html("a b c", "a b") == "a b<del> c</del>"  # a word missing at the end is still shown
     report = {
         "arms": [
             {"name": "plain", "strategy": "plain", "text": "<script>alert(1)</script>", "latencies_s": [1.0]},
@@ -270,24 +270,24 @@ def test_page_text_is_escaped_and_differences_marked():
         ],
         "comparison": [{"arm": "x<y", "outputs_identical": False, "first_difference": 5}],
     }
-    page = panels.texts_html(report)
+    page = texts.texts_html(report)
     assert "<script>" not in page and "x&lt;y" in page
     assert "differs from token 6" in page
 
 
 def test_each_token_is_marked_by_where_it_came_from():
     segments = [["the <b>", "draft"], ["cat", "target"], [" sat", "draft"]]
-    assert panels.marked_html("the <b>cat sat", None, segments) == (
+    assert texts.marked_html("the <b>cat sat", None, segments) == (
         '<span class="al-o-draft">the &lt;b&gt;</span><span class="al-o-target">cat</span>'
         '<span class="al-o-draft"> sat</span>'
     )
     # Origin and difference together: the changed word keeps its origin tint inside the difference mark.
-    assert panels.marked_html("the dog sat", "the cat sat", [["the ", "draft"], ["dog sat", "target"]]) == (
+    assert texts.marked_html("the dog sat", "the cat sat", [["the ", "draft"], ["dog sat", "target"]]) == (
         '<span class="al-o-draft">the </span><del>cat</del><mark class="al-o-target">dog</mark>'
         '<span class="al-o-target"> sat</span>'
     )
     # Pieces that do not spell the text (a tokenizer that decodes differently) are not guessed at.
-    assert panels.marked_html("abc", None, [["xyz", "draft"]]) == "abc"
+    assert texts.marked_html("abc", None, [["xyz", "draft"]]) == "abc"
     report = {
         "arms": [
             {"name": "plain", "strategy": "plain", "text": "one two", "latencies_s": [1.0]},
@@ -296,7 +296,7 @@ def test_each_token_is_marked_by_where_it_came_from():
         ],
         "comparison": [{"arm": "a", "outputs_identical": True, "first_difference": None}],
     }
-    page = panels.texts_html(report)
+    page = texts.texts_html(report)
     assert 'id="al-legend"' in page and "accepted by the target" in page and "bonus token" in page
     assert '<span class="al-o-draft">one</span><span class="al-o-target"> two</span>' in page
     assert "1 of 2 tokens drafted and accepted" in page
@@ -322,7 +322,7 @@ def test_the_why_panel_puts_prediction_beside_measurement():
     page = panels.why_html(_explained())
     assert 'id="al-why"' in page and page.count('class="al-why-card"') == 1
     assert "1.30×" in page and "(1.20–1.40×, 93.7%)" in page and "2.00×" in page
-    # Each symbol carries its meaning as a hover (panels.term).
+    # Each symbol carries its meaning as a hover (markup.term).
     assert ">α</abbr></th><td>0.80</td>" in page and ">c</abbr></th><td>0.10</td>" in page
     assert ">drafted per step</abbr></th><td>5</td>" in page  # "k" is the draft length in an arm's name
     assert "&lt;it measures 1.30x&gt;" in page and "<it " not in page

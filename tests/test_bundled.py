@@ -219,7 +219,7 @@ def test_two_processes_starting_at_once_convert_once(tmp_path):
 def test_background_preparation_reports_its_step_then_ready(tmp_path, monkeypatch):
     import threading
 
-    from assistlab.views import panels
+    from assistlab.views import progress
 
     gguf = tmp_path / "fake.gguf"
     gguf.write_bytes(b"GGUF fake")
@@ -242,7 +242,7 @@ def test_background_preparation_reports_its_step_then_ready(tmp_path, monkeypatc
     status = preparation.status()
     assert status.state == "converting" and "De-quantizing the fake tensors" in status.message
     assert 0 < status.eta_s <= 30.0
-    page = panels.preparation_html(status)
+    page = progress.preparation_html(status)
     assert "De-quantizing the fake tensors" in page and "left" in page and "Run waits for it" in page
     # A run that loads the model meanwhile names the conversion it waits for, with the time it has left.
     monkeypatch.setenv("ASSISTLAB_CACHE_DIR", str(root))
@@ -252,7 +252,7 @@ def test_background_preparation_reports_its_step_then_ready(tmp_path, monkeypatc
     release.set()
     preparation.join(30)
     assert preparation.status().state == "ready"
-    assert "ready" in panels.preparation_html(preparation.status())
+    assert "ready" in progress.preparation_html(preparation.status())
     assert bundled.Preparation(("bundled:fake",), root=root).status().state == "idle"  # next start: nothing to do
 
 

@@ -14,7 +14,7 @@ from assistlab.engines import base
 from assistlab.engines.transformers import bundled
 from assistlab.engines.transformers import engine as tengine
 from assistlab.measure.runner import Event, Pace
-from assistlab.views import panels
+from assistlab.views import progress
 
 PROMPT = "write me a long essay on deep learning"
 
@@ -44,7 +44,7 @@ def test_pace_estimates_the_time_left_from_each_arms_later_runs():
 
 
 def test_durations_read_as_a_person_says_them():
-    assert [panels.duration(s) for s in (0, 44.6, 65, 600, 3725)] == ["0 s", "45 s", "1 min 05 s", "10 min 00 s",
+    assert [progress.duration(s) for s in (0, 44.6, 65, 600, 3725)] == ["0 s", "45 s", "1 min 05 s", "10 min 00 s",
                                                                     "1 h 02 min"]
 
 
@@ -55,16 +55,16 @@ def _label(html: str) -> str:
 def test_the_progress_label_names_the_step_the_runs_and_the_times():
     warming = Event("status", "Warming up x...", 3, 12, None, True, step="Warm-up of universal: s (not counted)",
                     elapsed_s=125.0, eta_s=400.0)
-    assert _label(panels.event_progress(warming)) == (
+    assert _label(progress.event_progress(warming)) == (
         "Warm-up of universal: s (not counted) · 3 of 12 runs done · 2 min 05 s so far, about 6 min 40 s left"
     )
     converting = Event("status", "Preparing...", 0, 0, step="Converting the bundled target (first use only)",
                        elapsed_s=12.0, eta_s=58.0)
-    label = _label(panels.event_progress(converting))
+    label = _label(progress.event_progress(converting))
     assert label == "Converting the bundled target (first use only) · 12 s so far, about 58 s left for this step"
-    assert "al-busy" in panels.event_progress(converting)  # no run count yet: a moving bar
+    assert "al-busy" in progress.event_progress(converting)  # no run count yet: a moving bar
     first = Event("status", "Warming up plain...", 0, 12, step="Warm-up of plain (not counted)", elapsed_s=4.0)
-    assert "time left known after the first run" in _label(panels.event_progress(first))
+    assert "time left known after the first run" in _label(progress.event_progress(first))
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def test_before_any_run_is_timed_the_time_left_is_a_labelled_rough_estimate(even
     first_run = next(i for i, e in enumerate(events) if e.kind == "run")
     before = [e for e in events[:first_run] if e.total]
     assert before and all(e.eta_s is not None and e.eta_s > 0 and e.eta_rough for e in before)
-    label = _label(panels.event_progress(before[0]))
+    label = _label(progress.event_progress(before[0]))
     assert "roughly" in label and "an estimate from the prompt length, new tokens, repetitions and the sizes of the models" in label
     assert not any(e.eta_rough for e in events[first_run:])
 
@@ -177,12 +177,12 @@ def test_a_finished_run_reads_in_the_same_form_as_the_step_before_it():
                    step="Repetition 1 of 5: prompt-lookup (k=10)", elapsed_s=65.0, eta_s=130.0)
     after = Event("run", "prompt-lookup (k=10): repetition 1/5, 8.92 s", 4, 18,
                   step="Repetition 1 of 5: prompt-lookup (k=10)", elapsed_s=74.0, eta_s=120.0, took_s=8.92)
-    assert _label(panels.event_progress(before)) == (
+    assert _label(progress.event_progress(before)) == (
         "Repetition 1 of 5: prompt-lookup (k=10) · 3 of 18 runs done · 1 min 05 s so far, about 2 min 10 s left")
-    assert _label(panels.event_progress(after)) == (
+    assert _label(progress.event_progress(after)) == (
         "Repetition 1 of 5: prompt-lookup (k=10), took 8.92 s · 4 of 18 runs done · 1 min 14 s so far, "
         "about 2 min 00 s left")
-    assert panels.progress_text(after) == _label(panels.event_progress(after))  # the command line's line
+    assert progress.progress_text(after) == _label(progress.event_progress(after))  # the command line's line
 
 
 def test_every_line_of_a_real_comparison_has_one_form(events):
@@ -191,15 +191,15 @@ def test_every_line_of_a_real_comparison_has_one_form(events):
     for event in events:
         if not event.total or event.kind == "done":
             continue
-        label = panels.progress_text(event)
+        label = progress.progress_text(event)
         step, runs, timing = label.split(" · ")
         assert step == event.step or step == f"{event.step}, took {event.took_s:.2f} s", label
         assert runs == f"{event.done} of {event.total} runs done"
         assert "so far, " in timing and timing.endswith(("left", "until a run has been timed)")), label
     runs = [e for e in events if e.kind == "run"]
     assert runs and all(e.took_s is not None and e.took_s > 0 for e in runs)
-    assert all("repetition 1/" not in panels.progress_text(e) for e in events)
-    assert panels.progress_text(events[-1]).startswith("Complete (")
+    assert all("repetition 1/" not in progress.progress_text(e) for e in events)
+    assert progress.progress_text(events[-1]).startswith("Complete (")
 
 
 def test_the_rough_estimate_of_a_workload_counts_every_prompt_and_one_warm_up():

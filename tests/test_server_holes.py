@@ -123,7 +123,7 @@ DEEP = '{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}"
 
 def test_deeply_nested_json_in_a_prompts_file_is_one_sentence():
     from assistlab.errors import InputError
-    from assistlab.results.suite import parse_prompts
+    from assistlab.results.suite_inputs import parse_prompts
 
     for name in ("deep.jsonl", "deep"):
         with pytest.raises(InputError, match="Line 1 of the prompts file nests lists or objects too deeply"):
@@ -204,7 +204,7 @@ def test_cells_quote_formulas_and_keep_numbers():
 def test_every_csv_the_app_writes_neutralises_formulas(models_dir, store, monkeypatch):
     from assistlab.history import runs_csv
     from assistlab.measure import suite_runner
-    from assistlab.results.suite import SuiteRequest, parse_prompts, select
+    from assistlab.results.suite_inputs import SuiteRequest, parse_prompts, select
 
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
     prompts = "\n".join('{"category": %s, "prompt": "the quick brown fox"}' % json_text(c) for c in HOSTILE_CELLS[:4])

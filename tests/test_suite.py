@@ -14,26 +14,26 @@ import pytest
 from assistlab.config import LIMITS, BenchRequest
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import InputError
-from assistlab.results import suite
-from assistlab.results.suite import SuiteRequest, parse_prompts, select
+from assistlab.results import suite, suite_inputs
+from assistlab.results.suite_inputs import SuiteRequest, parse_prompts, select
 
 # ---------------------------------------------------------------- data and selection
 
 
 def test_spec_bench_copy_is_complete():
-    prompts = suite.load_spec_bench()
+    prompts = suite_inputs.load_spec_bench()
     assert len(prompts) == 480
-    counts = {c: sum(p.category == c for p in prompts) for c in suite.SPEC_BENCH_CATEGORIES}
-    assert counts == {**{c: 10 for c in suite.MT_BENCH_CATEGORIES}, **{c: 80 for c in suite.SINGLE_TURN_CATEGORIES}}
-    assert all(len(p.turns) == 2 for p in prompts if p.category in suite.MT_BENCH_CATEGORIES)
-    assert all(len(p.turns) == 1 for p in prompts if p.category in suite.SINGLE_TURN_CATEGORIES)
-    assert (suite.DATA_DIR / "LICENSE").read_text().startswith("Apache License")
-    assert "hemingkx/Spec-Bench" in (suite.DATA_DIR / "README.md").read_text()
+    counts = {c: sum(p.category == c for p in prompts) for c in suite_inputs.SPEC_BENCH_CATEGORIES}
+    assert counts == {**{c: 10 for c in suite_inputs.MT_BENCH_CATEGORIES}, **{c: 80 for c in suite_inputs.SINGLE_TURN_CATEGORIES}}
+    assert all(len(p.turns) == 2 for p in prompts if p.category in suite_inputs.MT_BENCH_CATEGORIES)
+    assert all(len(p.turns) == 1 for p in prompts if p.category in suite_inputs.SINGLE_TURN_CATEGORIES)
+    assert (suite_inputs.DATA_DIR / "LICENSE").read_text().startswith("Apache License")
+    assert "hemingkx/Spec-Bench" in (suite_inputs.DATA_DIR / "README.md").read_text()
 
 
 def test_default_selection_is_one_prompt_per_single_turn_category():
     selection = select(SuiteRequest())
-    assert selection.categories == suite.SINGLE_TURN_CATEGORIES
+    assert selection.categories == suite_inputs.SINGLE_TURN_CATEGORIES
     assert [i.id for i in selection.items] == ["161", "241", "321", "401", "481"]
     assert "the first 1 per category" in selection.rule
 
@@ -81,12 +81,12 @@ def test_each_file_format_loads():
     jsonl = b'{"category": "chat", "prompt": "Hello there"}\n\n{"turns": ["First", "Second"]}\n'
     got = parse_prompts(jsonl, "mine.jsonl")
     assert [(p.category, p.turns, p.line) for p in got] == [
-        ("chat", ("Hello there",), 1), (suite.UNCATEGORIZED, ("First", "Second"), 3)
+        ("chat", ("Hello there",), 1), (suite_inputs.UNCATEGORIZED, ("First", "Second"), 3)
     ]
     table = 'category,prompt\ncode,"Write a loop\nin Python"\n,Say hi\n'.encode()
     got = parse_prompts(table, "mine.csv")
     assert [(p.category, p.turns, p.line) for p in got] == [
-        ("code", ("Write a loop\nin Python",), 2), (suite.UNCATEGORIZED, ("Say hi",), 4)
+        ("code", ("Write a loop\nin Python",), 2), (suite_inputs.UNCATEGORIZED, ("Say hi",), 4)
     ]
     text = "\ufeffOne prompt\nover two lines\n\n\n\nAnother one\n".encode()
     got = parse_prompts(text, "mine.txt")
@@ -124,7 +124,7 @@ def _many(n: int) -> bytes:
         ("a.jsonl", b'["a list"]\n', "Line 1 of the prompts file must be a JSON object"),
         ("a.jsonl", b'{"prompt": "  "}\n', "Line 1 of the prompts file has an empty prompt"),
         ("a.jsonl", b'{"turns": []}\n', 'Line 1 of the prompts file: "turns" must be a non-empty list'),
-        ("a.jsonl", _many(suite.SUITE_LIMITS["prompts"] + 1), "has 501 prompts; the limit is 500"),
+        ("a.jsonl", _many(suite_inputs.SUITE_LIMITS["prompts"] + 1), "has 501 prompts; the limit is 500"),
         ("a.jsonl", json.dumps({"prompt": "x" * (LIMITS["prompt_chars"] + 1)}).encode(),
          "The prompt on line 1 of the prompts file has 32,001 characters; the limit is 32,000"),
         ("a.csv", b"question,category\nhi,qa\n", "has no 'prompt' column"),
@@ -139,13 +139,13 @@ def test_each_bad_file_gets_one_sentence(name, data, words):
 
 
 def test_a_file_over_the_size_limit_is_refused_before_reading(tmp_path, monkeypatch):
-    monkeypatch.setitem(suite.SUITE_LIMITS, "file_bytes", 100)
+    monkeypatch.setitem(suite_inputs.SUITE_LIMITS, "file_bytes", 100)
     path = tmp_path / "big.txt"
     path.write_text("x" * 200)
     with pytest.raises(InputError, match="the limit is 0 MB|the limit is"):
-        suite.read_prompts_file(path)
+        suite_inputs.read_prompts_file(path)
     with pytest.raises(InputError, match="Cannot read the prompts file 'missing.txt'"):
-        suite.read_prompts_file(tmp_path / "missing.txt")
+        suite_inputs.read_prompts_file(tmp_path / "missing.txt")
 
 
 # ---------------------------------------------------------------- statistics over prompts
@@ -168,7 +168,7 @@ def test_a_workload_runs_a_fixed_count_even_when_careful_was_chosen():
     careful = BenchRequest(target="t", precision=0.05, max_time_s=300)
     bench = suite_bench(careful, "cpu").resolved("cpu")
     assert (bench.precision, bench.max_time_s, bench.stopping_rule) == (None, None, "fixed")
-    assert bench.repeats == suite.CPU_SUITE_DEFAULTS["repeats"]
+    assert bench.repeats == suite_inputs.CPU_SUITE_DEFAULTS["repeats"]
 
 
 def test_t_quantiles_match_scipy():
@@ -252,7 +252,7 @@ def test_every_workload_line_has_the_form_of_a_comparison_line_and_a_time_left(t
     """Most workload progress lines used to show no time left, and in another form than a comparison's: now every
     line with a run count names the prompt, the run (in the comparison's words), the runs done, the time so far
     and the time left, a labelled rough estimate until the first run has been timed."""
-    from assistlab.views.panels import progress_text
+    from assistlab.views.progress import progress_text
 
     counted = [e for e in tiny_suite if e.total and e.kind != "done"]
     assert counted and all(e.eta_s is not None and e.elapsed_s is not None for e in counted)

@@ -226,11 +226,11 @@ def _views_and_history_take(data: dict, tmp_path) -> None:
     """Every view of a two-engine report renders, the CLI table says each baseline, the history keeps it."""
     from assistlab.cli.tables import format_table
     from assistlab.history.store import History
-    from assistlab.views import charts, panels
+    from assistlab.views import charts, panels, texts
 
     for build in (charts.latency_figure, charts.timeline_figure, charts.speedup_figure, charts.acceptance_figure):
         build(data)
-    for render in (panels.headline_html, panels.numbers_html, panels.texts_html, panels.why_html,
+    for render in (panels.headline_html, panels.numbers_html, texts.texts_html, panels.why_html,
                    panels.ranking_html, panels.environment_markdown):
         render(data)
     table = format_table(data)

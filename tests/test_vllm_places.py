@@ -24,7 +24,7 @@ from assistlab.engines.vllm import server  # noqa: E402
 from assistlab.engines.vllm.arms import VllmArm  # noqa: E402
 from assistlab.errors import EngineError, InputError  # noqa: E402
 from assistlab.measure import runner, suite_runner, sweep  # noqa: E402
-from assistlab.results.suite import SuiteRequest, parse_prompts, select  # noqa: E402
+from assistlab.results.suite_inputs import SuiteRequest, parse_prompts, select  # noqa: E402
 from assistlab.ui.fields import FORM_FIELDS, LABELS, in_page_words, request_from_form  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")

@@ -9,7 +9,7 @@ import pytest
 from assistlab.config import CONTINUATION_PROMPT, BenchRequest
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure.runner import run_to_report
-from assistlab.views import charts, panels
+from assistlab.views import charts, panels, texts
 
 
 def _arm(name: str, strategy: str, speedup: float | None, low: float | None = None, high: float | None = None):
@@ -106,7 +106,7 @@ def test_every_symbol_and_abbreviation_has_plain_words_where_it_appears(report_d
         assert f"<dt>{words}</dt>" in why
     ranking = _titles(panels.ranking_html(report_dict))
     assert {"c", "α", "Accepted"} <= set(ranking)
-    assert "bonus token" in _titles(panels.origin_legend_html())
+    assert "bonus token" in _titles(texts.origin_legend_html())
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +125,7 @@ def test_a_target_without_a_chat_template_is_said_to_continue_the_text(report_di
     assert env["chat_template"] is False
     assert "has no chat template" in env["prompt_note"] and "continues the prompt as text" in env["prompt_note"]
     assert CONTINUATION_PROMPT in env["prompt_note"]
-    assert 'id="al-prompt-note"' in panels.texts_html(report_dict)
+    assert 'id="al-prompt-note"' in texts.texts_html(report_dict)
 
 
 def test_a_chat_target_gets_no_note(models_dir, store, monkeypatch):

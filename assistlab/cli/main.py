@@ -19,8 +19,8 @@ from .tables import format_suite_table, format_table
 def _suite(args: argparse.Namespace, request: BenchRequest, suite_request, stop: threading.Event) -> int:
     from ..engines.transformers.models import ModelStore
     from ..measure import suite_runner
-    from ..results.suite import select
-    from ..views.panels import progress_text
+    from ..results.suite_inputs import select
+    from ..views.progress import progress_text
 
     selection = select(suite_request)
     if not args.quiet:
@@ -48,7 +48,7 @@ def _bench(args: argparse.Namespace) -> int:
     from ..engines.transformers.models import ModelStore
     from ..measure import sweep
     from ..measure.runner import run_benchmark
-    from ..views.panels import progress_text
+    from ..views.progress import progress_text
 
     request = request_from_args(args)
     suite_request = suite_request_from_args(args)

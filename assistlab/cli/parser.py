@@ -195,7 +195,7 @@ def _vllm_arms(args: argparse.Namespace) -> tuple:
 
 def suite_request_from_args(args: argparse.Namespace):
     """The SuiteRequest a --suite or --suite-file command line describes, or None for one prompt."""
-    from ..results.suite import SuiteRequest
+    from ..results.suite_inputs import SuiteRequest
 
     if args.suite is None and args.suite_file is None:
         return None

@@ -13,7 +13,8 @@ from ..errors import AssistLabError, InputError
 from ..results import estimate
 from ..results.events import Event
 from ..results.report import Report
-from ..results.suite import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, PromptResult, Selection, SuiteReport
+from ..results.suite import PromptResult, SuiteReport
+from ..results.suite_inputs import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, Selection
 from . import contention, setup
 from .progress import Clock, Pace, Progress
 from .runner import run_round

@@ -1,8 +1,9 @@
 """The whole page: the form beside the result panels, the /compare API, and how the server is launched."""
 
-# No `from __future__ import annotations`: gr.api reads the type hints of `compare` at runtime.
+# No `from __future__ import annotations`: gr.api reads the type hints of the endpoints at runtime.
 
 import asyncio
+import inspect
 import os
 import signal
 from pathlib import Path
@@ -19,10 +20,10 @@ from ..history import History
 from ..measure import slots
 from ..measure.slots import Finished, SlotPool, Waiting
 from ..results.suite import summary_sentences
-from ..views import charts, panels
+from ..views import charts, progress
 from . import compare_tab, gradio_private, history_tab, suite_tab, sweep_tab
 from . import form as form_mod
-from .fields import FORM_FIELDS, _blank, request_from_form
+from .fields import COMPARE_API, COMPARE_SUITE_API, SUITE_PARAMETERS, ApiParameter, _blank, request_from_form
 from .form import ASSETS
 from .session import GPU_GROUP, HEARTBEAT_S, QUEUE_SIZE, Page, ReportFiles, SessionStops, _gpu_runner, user_errors
 from .style import CSS, theme
@@ -120,37 +121,8 @@ def build_app(
                 raise ResourceError("The comparison stopped before it started; try again.")
             return final
 
-        async def compare(
-            target: str = catalog.BUNDLED_TARGET,
-            assistant: str = catalog.BUNDLED_ASSISTANT,
-            strategy: str = "auto",
-            prompt: str | None = None,
-            max_new_tokens: int | None = None,
-            repeats: int | None = None,
-            warmup: int | None = None,
-            also_prompt_lookup: bool = True,
-            extra_assistants: str = "",
-            chat_template: bool = True,
-            do_sample: bool = False,
-            seed: int = 0,
-            device: str = "auto",
-            dtype: str = "auto",
-            num_assistant_tokens: int | None = None,
-            schedule: str | None = None,
-            confidence_threshold: float | None = None,
-            prompt_lookup_num_tokens: int | None = None,
-            early_exit_layer: int | None = None,
-            device_map_auto: bool = False,
-            measure: str = "quick",
-            engines: str = "transformers",
-            vllm_methods: str = "ngram",
-            vllm_speculative_tokens: int | None = None,
-            vllm_lookup_min: int | None = None,
-            vllm_lookup_max: int | None = None,
-            servers: str = "",
-            server_api_key: str = "",
-            request: gr.Request = None,
-        ) -> tuple[dict, str]:
+        @api_endpoint(COMPARE_API)
+        async def compare(values: dict, request: gr.Request | None) -> tuple[dict, str]:
             """Compare a target with and without assistance; returns the JSON report and its headline.
 
             max_new_tokens, repeats and warmup left empty (None) take the device defaults; a prompt left empty
@@ -165,9 +137,8 @@ def build_app(
             starts for vLLM's plain arm and each of vllm_methods ('ngram,draft_model'; draft_model drafts with the
             assistant), with vllm_speculative_tokens, vllm_lookup_min and vllm_lookup_max (empty: 5, 2, 4).
             """
-            values = {name: value for name, value in locals().items() if name in FORM_FIELDS}
             if values["prompt"] is None:
-                values["prompt"] = catalog.default_prompt(target)
+                values["prompt"] = catalog.default_prompt(values["target"])
             owner = getattr(request, "username", None) or None
             with user_errors():
                 job, seen = page.start_job(request_from_form(**values), lambda: False), []
@@ -206,44 +177,8 @@ def build_app(
         gr.api(saved_report, api_name="report", concurrency_limit=4)
         gr.api(leaderboard, api_name="leaderboard", concurrency_limit=4)
 
-        async def compare_suite(
-            target: str = catalog.BUNDLED_TARGET,
-            assistant: str = catalog.BUNDLED_ASSISTANT,
-            strategy: str = "auto",
-            suite: str = "spec-bench",
-            categories: str = "",
-            per_category: int | None = None,
-            selection: str = "first",
-            selection_seed: int = 0,
-            turns: str = "first",
-            prompts_text: str = "",
-            prompts_filename: str = "prompts.jsonl",
-            max_new_tokens: int | None = None,
-            repeats: int | None = None,
-            warmup: int | None = None,
-            also_prompt_lookup: bool = True,
-            extra_assistants: str = "",
-            chat_template: bool = True,
-            do_sample: bool = False,
-            seed: int = 0,
-            device: str = "auto",
-            dtype: str = "auto",
-            num_assistant_tokens: int | None = None,
-            schedule: str | None = None,
-            confidence_threshold: float | None = None,
-            prompt_lookup_num_tokens: int | None = None,
-            early_exit_layer: int | None = None,
-            device_map_auto: bool = False,
-            measure: str = "quick",
-            engines: str = "transformers",
-            vllm_methods: str = "ngram",
-            vllm_speculative_tokens: int | None = None,
-            vllm_lookup_min: int | None = None,
-            vllm_lookup_max: int | None = None,
-            servers: str = "",
-            server_api_key: str = "",
-            request: gr.Request = None,
-        ) -> tuple[dict, str]:
+        @api_endpoint(COMPARE_SUITE_API)
+        async def compare_suite(values: dict, request: gr.Request | None) -> tuple[dict, str]:
             """Measure a workload: a Spec-Bench subset (suite='spec-bench', categories 'qa,translation', per_category)
             or your prompts (suite='file', prompts_text = the file's contents, prompts_filename for its format).
             Returns the JSON report (per-category figures under suite) and one sentence per category and overall,
@@ -254,18 +189,18 @@ def build_app(
             vllm_methods, ..., servers, server_api_key, as for /compare) are served by the same servers for every
             prompt: AssistLab starts its own once, before the first prompt, and stops them at the end.
             """
-            arguments = locals()
-            values = {name: value for name, value in arguments.items() if name in FORM_FIELDS}
-            suite_values = {
-                "source": suite, "categories": categories, "per_category": per_category, "selection": selection,
-                "selection_seed": selection_seed, "turns": turns,
-            }
+            suite_names = {p.name for p in SUITE_PARAMETERS}
+            suite = {name: values.pop(name) for name in list(values) if name in suite_names}
+            prompts_text, prompts_filename = suite.pop("prompts_text"), suite.pop("prompts_filename")
+            suite_values = {"source": suite.pop("suite"), **suite}
             with user_errors():
                 bench, plan = suite_tab.suite_plan_from_api(values, suite_values, prompts_text, prompts_filename)
                 final = await finish_job(page.start_job(bench, lambda: False, plan), request)
                 report = final.report.to_dict()
             if report["suite"]["overall"]["prompts"]:
-                result = history.save(report, owner=getattr(request, "username", None) or None)
+                owner = getattr(request, "username", None) or None
+                # Off the event loop, as for /compare: a locked database delays this answer, never the server.
+                result = await asyncio.to_thread(history.save, report, owner=owner)
                 report["saved"] = {"id": result.id, "warning": result.warning}
             else:
                 report["saved"] = {"id": None, "warning": "Nothing was measured, so nothing was saved."}
@@ -278,6 +213,38 @@ def build_app(
     return demo
 
 
+def api_endpoint(parameters: tuple[ApiParameter, ...]):
+    """Make `body(values, request)` an endpoint whose signature, the one gr.api documents, is `parameters`.
+
+    Gradio calls an endpoint with its values in signature order and reads the signature and type hints to
+    describe it (in /info and the client's view_api); `body` gets the values by name, in the same order.
+    """
+    listed = [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=p.default,
+                                annotation=p.annotation) for p in parameters]
+    signature = inspect.Signature(
+        [*listed, inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                    annotation=gr.Request)],
+        return_annotation=tuple[dict, str],
+    )
+
+    def decorate(body):
+        async def endpoint(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            values = dict(bound.arguments)
+            request = values.pop("request")
+            return await body(values, request)
+
+        endpoint.__name__ = endpoint.__qualname__ = body.__name__
+        endpoint.__doc__ = body.__doc__
+        endpoint.__signature__ = signature
+        endpoint.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+        endpoint.__annotations__["return"] = signature.return_annotation
+        return endpoint
+
+    return decorate
+
+
 PREPARATION_TICK_S = 2.0  # how often the page re-reads the background conversion while it runs
 
 
@@ -287,14 +254,14 @@ def _preparation_panel(preparation: Preparation | None) -> tuple[gr.HTML, gr.Tim
     if preparation is None or not preparation.needed:
         return None
     status = preparation.status()
-    box = gr.HTML(panels.preparation_html(status), elem_id="al-preparation")
+    box = gr.HTML(progress.preparation_html(status), elem_id="al-preparation")
     return box, gr.Timer(PREPARATION_TICK_S, active=status.state == "converting")
 
 
 def _wire_preparation(demo: gr.Blocks, preparation: Preparation, box: gr.HTML, timer: gr.Timer) -> None:
     def refresh():
         status = preparation.status()
-        return panels.preparation_html(status), gr.Timer(active=status.state == "converting")
+        return progress.preparation_html(status), gr.Timer(active=status.state == "converting")
 
     timer.tick(refresh, None, [box, timer], queue=False, api_visibility="private")
     demo.load(refresh, None, [box, timer], queue=False, api_visibility="private")

@@ -8,16 +8,9 @@ import gradio as gr
 
 from ..results.events import Event
 from ..views import charts
-from ..views.panels import (
-    environment_markdown,
-    event_progress,
-    headline_html,
-    numbers_html,
-    progress_html,
-    ranking_html,
-    texts_html,
-    why_html,
-)
+from ..views.panels import environment_markdown, headline_html, numbers_html, ranking_html, why_html
+from ..views.progress import event_progress, progress_html
+from ..views.texts import texts_html
 from .fields import INTRO
 from .history_tab import save_after
 from .session import LIGHT, Page, repetition_end

@@ -1,15 +1,15 @@
 """The form's fields in one place: choices, hints, labels, and how the form's values become a request.
 
-No gradio here: the form, the API and the tests all build requests through `request_from_form`.
+No gradio here: the form, the API and the tests all build requests through `request_from_form`, and both
+API routes take their parameters from `COMPARE_API` and `COMPARE_SUITE_API`.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
+from ..access import check_allowed_server
 from ..config import (
     CONTINUATION_PROMPT,
     CPU_DEFAULTS,
@@ -29,6 +29,7 @@ from ..engines.transformers.paths import transformers_defaults
 from ..engines.vllm import arms as vllm_arms_mod
 from ..errors import InputError
 from ..measure import sweep
+from ..results.suite_inputs import SPEC_BENCH
 
 # What an empty drafting box means, read from the installed transformers (as the runner reads it).
 TRANSFORMERS_DEFAULTS = transformers_defaults()
@@ -322,37 +323,6 @@ def _engines(value) -> tuple[str, ...]:
     return tuple(dict.fromkeys(chosen))
 
 
-SERVERS_ENV = "ASSISTLAB_VLLM_URLS"
-
-
-def allowed_servers() -> tuple[str, ...]:
-    """The servers the operator lets visitors of the page and the API time (ASSISTLAB_VLLM_URLS: base URLs,
-    comma- or space-separated; one without a port allows every port of its host). None by default: a URL typed
-    there makes this host send it requests."""
-    return tuple(u.strip().rstrip("/") for u in re.split(r"[,\s]+", os.environ.get(SERVERS_ENV, "")) if u.strip())
-
-
-def _allows(base: str, url: str) -> bool:
-    b, u = urlsplit(base), urlsplit(url)
-    try:
-        ports_match = b.port is None or b.port == u.port
-    except ValueError:  # an operator's entry with a bad port allows nothing
-        return False
-    # A server's URL is its root (arms.check_url cuts the path), so scheme, host and port decide.
-    return b.scheme.lower() == u.scheme.lower() and b.hostname is not None and b.hostname == u.hostname and ports_match
-
-
-def _check_allowed_server(arm) -> None:
-    allowed = allowed_servers()
-    if not any(_allows(base, arm.url) for base in allowed):
-        named = f" It allows: {', '.join(allowed)}." if allowed else " It allows none now."
-        raise InputError(
-            f"“{LABELS['servers']}”: this server times only the servers its operator allowed, and {arm.url} is not "
-            f"one of them.{named} The operator lists them in {SERVERS_ENV} before starting the app "
-            f"({SERVERS_ENV}=http://10.0.0.5:8000,http://10.0.0.6:8000); the command line's --server needs no such "
-            "setting.")
-
-
 def _vllm_arms(methods, draft_models: tuple[str, ...], k, low, high, servers, api_key) -> tuple:
     """The vLLM arms of the Engines boxes: the operator's servers when any are listed, else the methods'."""
     if len(str(servers or "")) > 8192 or len(str(api_key or "")) > 4096:  # before anything splits them
@@ -365,7 +335,7 @@ def _vllm_arms(methods, draft_models: tuple[str, ...], k, low, high, servers, ap
         key = api_key.strip() if isinstance(api_key, str) and api_key.strip() else None
         arms = vllm_arms_mod.parse_servers(lines, key, where=f"Each line of “{LABELS['servers']}”")
         for arm in arms:
-            _check_allowed_server(arm)
+            check_allowed_server(arm.url, LABELS["servers"])
         return arms
     if isinstance(methods, str):
         methods = [m for m in re.split(r"[,\s]+", methods) if m]
@@ -400,15 +370,63 @@ def sweep_plan(param: str, values_text) -> SweepPlan:
     return SweepPlan(param, values, SWEEP_SCHEDULES if param == "num_assistant_tokens" else ())
 
 
-FORM_FIELDS = (
-    "target", "assistant", "strategy", "prompt", "max_new_tokens", "repeats", "warmup", "also_prompt_lookup",
-    "extra_assistants", "chat_template", "do_sample", "seed", "device", "dtype", "num_assistant_tokens",
-    "schedule", "confidence_threshold", "prompt_lookup_num_tokens", "early_exit_layer", "device_map_auto",
-    "measure",
+@dataclass(frozen=True)
+class ApiParameter:
+    """One parameter of the API: its name, the type gradio documents for it, and its value when left out."""
+
+    name: str
+    annotation: object
+    default: object
+
+
+# The form's fields in the form's (and the API's) order, each as /compare takes it; FORM_FIELDS, both API
+# signatures and the form's inputs all come from this one list.
+FORM_PARAMETERS = (
+    ApiParameter("target", str, catalog.BUNDLED_TARGET),
+    ApiParameter("assistant", str, catalog.BUNDLED_ASSISTANT),
+    ApiParameter("strategy", str, "auto"),
+    ApiParameter("prompt", str | None, None),
+    ApiParameter("max_new_tokens", int | None, None),
+    ApiParameter("repeats", int | None, None),
+    ApiParameter("warmup", int | None, None),
+    ApiParameter("also_prompt_lookup", bool, True),
+    ApiParameter("extra_assistants", str, ""),
+    ApiParameter("chat_template", bool, True),
+    ApiParameter("do_sample", bool, False),
+    ApiParameter("seed", int, 0),
+    ApiParameter("device", str, "auto"),
+    ApiParameter("dtype", str, "auto"),
+    ApiParameter("num_assistant_tokens", int | None, None),
+    ApiParameter("schedule", str | None, None),
+    ApiParameter("confidence_threshold", float | None, None),
+    ApiParameter("prompt_lookup_num_tokens", int | None, None),
+    ApiParameter("early_exit_layer", int | None, None),
+    ApiParameter("device_map_auto", bool, False),
+    ApiParameter("measure", str, "quick"),
     # The Engines accordion; last, so that the API's earlier parameters keep their places.
-    "engines", "vllm_methods", "vllm_speculative_tokens", "vllm_lookup_min", "vllm_lookup_max", "servers",
-    "server_api_key",
+    ApiParameter("engines", str, "transformers"),
+    ApiParameter("vllm_methods", str, ",".join(DEFAULT_VLLM_METHODS)),
+    ApiParameter("vllm_speculative_tokens", int | None, None),
+    ApiParameter("vllm_lookup_min", int | None, None),
+    ApiParameter("vllm_lookup_max", int | None, None),
+    ApiParameter("servers", str, ""),
+    ApiParameter("server_api_key", str, ""),
 )
+FORM_FIELDS = tuple(p.name for p in FORM_PARAMETERS)
+# /compare_suite's own: which workload, then the comparison's fields but the prompt (the workload brings its
+# own), after the first three, so that the parameters a workload shares with /compare keep one order.
+SUITE_PARAMETERS = (
+    ApiParameter("suite", str, SPEC_BENCH),
+    ApiParameter("categories", str, ""),
+    ApiParameter("per_category", int | None, None),
+    ApiParameter("selection", str, "first"),
+    ApiParameter("selection_seed", int, 0),
+    ApiParameter("turns", str, "first"),
+    ApiParameter("prompts_text", str, ""),
+    ApiParameter("prompts_filename", str, "prompts.jsonl"),
+)
+COMPARE_API = FORM_PARAMETERS
+COMPARE_SUITE_API = (*FORM_PARAMETERS[:3], *SUITE_PARAMETERS, *(p for p in FORM_PARAMETERS[3:] if p.name != "prompt"))
 
 # What the page calls each field, so a message can name the box a person sees rather than a code identifier.
 LABELS = {

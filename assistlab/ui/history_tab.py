@@ -18,7 +18,8 @@ from ..errors import AssistLabError
 from ..history import History, SaveResult, canonical_model, check_id, runs_csv, savable
 from ..views import charts
 from ..views.history_html import board_html, chooser_label, entries_html, entry_caption_html
-from ..views.panels import headline_html, numbers_html, ranking_html, sweep_html, texts_html, why_html
+from ..views.panels import headline_html, numbers_html, ranking_html, sweep_html, why_html
+from ..views.texts import texts_html
 from .session import LIGHT, Page, user_errors
 
 SIDES = ("left", "right")

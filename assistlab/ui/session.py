@@ -29,8 +29,8 @@ from ..measure.runner import run_benchmark
 from ..measure.slots import Finished, Job, Placement, SlotPool, Waiting
 from ..results.events import Event
 from ..results.report import Report
-from ..results.suite import Selection
-from ..views.panels import progress_html
+from ..results.suite_inputs import Selection
+from ..views.progress import progress_html
 from .fields import FORM_FIELDS, SweepPlan, in_page_words, request_from_form
 
 log = logging.getLogger(__name__)

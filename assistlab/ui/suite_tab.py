@@ -13,20 +13,21 @@ import gradio as gr
 from ..config import DEFAULT_PROMPT, check_encodable
 from ..errors import InputError
 from ..results.events import Event
-from ..results.suite import (
+from ..results.suite import SuiteReport
+from ..results.suite_inputs import (
     CPU_SUITE_DEFAULTS,
     DEFAULT_CATEGORIES,
     SPEC_BENCH,
     SPEC_BENCH_CATEGORIES,
     SUITE_LIMITS,
-    SuiteReport,
     SuiteRequest,
     parse_prompts,
     select,
 )
 from ..views import charts
 from ..views.history_html import prompt_cell
-from ..views.panels import event_progress, progress_html, texts_html
+from ..views.progress import event_progress, progress_html
+from ..views.texts import texts_html
 from .fields import FORM_FIELDS, request_from_form
 from .history_tab import save_report
 from .session import LIGHT, Page, SuitePlan
@@ -284,7 +285,7 @@ def write_files(root: Path, report: SuiteReport) -> tuple[str, str]:
 
 
 def suite_progress(event: Event) -> str:
-    """A workload's progress bar, in the same form as a single comparison's (panels.progress_text): the prompt,
+    """A workload's progress bar, in the same form as a single comparison's (progress.progress_text): the prompt,
     the run under way, runs done, time so far and time left."""
     return event_progress(event)
 

@@ -9,7 +9,8 @@ import gradio as gr
 from ..measure import sweep
 from ..results.events import Event
 from ..views import charts
-from ..views.panels import event_progress, progress_html, sweep_html
+from ..views.panels import sweep_html
+from ..views.progress import event_progress, progress_html
 from .fields import HINTS, SWEEP_DETAILS, SWEEP_INTRO, SWEEP_VALUES, sweep_plan
 from .form import Form
 from .history_tab import save_after

@@ -1,59 +1,23 @@
-"""HTML panels rendered from a report dict: headline, numbers, texts with token origins, why, ranking, sweep.
+"""HTML panels rendered from a report dict: the headline and the tables (numbers, why, ranking, sweep, where).
 
 Pure functions of the report, like the charts; no gradio here, so they can be tested and reused anywhere.
+The progress lines are in `progress.py`, the generated texts in `texts.py`.
 """
 
 from __future__ import annotations
 
-import difflib
 import html
-import re
-import unicodedata
 
 from .. import __version__
 from ..engines.base import LOSSY_MARK, LOSSY_TRADE
-from ..results import estimate
-from ..results.events import Event
 from ..results.explain import rank_arms
 from ..results.report import comparisons_words, interval_cell, level_words
 from ..results.stats import MIN_LEVEL, spread_is_wide
 from . import charts
+from .markup import dot, glossary_html, md_text, term
 
-# Plain words for every symbol and abbreviation the page shows: a hover where each appears, and a small
-# "What do these words mean?" list beside the tables that use them.
-GLOSSARY = {
-    "plain": ("plain", "the target model writing on its own, with no assistant: the baseline every other arm is "
-              "compared with."),
-    "speedup": ("speedup", "plain time ÷ assisted time for the same text: 1.5× means it took two thirds of the "
-                "time; below 1× the assistant made it slower."),
-    "alpha": ("α (alpha)", "the chance that the target keeps a token the assistant drafted; 1 would keep every "
-              "guess."),
-    "c": ("c", "how long guessing (drafting) one token takes, counted in target forward passes: 0.1 is a tenth "
-          "of the time the target takes to write one token."),
-    "k": ("k", "in an arm's name (k=10), the most tokens it may draft before the target checks them (the draft "
-          "length)."),
-    "drafted": ("drafted per step", "how many tokens were drafted, on average, before each check by the target; "
-                "at most the k in the arm's name, fewer when drafting stopped early."),
-    "forward": ("target forward pass", "one step of the big target model: in plain generation it writes one "
-                "token; with an assistant it checks a whole draft at once."),
-    "bonus": ("bonus token", "when the target checks a draft it also writes one token of its own after the ones "
-              "it kept, at no extra cost."),
-    "accepted": ("accepted", "the share of drafted tokens the target kept."),
-    "iqr": ("IQR", "interquartile range: the middle half of the runs took times within a range this wide; small "
-            "means steady timings."),
-    "ttft": ("first token (TTFT)", "time to first token: how long after the start the first new token appeared."),
-    "per_pass": ("tokens per pass (tok/fwd)", "new tokens per target forward pass: plain writes 1, and every "
-                 "drafted token the target keeps adds to it."),
-}
 WHY_TERMS = ("alpha", "c", "drafted", "k", "forward", "bonus", "speedup")
 NUMBER_TERMS = ("plain", "iqr", "ttft", "speedup", "accepted", "per_pass")
-
-# Token origins, as explain.token_origins names them, and how the page explains each.
-ORIGINS = ("draft", "target")
-ORIGIN_LABELS = {
-    "draft": "drafted (by the assistant, or copied from the prompt) and accepted by the target",
-    "target": "written by the target itself at a verification step (a correction or the bonus token)",
-}
 
 # (shown name, glossary term, the comparison entry's key, format, meaning). The mean drafted per step is the
 # cost model's k, but "k" in an arm's name is its draft length, so the panel names the mean in words.
@@ -77,137 +41,6 @@ PROBE_BUSY_NOTE = ("The drafting cost behind this prediction was measured while 
 PLAIN_ROW_NOTE = "The target model on its own: the baseline every arm is compared with."
 
 
-def term(key: str, text: str | None = None) -> str:
-    """`text` (default: the term's own name) with its plain-words meaning as a hover."""
-    name, meaning = GLOSSARY[key]
-    shown = html.escape(text if text is not None else name)
-    return f'<abbr class="al-term" title="{html.escape(name)}: {html.escape(meaning)}">{shown}</abbr>'
-
-
-def glossary_html(keys: tuple[str, ...]) -> str:
-    """A small, closed "What do these words mean?" list for the terms a panel uses."""
-    items = "".join(
-        f"<dt>{html.escape(GLOSSARY[key][0])}</dt><dd>{html.escape(GLOSSARY[key][1])}</dd>" for key in keys
-    )
-    return (
-        '<details class="al-glossary"><summary>What do these words mean?</summary>'
-        f'<dl>{items}</dl></details>'
-    )
-
-
-def _printable(text: str) -> str:
-    """Control characters (random models write them) shown as a visible placeholder, not swallowed."""
-    return "".join(
-        ch if ch in "\n\t" or unicodedata.category(ch) != "Cc" else "\ufffd" for ch in text
-    )
-
-
-# Every ASCII punctuation mark can be backslash-escaped in Markdown (CommonMark); '<', '>', '&' and quotes
-# become HTML entities instead, which Markdown shows as the characters themselves.
-_MD_PUNCTUATION = re.compile(r"([!#$%()*+,\-./:;=?@\[\\\]^_`{|}~])")
-
-
-def md_text(text: object) -> str:
-    """`text` shown literally inside Markdown: no emphasis, links, images, code spans, autolinks or tags."""
-    escaped = _MD_PUNCTUATION.sub(r"\\\1", _printable(str(text)).replace("\n", " "))
-    return html.escape(escaped, quote=True)
-
-
-def _dot(index: int) -> str:
-    return f'<span class="al-dot" style="background:{charts.arm_color(index)}"></span>'
-
-
-def progress_html(label: str, fraction: float | None = 0.0, state: str = "running") -> str:
-    """A progress bar; fraction None draws a moving bar for work of unknown length (loading)."""
-    if fraction is None:
-        state, width = "busy", 35.0
-    else:
-        width = max(0.0, min(1.0, fraction)) * 100
-    alert = ' role="alert"' if state == "failed" else ""  # read out at once by a screen reader
-    return (
-        f'<div class="al-progress al-{state}" role="progressbar" aria-valuenow="{width:.0f}" '
-        f'aria-valuemin="0" aria-valuemax="100"><div class="al-track"><div class="al-fill" '
-        f'style="width:{width:.1f}%"></div></div><div class="al-label"{alert}>{html.escape(label)}</div></div>'
-    )
-
-
-def preparation_html(status) -> str:
-    """The bundled models' background conversion (a bundled.PreparationStatus): under way with its estimate,
-    ready, or why it failed; nothing when there was nothing to convert."""
-    if status.state == "idle":
-        return ""
-    if status.state == "failed":
-        return progress_html(status.message, 1.0, "failed")
-    if status.state == "ready":
-        return progress_html(status.message, 1.0, "done")
-    left = f", about {duration(status.eta_s)} left" if status.eta_s is not None else ""
-    so_far = f" · {duration(status.elapsed_s)} so far{left}" if status.elapsed_s is not None else ""
-    label = f"{status.message.rstrip('.')}{so_far}. Run waits for it; later starts skip this."
-    return progress_html(label, None)
-
-
-def duration(seconds: float) -> str:
-    """Seconds as a person says them: '45 s', '2 min 05 s', '1 h 04 min'."""
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, secs = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
-
-
-def timing_text(event: Event) -> str:
-    """'1 min 05 s so far, about 2 min 10 s left', or as much of it as the event knows."""
-    parts = []
-    if event.elapsed_s is not None:
-        parts.append(f"{duration(event.elapsed_s)} so far")
-    if event.kind != "done":
-        if event.eta_s is not None and event.eta_rough:
-            parts.append(f"roughly {duration(event.eta_s)} left ({estimate.BASIS}, until a run has been timed)")
-        elif event.eta_s is not None:
-            # Before the run count starts (loading) the estimate covers that step only.
-            parts.append(f"about {duration(event.eta_s)} left" + ("" if event.total else " for this step"))
-        elif event.elapsed_s is not None:
-            parts.append("time left known after the first run")
-    return ", ".join(parts)
-
-
-def progress_text(event) -> str:
-    """The one form of every progress line (a comparison, a sweep, a workload, the command line):
-    [where ·] the step under way (or the run just done and its time) · runs done · time so far, time left.
-
-    `event` is a runner Event or a workload's SuiteEvent (which adds `where`: the prompt being measured).
-    'Repetition 2 of 5: plain · 7 of 18 runs done · 1 min 05 s so far, about 2 min 10 s left';
-    'Prompt 2 of 5 (qa_3, qa) · Repetition 1 of 3: plain, took 8.92 s · 12 of 45 runs done · ...'.
-    """
-    if event.kind == "done":
-        took = f" in {duration(event.elapsed_s)}" if event.elapsed_s is not None else ""
-        return f"{event.message.rstrip('.')} ({event.done} of {event.total} runs done{took})."
-    timing = timing_text(event)
-    step = (event.step or event.message).rstrip(".")
-    if event.kind == "run":  # a run just finished: its step and time, until the next step's event replaces them
-        step = f"{step}, took {event.took_s:.2f} s" if event.took_s is not None else event.message.rstrip(".")
-    runs = f"{event.done} of {event.total} runs done" if event.total else ""
-    return " · ".join(x for x in (getattr(event, "where", ""), step, runs, timing) if x)
-
-
-def event_progress(event) -> str:
-    """The progress bar for one runner (or workload) event, labelled by `progress_text`.
-
-    Moving while a model loads (no run count yet), filling over warm-up and repetitions.
-    """
-    label = progress_text(event)
-    if event.kind == "done":
-        status = getattr(event.report, "status", None) or "done"
-        state = {"complete": "done", "stopped": "stopped"}.get(status, "failed")
-        return progress_html(label, event.done / event.total if event.total else 1.0, state)
-    if not event.total:
-        return progress_html(label, None)
-    return progress_html(label, event.done / event.total)
-
-
 def headline_html(report: dict) -> str:
     """The answer first in plain words, then the headline sentences, each arm's line marked with its chart colour."""
     lines = charts.headline_lines(report)
@@ -220,7 +53,7 @@ def headline_html(report: dict) -> str:
         if line in warned:  # beside the verdict, marked so a reader cannot miss it
             parts.append(f'<p class="al-warning" role="alert">⚠ {html.escape(line)}</p>')
         elif index is not None:
-            parts.append(f'<p class="al-arm">{_dot(index)}{html.escape(line)}</p>')
+            parts.append(f'<p class="al-arm">{dot(index)}{html.escape(line)}</p>')
         else:
             parts.append(f'<p class="al-note">{html.escape(line)}</p>')
     return f'<div class="al-headline" id="al-headline">{"".join(parts)}</div>'
@@ -262,7 +95,7 @@ def numbers_html(report: dict) -> str:
         if arm.get("error"):
             name += ' <span class="al-badge al-failed-badge">failed</span>'
         cells = [
-            f"{_dot(i)}{name}",
+            f"{dot(i)}{name}",
             latency,
             _fmt(tps["median"], ".1f", " tokens/s"),
             _fmt(ttft[len(ttft) // 2] if ttft else None, ".3f", " s"),
@@ -277,115 +110,6 @@ def numbers_html(report: dict) -> str:
         f'<div class="al-wrap"><table class="al-table" id="al-numbers"><thead><tr>{header}</tr></thead>'
         f'<tbody>{"".join(rows)}</tbody></table></div>{glossary_html(NUMBER_TERMS)}'
     )
-
-
-def _char_origins(text: str, segments: list) -> list[str | None]:
-    """Each character's origin from [[text, origin], ...]; all None when the pieces do not spell `text`."""
-    pieces = [(_printable(str(piece)), origin) for piece, origin in segments or []]
-    if "".join(piece for piece, _ in pieces) != text:
-        return [None] * len(text)
-    return [origin if origin in ORIGINS else None for piece, origin in pieces for _ in piece]
-
-
-def marked_html(text: str, reference: str | None = None, segments: list | None = None) -> str:
-    """`text` HTML-escaped, each token tinted by origin (from `segments`) and words that differ from
-    `reference` marked, with the reference's missing words shown struck through."""
-    text = _printable(text)
-    origins = _char_origins(text, segments or [])
-    differs = [False] * len(text)
-    struck: dict[int, str] = {}  # character position -> reference words missing before it
-    if reference is not None:
-        # Words with their following spaces kept as separate pieces, so a changed word is marked whole.
-        ref_words = re.findall(r"\S+|\s+", _printable(reference))
-        words = re.findall(r"\S+|\s+", text)
-        starts = [0]
-        for word in words:
-            starts.append(starts[-1] + len(word))
-        matcher = difflib.SequenceMatcher(None, ref_words, words, autojunk=False)
-        for op, i1, i2, j1, j2 in matcher.get_opcodes():
-            if op in ("replace", "delete") and i2 > i1:
-                struck[starts[j1]] = struck.get(starts[j1], "") + "".join(ref_words[i1:i2])
-            if op in ("replace", "insert"):
-                differs[starts[j1]:starts[j2]] = [True] * (starts[j2] - starts[j1])
-    out, i = [], 0
-    while i <= len(text):
-        if i in struck:
-            out.append(f"<del>{html.escape(struck[i])}</del>")
-        if i == len(text):
-            break
-        j = i + 1
-        while j < len(text) and j not in struck and (origins[j], differs[j]) == (origins[i], differs[i]):
-            j += 1
-        chunk = html.escape(text[i:j])
-        tag = "mark" if differs[i] else "span"
-        cls = f' class="al-o-{origins[i]}"' if origins[i] else ""
-        out.append(f"<{tag}{cls}>{chunk}</{tag}>" if differs[i] or cls else chunk)
-        i = j
-    return "".join(out)
-
-
-def diff_html(reference: str, other: str) -> str:
-    """`other` with the words that differ from `reference` marked; every piece HTML-escaped."""
-    return marked_html(other, reference)
-
-
-def origin_legend_html() -> str:
-    """The key to the colours and marks in the generated texts."""
-    return (
-        '<div class="al-legend" id="al-legend">'
-        f'<span><span class="al-swatch al-o-draft"></span>{html.escape(ORIGIN_LABELS["draft"])}</span>'
-        f'<span><span class="al-swatch al-o-target"></span>'
-        f'{html.escape(ORIGIN_LABELS["target"]).replace("bonus token", term("bonus"))}</span>'
-        '<span><mark>differs from plain</mark></span>'
-        '<span><del>in plain, not here</del></span></div>'
-    )
-
-
-def _origin_note(arm: dict) -> str:
-    origins = arm.get("token_origins") or []
-    if not origins:
-        return ""
-    drafted = sum(1 for o in origins if o == "draft")
-    return f'<span class="al-sub">{drafted} of {len(origins)} tokens drafted and accepted</span>'
-
-
-def texts_html(report: dict) -> str:
-    """The plain text and each assisted text side by side: where each token came from, and what differs."""
-    arms = report.get("arms", [])
-    if not arms:
-        return ""
-    by_name = {c["arm"]: c for c in report.get("comparison", [])}
-    plain = arms[0].get("text", "")
-    cards = []
-    for i, arm in enumerate(arms):
-        comp = by_name.get(arm["name"], {})
-        segments = arm.get("text_segments") if i else None  # plain is all the target's: no tint needed
-        note = _origin_note(arm) if i else ""
-        if arm.get("error") and not arm.get("latencies_s"):
-            badge, body = '<span class="al-badge al-failed-badge">failed</span>', html.escape(arm["error"])
-        elif i == 0:
-            badge, body = '<span class="al-badge al-same">reference</span>', html.escape(_printable(plain))
-        elif comp.get("outputs_identical") is False:
-            where = comp.get("first_difference")
-            at = f" from token {where + 1}" if where is not None else ""
-            badge = f'<span class="al-badge al-differs">differs{at}</span>'
-            body = marked_html(arm.get("text", ""), plain, segments)
-        else:
-            same = comp.get("outputs_identical")
-            badge = '<span class="al-badge al-same">identical to plain</span>' if same else ""
-            body = marked_html(arm.get("text", ""), None, segments)
-        cards.append(
-            f'<div class="al-text-card"><h4><span>{_dot(i)}{html.escape(arm["name"])}</span> {badge}</h4>{note}'
-            f'<pre class="al-text">{body}</pre></div>'
-        )
-    legend = origin_legend_html() if len(arms) > 1 else ""
-    return f'{prompt_note_html(report)}{legend}<div class="al-texts" id="al-texts">{"".join(cards)}</div>'
-
-
-def prompt_note_html(report: dict) -> str:
-    """Why the texts may read as a continuation: the target had no chat template (or it was turned off)."""
-    note = (report.get("environment") or {}).get("prompt_note")
-    return f'<p class="al-prompt-note" id="al-prompt-note">{html.escape(note)}</p>' if note else ""
 
 
 # ---------------------------------------------------------------- why: the cost model, the ranking, the sweep
@@ -409,7 +133,7 @@ def why_html(report: dict) -> str:
         if i == 0 or comp is None:
             continue
         s = comp.get("speedup") or {}
-        title = f"<h4>{_dot(i)}{html.escape(arm['name'])}</h4>"
+        title = f"<h4>{dot(i)}{html.escape(arm['name'])}</h4>"
         if arm.get("error") and not arm.get("latencies_s"):
             cards.append(f'<div class="al-why-card">{title}<p class="al-limit">Failed: {html.escape(arm["error"])}'
                          f"</p></div>")
@@ -530,7 +254,7 @@ def ranking_html(report: dict) -> str:
     for row in rows:
         rank = str(row["rank"]) if row.get("rank") is not None else "–"
         if row.get("plain"):
-            cells = [rank, f"{_dot(0)}{term('plain', 'plain')} <span class=\"al-sub\">(no assistant)</span>",
+            cells = [rank, f"{dot(0)}{term('plain', 'plain')} <span class=\"al-sub\">(no assistant)</span>",
                      "1× (baseline)", "–", "–", "–", "–", html.escape(PLAIN_ROW_NOTE)]
             body.append('<tr class="al-plain-row">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
             continue
@@ -541,7 +265,7 @@ def ranking_html(report: dict) -> str:
             name += f' <span class="al-badge al-lossy-badge">{html.escape(LOSSY_MARK)}</span>'
         cells = [
             rank,
-            f"{_dot(colour.get(row['arm'], 0))}{name}",
+            f"{dot(colour.get(row['arm'], 0))}{name}",
             _speed_cell(row.get("speedup"), row),
             _fmt(row.get("acceptance_rate"), ".0%"),
             _fmt(row.get("c"), ".2f"),
