@@ -776,7 +776,7 @@ def vllm_setup(request: BenchRequest, target: LoadedModel, drafts: dict[str, Loa
             problem = str(exc)
     for spec in specs:
         if spec.url is not None:
-            endpoints.append(vllm_engine.operator_endpoint(spec, (target.name, target.folder)))
+            endpoints.append(vllm_engine.operator_endpoint(spec, (target.name, target.folder), should_stop))
             continue
         endpoint = vllm_engine.Endpoint(spec, spec.label, error=problem)
         helper = drafts.get(spec.draft_model) if spec.draft_model else None
