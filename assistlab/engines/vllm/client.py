@@ -89,6 +89,7 @@ class _Watch:
     def __init__(self, conn: http.client.HTTPConnection, should_stop: Callable[[], bool], deadline_s: float):
         self.conn, self.should_stop, self.deadline_s = conn, should_stop, deadline_s
         self.fired: str | None = None
+        self._sock: socket.socket | None = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True, name="assistlab-request-watch")
 
@@ -109,7 +110,8 @@ class _Watch:
                 stop = True
             if stop or time.monotonic() > end:
                 self.fired = "stopped" if stop else "deadline"
-                sock = self.conn.sock
+                # The socket seen at connect: http.client drops conn.sock when the response reads to the close.
+                sock = self._sock or self.conn.sock
                 if sock is not None:
                     with contextlib.suppress(OSError):
                         sock.shutdown(socket.SHUT_RDWR)
@@ -118,6 +120,7 @@ class _Watch:
     def connected(self) -> None:
         """After the connection opens: its reads wait up to READ_TIMEOUT_S for a byte (the connect only its own
         timeout); a stop that came while connecting shuts it now."""
+        self._sock = self.conn.sock
         if self.conn.sock is not None:
             self.conn.sock.settimeout(min(READ_TIMEOUT_S, self.deadline_s))
             if self.fired:
@@ -149,7 +152,7 @@ def get(url: str, path: str, api_key: str | None, timeout: float = CONNECT_TIMEO
         should_stop: Callable[[], bool] = lambda: False, deadline_s: float = GET_DEADLINE_S) -> tuple[int, str]:
     """(status, body) of GET url+path, the body capped (CAPS); Unreachable in one sentence when nothing answers."""
     conn, base = _connection(url, timeout)
-    watch = _Watch(conn, should_stop, max(deadline_s, timeout))
+    watch = _Watch(conn, should_stop, deadline_s)
     try:
         with watch:
             conn.connect()
@@ -157,6 +160,11 @@ def get(url: str, path: str, api_key: str | None, timeout: float = CONNECT_TIMEO
             conn.request("GET", base + path, headers=_headers(api_key))
             response = conn.getresponse()
             body = _read_capped(response, CAPS.get(path, CAPS["/metrics"]), url, path)
+        # A shut socket can end a read early without an error: the part read is not the answer.
+        if watch.fired == "deadline":
+            raise _deadline_error(url, f"answering {path}", deadline_s)
+        if watch.fired == "stopped":
+            raise Stopped(f"The request to {url}{path} was stopped.")
         return response.status, body.decode("utf-8", "replace")
     except (OSError, http.client.HTTPException) as exc:
         if watch.fired == "deadline":
