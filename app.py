@@ -24,7 +24,22 @@ def main() -> int:
         return 2
     ui.stop_on_sigterm()
     ui.build_app(ModelStore(), preparation=preparation).launch(**options)
+    leave(0)
     return 0
+
+
+def leave(code: int) -> None:
+    """End the process once gradio has closed (Ctrl-C, SIGTERM): the at-exit work first (the reports' folder,
+    the vLLM servers AssistLab started), then os._exit. A comparison may still run in one of gradio's threads,
+    and finalizing the interpreter under it aborts inside torch ("terminate called without an active
+    exception", rc -6)."""
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

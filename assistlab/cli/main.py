@@ -15,6 +15,8 @@ from . import history as history_cli
 from .parser import EXIT_USAGE, build_parser, request_from_args, suite_request_from_args
 from .tables import format_suite_table, format_table
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 
 def _suite(args: argparse.Namespace, request: BenchRequest, suite_request, stop: threading.Event) -> int:
     from ..engines.transformers.models import ModelStore
@@ -54,13 +56,21 @@ def _bench(args: argparse.Namespace) -> int:
     suite_request = suite_request_from_args(args)
     stop = threading.Event()
 
-    def on_interrupt(_sig, _frame):
+    received: list[int] = []
+
+    def on_interrupt(sig, _frame):
+        # SIGTERM (timeout, systemd, a CI cancel, Kubernetes) and SIGHUP (a closed terminal) stop as Ctrl-C does:
+        # the run in progress is dropped, the launched vLLM servers are stopped, the table is still printed.
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
-        sys.stderr.write("\nStopping at the next generation step; the run it cuts short is not counted (Ctrl-C again to abort)...\n")
+        received.append(sig)
+        name = signal.Signals(sig).name
+        again = "Ctrl-C again to abort" if sig == signal.SIGINT else f"{name} again to abort"
+        sys.stderr.write(f"\n{name}: stopping at the next generation step and ending the vLLM servers AssistLab "
+                         f"started; the run it cuts short is not counted ({again})...\n")
 
-    previous = signal.signal(signal.SIGINT, on_interrupt)
+    previous = {sig: signal.signal(sig, on_interrupt) for sig in STOP_SIGNALS}
     final = None
     try:
         if suite_request is not None:
@@ -83,7 +93,8 @@ def _bench(args: argparse.Namespace) -> int:
                 said = event.message
             final = event
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     data = final.report.to_dict()
     print(format_table(data))
     for path, text in ((args.json, final.report.to_json()), (args.csv, final.report.to_csv())):
@@ -94,6 +105,9 @@ def _bench(args: argparse.Namespace) -> int:
                 raise InputError(f"Cannot write {str(path)!r}: {exc.strerror}.") from None
     if args.save:
         history_cli.save_report(data)
+    if received and received[0] != signal.SIGINT:
+        sys.stderr.write(f"Stopped by {signal.Signals(received[0]).name}.\n")
+        return 128 + received[0]
     return 0
 
 

