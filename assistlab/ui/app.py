@@ -3,6 +3,7 @@
 # No `from __future__ import annotations`: gr.api reads the type hints of `compare` at runtime.
 
 import asyncio
+import math
 import os
 import signal
 from pathlib import Path
@@ -338,9 +339,17 @@ def throttled_auth(pairs: list[tuple[str, str]]):
     throttle = LoginThrottle(dict(pairs))
 
     async def auth(username: str, password: str) -> bool:
-        if throttle.check(username, password):
+        client = gradio_private.login_client()
+        if throttle.check(username, password, client):
             return True
         await asyncio.sleep(FAILED_LOGIN_DELAY_S)
+        refusal = throttle.refusal(username, client)  # after the delay, so its "try again in N s" is true
+        if refusal is not None:
+            from fastapi import HTTPException
+
+            # Still a 400, the status Gradio's login page answers with "Incorrect credentials"; a script reads why.
+            raise HTTPException(status_code=400, detail=refusal.message(),
+                                headers={"Retry-After": str(max(1, math.ceil(refusal.wait_s)))})
         return False
 
     auth.throttle = throttle

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 import gradio as gr
 
 
@@ -60,6 +62,16 @@ def _logged_in(app, scope) -> bool:
     return token is not None and tokens.get(token) is not None
 
 
+# The address of the client whose request is being answered: Gradio calls `auth(username, password)` with nothing
+# else, so LoginGate sets this around each request for the login throttle (a ContextVar: one value per request).
+_CLIENT: ContextVar[str | None] = ContextVar("assistlab_client", default=None)
+
+
+def login_client() -> str | None:
+    """The address of the client whose login is being checked (uvicorn's, after a trusted proxy's header)."""
+    return _CLIENT.get()
+
+
 class LoginGate:
     """ASGI middleware for the app Gradio builds: without a login, only the login page answers (401 otherwise)."""
 
@@ -67,6 +79,14 @@ class LoginGate:
         self.app = app
 
     async def __call__(self, scope, receive, send) -> None:
+        client = scope.get("client")
+        token = _CLIENT.set(str(client[0]) if client else None)
+        try:
+            await self._gate(scope, receive, send)
+        finally:
+            _CLIENT.reset(token)
+
+    async def _gate(self, scope, receive, send) -> None:
         gradio_app = scope.get("app")
         if scope["type"] in ("http", "websocket") and getattr(gradio_app, "auth", None) is not None:
             path = scope.get("path", "")
