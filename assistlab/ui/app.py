@@ -74,7 +74,8 @@ def build_app(
 
         # ---- Register listeners
         page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs(), pool, history,
-                    run_buttons=(results.run, sweeps.draft_length, sweeps.lookup_length, suites.run))
+                    run_buttons=(results.run, sweeps.draft_length, sweeps.lookup_length, suites.run),
+                    client_gone=lambda session: gradio_private.client_gone(demo, session))
         form_mod.wire(form)
         compare_tab.wire(page, results)
         sweep_tab.wire(page, form, sweeps)

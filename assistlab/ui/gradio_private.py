@@ -14,8 +14,9 @@ def client_gone(blocks: gr.Blocks, session_hash: str) -> bool:
     function that is not a generator is never told; it can only look.
     """
     queue = getattr(blocks, "_queue", None)
-    for job_set in getattr(queue, "active_jobs", None) or []:
-        for event in job_set or []:
+    # Called from a run's own thread too: copies, as gradio's loop may change these lists meanwhile.
+    for job_set in list(getattr(queue, "active_jobs", None) or []):
+        for event in list(job_set or []):
             if getattr(event, "session_hash", None) == session_hash and not getattr(event, "alive", True):
                 return True
     return False
