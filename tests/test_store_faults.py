@@ -170,3 +170,25 @@ def test_reads_from_a_paused_postgresql_say_the_history_is_busy(pg_server):
             assert time.monotonic() < deadline
             time.sleep(0.5)
     store.close()
+
+
+# ---------------------------------------------------------------- what a filter may hold
+
+@pytest.mark.parametrize("field", ["target", "assistant", "device"])
+def test_a_lone_surrogate_in_a_filter_gets_a_sentence(tmp_path, field):
+    from assistlab.errors import InputError
+    from assistlab.ui.session import user_errors
+
+    store = hist.History(f"sqlite:///{tmp_path / hist.DB_FILENAME}", max_entries=None)
+    assert store.save(report()).saved
+    with pytest.raises(InputError, match=f"The {field} filter contains a character that is not valid text"):
+        store.list(**{field: "org/\ud800target"})
+    import gradio as gr
+
+    with pytest.raises(gr.Error) as caught, user_errors():  # as /history answers it
+        store.list(**{field: "\udfff"})
+    assert "lone surrogate" in caught.value.message and "unexpected" not in caught.value.message
+    if field != "assistant":
+        with pytest.raises(InputError, match="lone surrogate"):
+            store.leaderboard(**{field: "\ud83d"})
+    store.close()

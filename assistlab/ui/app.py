@@ -277,6 +277,7 @@ def build_app(
 
     demo.queue(max_size=queue_max_size, default_concurrency_limit=1)
     gradio_private.quiet_queue(demo)
+    gradio_private.remove_copies_at_exit(demo)
     return demo
 
 
@@ -378,6 +379,7 @@ def launch_options(environ: dict | None = None) -> dict:
     if env.get("GRADIO_ROOT_PATH"):
         options["root_path"] = env["GRADIO_ROOT_PATH"]
     options["max_file_size"] = LIMITS["upload_bytes"]
+    options["app_kwargs"] = gradio_private.app_kwargs(login=False)  # a cancel before its event's id still counts
     auth = parse_auth(env.get(AUTH_ENV))
     if auth:
         options["auth"] = throttled_auth(auth)

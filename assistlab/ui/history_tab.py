@@ -19,7 +19,7 @@ from ..history import History, SaveResult, canonical_model, check_id, runs_csv, 
 from ..views import charts
 from ..views.history_html import board_html, chooser_label, entries_html, entry_caption_html
 from ..views.panels import headline_html, numbers_html, ranking_html, sweep_html, texts_html, why_html
-from .session import LIGHT, Page, user_errors
+from .session import LIGHT, Page, user_errors, write_private
 
 SIDES = ("left", "right")
 PAGE_SIZE = 20
@@ -220,8 +220,8 @@ def build_board() -> dict:
 def _side_updates(side: Side, entry, report: dict, folder: Path) -> dict:
     json_path = folder / f"assistlab-report-{entry.id}.json"
     csv_path = folder / f"assistlab-runs-{entry.id}.csv"
-    json_path.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    csv_path.write_text(runs_csv(report), encoding="utf-8")
+    write_private(json_path, json.dumps(report, indent=2))
+    write_private(csv_path, runs_csv(report))
     return {
         side.column: gr.update(visible=True),
         side.caption: entry_caption_html(entry),

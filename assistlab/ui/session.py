@@ -172,6 +172,15 @@ class SessionStops:
             flag.set()
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write a file only this server's user can read (mode 600): gradio's copy of it, made when it is offered for
+    download, keeps that mode in the shared temporary folder."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # a file written again keeps its old mode otherwise
+    with open(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 REPORTS_PREFIX = "assistlab-reports-"  # + the owning process's id + "-" + random: assistlab-reports-4242-x1y2
 
 
@@ -229,8 +238,8 @@ class ReportFiles:
         folder = self.root / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         folder.mkdir()
         json_path, csv_path = folder / "assistlab-report.json", folder / "assistlab-runs.csv"
-        json_path.write_text(report.to_json(), encoding="utf-8")
-        csv_path.write_text(report.to_csv(), encoding="utf-8")
+        write_private(json_path, report.to_json())
+        write_private(csv_path, report.to_csv())
         return str(json_path), str(csv_path)
 
     def _prune(self, now: float | None = None) -> None:
