@@ -51,7 +51,7 @@ SAVE_WAIT_FACTOR = 2.0
 SAVE_WRITERS = 2  # threads that write saves; a stalled database holds these, never the callers
 # Reads (the History tab, the board, /history) run on threads of their own too, and a caller waits for one at
 # most `read_wait_s` (busy_timeout_s by default): a paused PostgreSQL server cannot end a statement itself.
-READERS = 4
+READERS = 2
 BUSY = "The history is busy; try again in a moment."
 WRITE = "assistlab_write"  # the execution option that makes a SQLite transaction take the write lock up front
 DAMAGED_HINT = "It is damaged; move the file aside and AssistLab will start a new one."
