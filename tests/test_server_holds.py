@@ -459,6 +459,6 @@ def test_a_page_stop_inside_the_first_repetition_saves_nothing(models_dir, store
             assert page.locator("#al-saved").count() == 0
             assert history.count() == 0
             text = page.inner_text("#al-progress")
-            assert re.search(r"Stopped after 0 of", text), text
+            assert re.search(r"Stopped: you pressed Stop, after 0 of", text), text
         finally:
             browser.close()

@@ -189,7 +189,8 @@ def test_failed_logins_back_off_and_the_right_password_works_after():
     from assistlab.access import FIRST_LOCK_S, LoginThrottle
 
     now = [0.0]
-    throttle = LoginThrottle({"ann": "secret"}, clock=lambda: now[0])
+    # The record of one name from one address; the address's own (any names) is set out of the way here.
+    throttle = LoginThrottle({"ann": "secret"}, clock=lambda: now[0], free_client=100)
     results = [throttle.check("ann", f"guess{i}") for i in range(10)]
     assert results == [False] * 10
     assert throttle.locked_for("ann") == FIRST_LOCK_S
@@ -211,9 +212,10 @@ def test_guessing_many_names_locks_logins_without_growing_memory():
     for i in range(1000):
         throttle.check(f"user{i}", "pw")
         now[0] += 0.01
-    assert len(throttle._records) == 2  # every unknown name shares one record, plus the overall one
+    # Every unknown name shares one record (and one from this address), plus the address's and the overall one.
+    assert len(throttle._records) == 4
     assert throttle.locked_for("someone-new") > 0  # guessing names is throttled as one
-    assert throttle._records["\x00unknown"].failures < 1000 / 2  # most guesses were refused unheard
+    assert throttle._records[("name", "\x00unknown")].failures < 1000 / 2  # most guesses were refused unheard
     assert throttle.check("ann", "secret")  # a known name is not locked by others' guesses
 
     accounts = {f"u{i}": "pw" for i in range(30)}
@@ -239,7 +241,7 @@ def test_ten_wrong_passwords_through_the_server_are_slowed(models_dir, store, mo
                  for i in range(10)]
         took = time.monotonic() - started
         assert codes == [400] * 10 and took >= 10 * FAILED_LOGIN_DELAY_S
-        wait = options["auth"].throttle.locked_for("ann")
+        wait = options["auth"].throttle.locked_for("ann", "127.0.0.1")
         assert wait > 0
         assert httpx.post(f"{url}login", data={"username": "ann", "password": "secret"}).status_code == 400
         time.sleep(wait + 0.1)

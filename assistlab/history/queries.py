@@ -9,6 +9,7 @@ from datetime import timezone
 
 import sqlalchemy as sa
 
+from ..config import check_encodable
 from ..errors import InputError
 from .records import MAX_NAME_CHARS, MAX_PAGE, MAX_PAGE_SIZE, Entry, HistoryError, Page, check_id
 from .schema import arms_table, comparisons
@@ -17,10 +18,16 @@ from .schema import arms_table, comparisons
 Connect = Callable[[], AbstractContextManager[sa.Connection]]
 
 
+_FILTERS = {"target": "target", "device_name": "device", "assistant": "assistant"}  # a column as its filter box
+
+
 def part_of(column: sa.ColumnElement, text: str) -> list[sa.ColumnElement[bool]]:
     """`column` contains what was typed in a filter box (trimmed, at most a name long); no condition when blank."""
+    if text is not None and not isinstance(text, str):
+        raise InputError(f"The {_FILTERS.get(column.name, column.name)} filter must be text; got {text!r}.")
     if not (text and text.strip()):
         return []
+    check_encodable(f"{_FILTERS.get(column.name, column.name)} filter", text)  # the database driver cannot send it
     return [column.contains(text.strip()[:MAX_NAME_CHARS], autoescape=True)]
 
 

@@ -220,10 +220,14 @@ def upgrade(engine: sa.Engine, to_version: int = SCHEMA_VERSION) -> int:
     """Bring a database up to `to_version`, one migration per transaction; returns the version it is at.
 
     Several servers may start at once: SQLite's BEGIN IMMEDIATE and PostgreSQL's advisory lock make them take
-    turns, and each re-reads the version inside its transaction.
+    turns, and each re-reads the version inside its transaction. A database already at `to_version` is only read:
+    opening the history never waits for a writer elsewhere.
     """
+    with engine.connect() as conn:
+        if current_version(conn) == to_version:
+            return to_version
     while True:
-        with engine.begin() as conn:
+        with engine.connect() as conn, conn.execution_options(assistlab_write=True).begin():
             if conn.dialect.name == "postgresql":
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(7317001)"))
             version = current_version(conn)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -17,6 +19,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
 from ..errors import InputError
 from . import leaderboard as board
@@ -46,6 +49,12 @@ DEFAULT_HISTORY_MAX = 10_000
 BUSY_TIMEOUT_S = 5.0
 SAVE_WAIT_FACTOR = 2.0
 SAVE_WRITERS = 2  # threads that write saves; a stalled database holds these, never the callers
+# Reads (the History tab, the board, /history) run on threads of their own too, and a caller waits for one at
+# most `read_wait_s` (busy_timeout_s by default): a paused PostgreSQL server cannot end a statement itself.
+READERS = 2
+BUSY = "The history is busy; try again in a moment."
+WRITE = "assistlab_write"  # the execution option that makes a SQLite transaction take the write lock up front
+DAMAGED_HINT = "It is damaged; move the file aside and AssistLab will start a new one."
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -99,6 +108,38 @@ def _describe(url: str) -> str:
 def _damaged(reason: str) -> bool:
     lower = reason.lower()
     return "not a database" in lower or "malformed" in lower
+
+
+def _busy(reason: str) -> bool:
+    lower = reason.lower()
+    return any(word in lower for word in ("locked", "busy", "statement timeout", "timed out", "timeout expired"))
+
+
+def _file_problem(path: Path, held_data: bool) -> str | None:
+    """What is wrong with the SQLite file at `path` as its header and size tell (None: nothing seen, or no file).
+
+    Checked before each use: a file cut short in place (same inode) would otherwise take saves SQLite cannot
+    read back after a restart. `held_data` says it was seen holding a database before, so empty is not new.
+    """
+    try:
+        with open(path, "rb") as f:
+            head, size = f.read(100), os.fstat(f.fileno()).st_size
+    except OSError:  # missing (a new one is made) or unreadable (SQLite says so in its own words)
+        return None
+    if size == 0:
+        return "it has been emptied" if held_data else None
+    if size < 100 or not head.startswith(b"SQLite format 3\x00"):
+        return "file is not a database"
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    if page < 512 or page & (page - 1):
+        return "file is not a database"
+    if size % page:
+        return f"it was cut short: {size} bytes are not a whole number of {page}-byte pages"
+    pages = int.from_bytes(head[28:32], "big")
+    if pages and head[24:28] == head[92:96] and pages * page > size:  # the count is valid when those two agree
+        return f"it was cut short: {size // page} of its {pages} pages are there"
+    return None
 
 
 def _reason(exc: BaseException) -> str:
@@ -167,8 +208,11 @@ class History:
         self.save_wait_s = save_wait_s if save_wait_s is not None else SAVE_WAIT_FACTOR * busy_timeout_s
         self._engine: sa.Engine | None = None
         self._file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the SQLite file the engine opened
+        self._held_data = False  # the SQLite file was seen holding a database: empty now means emptied
         self._lock = threading.RLock()  # _error may forget the engine while _ready holds it
         self._writers: _Writers | None = None
+        self._readers: _Writers | None = None
+        self.read_wait_s = busy_timeout_s
 
     @property
     def where(self) -> str:
@@ -184,7 +228,11 @@ class History:
             path = sa.engine.make_url(self.url).database
             if path and path != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-            engine = sa.create_engine(self.url, connect_args={"timeout": self.busy_timeout_s})
+            # No pool for a file: a connection lives for one use, and when the last one closes SQLite folds the -wal
+            # into the file and removes it. Pooled connections kept the -wal and its index open, and a healthy
+            # copy put over the file (the same inode) was then read through the old file's -wal: "malformed".
+            pool = {"poolclass": NullPool} if self._path is not None else {}
+            engine = sa.create_engine(self.url, connect_args={"timeout": self.busy_timeout_s}, **pool)
             busy_ms = int(self.busy_timeout_s * 1000)
 
             @event.listens_for(engine, "connect")
@@ -202,8 +250,9 @@ class History:
 
             @event.listens_for(engine, "begin")
             def _on_begin(conn):
-                # Take the write lock up front, so two savers queue on busy_timeout instead of deadlocking.
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                # A write takes the write lock up front, so two savers queue on busy_timeout instead of
+                # deadlocking; a read never asks for it (in WAL mode it reads beside a writer at once).
+                conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE) else "BEGIN")
 
             return engine
         connect_args: dict = {"connect_timeout": max(1, round(self.busy_timeout_s))}
@@ -241,6 +290,7 @@ class History:
         A SQLite file that was replaced since is opened again: the engine on the old one is disposed.
         """
         with self._lock:
+            self._check_file()
             if self._engine is not None and not self._replaced():
                 return self._engine
             if self._engine is not None:
@@ -262,12 +312,34 @@ class History:
             self._engine = engine
             return engine
 
+    def _check_file(self) -> None:
+        """HistoryError when the SQLite file is damaged as its header and size show (looked at twice, 0.1 s
+        apart, so a checkpoint under way elsewhere is not taken for damage); the engine on it is forgotten."""
+        path = self._path
+        if path is None:
+            return
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:  # moved aside or never made: the new file SQLite makes starts empty
+            self._held_data = False
+            return
+        except OSError:
+            return
+        problem = _file_problem(path, self._held_data)
+        if problem is not None:
+            time.sleep(0.1)
+            problem = _file_problem(path, self._held_data)
+        if problem is not None:
+            self._forget()
+            raise HistoryError(f"Cannot use {self.where} ({problem}). {DAMAGED_HINT}")
+        self._held_data = self._held_data or size > 0
+
     def _error(self, exc: BaseException) -> HistoryError:
         reason = _reason(exc)
         lower = reason.lower()
         if _damaged(reason):
             self._forget()  # the next use opens the file again: repaired, or moved aside for a new one
-            hint = "It is damaged; move the file aside and AssistLab will start a new one."
+            hint = DAMAGED_HINT
         elif "locked" in lower or "busy" in lower:
             hint = "Another process is holding it; try again in a moment."
         elif "full" in lower or "no space" in lower:
@@ -291,9 +363,10 @@ class History:
 
     def close(self) -> None:
         with self._lock:
-            writers, self._writers = self._writers, None
-        if writers is not None:
-            writers.shutdown()
+            pools, self._writers, self._readers = (self._writers, self._readers), None, None
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown()
         self._forget()
 
     # --- writing ----------------------------------------------------------------------------------------
@@ -354,7 +427,7 @@ class History:
                 return
             engine = self._ready()
             try:
-                with engine.begin() as conn:
+                with self._writing(engine) as conn:
                     seq = conn.execute(comparisons.insert().values(**row).returning(comparisons.c.seq)).scalar_one()
                     if arms:
                         conn.execute(arms_table.insert(), [{**a, "comparison_seq": seq} for a in arms])
@@ -384,7 +457,7 @@ class History:
         """Remove one comparison. With logins on (`user` given) only its owner may; without, anyone may."""
         run_id = check_id(run_id)
         try:
-            with self._ready().begin() as conn:
+            with self._writing(self._ready()) as conn:
                 row = conn.execute(
                     sa.select(comparisons.c.seq, comparisons.c.owner).where(comparisons.c.id == run_id)
                 ).first()
@@ -399,6 +472,15 @@ class History:
         except (SQLAlchemyError, OSError) as exc:
             raise self._error(exc) from None
 
+    @staticmethod
+    @contextmanager
+    def _writing(engine: sa.Engine) -> Iterator[sa.Connection]:
+        """A transaction that takes SQLite's write lock as it begins (see _on_begin)."""
+        with engine.connect() as conn:
+            conn.execution_options(**{WRITE: True})
+            with conn.begin():
+                yield conn
+
     # --- reading: the queries live in queries.py and leaderboard.py; this gives them a connection --------
     @contextmanager
     def _reading(self) -> Iterator[sa.Connection]:
@@ -407,21 +489,36 @@ class History:
             with self._ready().connect() as conn:
                 yield conn
         except (SQLAlchemyError, OSError) as exc:
+            if _busy(_reason(exc)):
+                raise HistoryError(BUSY) from None
             raise self._error(exc) from None
+
+    def _read(self, query, *args, **kwargs):
+        """`query(self._reading, ...)` on a reader thread; HistoryError(BUSY) when it takes over read_wait_s."""
+        with self._lock:
+            if self._readers is None:
+                self._readers = _Writers(READERS)
+            readers = self._readers
+        future = readers.submit(functools.partial(query, self._reading, *args, **kwargs))
+        try:
+            return future.result(timeout=self.read_wait_s)
+        except FutureTimeout:
+            future.cancel()  # still queued behind stuck readers: it never starts
+            raise HistoryError(BUSY) from None
 
     def list(self, *, target: str = "", assistant: str = "", device: str = "", page: int = 1,
              page_size: int = 20) -> Page:
         """Saved comparisons, newest first, filtered by parts of the target, an assistant and the device."""
-        return queries.list_entries(self._reading, target=target, assistant=assistant, device=device, page=page,
-                                    page_size=page_size)
+        return self._read(queries.list_entries, target=target, assistant=assistant, device=device, page=page,
+                          page_size=page_size)
 
     def get(self, run_id: str) -> tuple[Entry, dict]:
         """One saved comparison: its list entry and its whole report, as data (never markup)."""
-        return queries.get_entry(self._reading, run_id)
+        return self._read(queries.get_entry, run_id)
 
     def leaderboard(self, *, target: str = "", device: str = "") -> tuple[BoardSection, ...]:
         """For each target and device, the pairings tried, fastest first, from every saved comparison."""
-        return board.leaderboard(self._reading, target=target, device=device)
+        return self._read(board.leaderboard, target=target, device=device)
 
     def count(self) -> int:
-        return queries.count_entries(self._reading)
+        return self._read(queries.count_entries)

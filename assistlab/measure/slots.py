@@ -132,6 +132,7 @@ def visible_gpus() -> int:
 
 
 _DONE = object()
+ABANDONED = "abandoned"  # Job.stop_reason when nobody pulled for abandon_after_s
 
 
 class Finished(Exception):
@@ -143,8 +144,8 @@ class Job(Generic[T]):
 
     The reader pulls items with `get()`: `Waiting` while queued, then whatever `work` yields; an exception
     in `work` is raised from `get()`. The work is told to stop when `stop()` is called or when nobody has
-    pulled for `abandon_after_s` (a closed tab, a killed client, a cancelled request whose handler is no
-    longer called). The slots are released only after `work` has returned, on its own thread.
+    pulled for `abandon_after_s`, a last resort for a reader that vanished unseen; `stop_reason` says which.
+    The slots are released only after `work` has returned, on its own thread.
 
     With `lockstep`, the work waits after each item until the reader comes back for the next one: whatever the
     reader does with an item (building a report, drawing charts) is done before the next timed run starts.
@@ -163,6 +164,7 @@ class Job(Generic[T]):
         self.pool, self.work, self.whole, self.lockstep = pool, work, whole, lockstep
         self.abandon_after_s, self.clock = abandon_after_s, clock
         self._stop = threading.Event()
+        self.stop_reason: str | None = None  # what stop() was told, or ABANDONED
         self._items: queue.Queue = queue.Queue()
         self._last_pull = clock()
         self._given = 0  # items the work has handed over
@@ -179,10 +181,13 @@ class Job(Generic[T]):
 
     def should_stop(self) -> bool:
         if not self._stop.is_set() and self.clock() - self._last_pull > self.abandon_after_s:
-            self._stop.set()  # nobody reads this job any more
+            self.stop(ABANDONED)  # nobody reads this job any more
         return self._stop.is_set()
 
-    def stop(self) -> None:
+    def stop(self, reason: str = "stopped") -> None:
+        """Tell the work to stop; the first reason given is kept in `stop_reason`."""
+        if not self._stop.is_set():
+            self.stop_reason = reason
         self._stop.set()
 
     @property

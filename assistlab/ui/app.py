@@ -4,6 +4,7 @@
 
 import asyncio
 import inspect
+import math
 import os
 import signal
 from pathlib import Path
@@ -74,7 +75,8 @@ def build_app(
 
         # ---- Register listeners
         page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs(), pool, history,
-                    run_buttons=(results.run, sweeps.draft_length, sweeps.lookup_length, suites.run))
+                    run_buttons=(results.run, sweeps.draft_length, sweeps.lookup_length, suites.run),
+                    client_gone=lambda session: gradio_private.client_gone(demo, session))
         form_mod.wire(form)
         compare_tab.wire(page, results)
         sweep_tab.wire(page, form, sweeps)
@@ -210,6 +212,7 @@ def build_app(
 
     demo.queue(max_size=queue_max_size, default_concurrency_limit=1)
     gradio_private.quiet_queue(demo)
+    gradio_private.remove_copies_at_exit(demo)
     return demo
 
 
@@ -305,9 +308,17 @@ def throttled_auth(pairs: list[tuple[str, str]]):
     throttle = LoginThrottle(dict(pairs))
 
     async def auth(username: str, password: str) -> bool:
-        if throttle.check(username, password):
+        client = gradio_private.login_client()
+        if throttle.check(username, password, client):
             return True
         await asyncio.sleep(FAILED_LOGIN_DELAY_S)
+        refusal = throttle.refusal(username, client)  # after the delay, so its "try again in N s" is true
+        if refusal is not None:
+            from fastapi import HTTPException
+
+            # Still a 400, the status Gradio's login page answers with "Incorrect credentials"; a script reads why.
+            raise HTTPException(status_code=400, detail=refusal.message(),
+                                headers={"Retry-After": str(max(1, math.ceil(refusal.wait_s)))})
         return False
 
     auth.throttle = throttle
@@ -335,6 +346,7 @@ def launch_options(environ: dict | None = None) -> dict:
     if env.get("GRADIO_ROOT_PATH"):
         options["root_path"] = env["GRADIO_ROOT_PATH"]
     options["max_file_size"] = LIMITS["upload_bytes"]
+    options["app_kwargs"] = gradio_private.app_kwargs(login=False)  # a cancel before its event's id still counts
     auth = parse_auth(env.get(AUTH_ENV))
     if auth:
         options["auth"] = throttled_auth(auth)

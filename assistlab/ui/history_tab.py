@@ -20,7 +20,7 @@ from ..views import charts
 from ..views.history_html import board_html, chooser_label, entries_html, entry_caption_html
 from ..views.panels import headline_html, numbers_html, ranking_html, sweep_html, why_html
 from ..views.texts import texts_html
-from .session import LIGHT, Page, user_errors
+from .session import LIGHT, Page, user_errors, write_private
 
 SIDES = ("left", "right")
 PAGE_SIZE = 20
@@ -221,8 +221,8 @@ def build_board() -> dict:
 def _side_updates(side: Side, entry, report: dict, folder: Path) -> dict:
     json_path = folder / f"assistlab-report-{entry.id}.json"
     csv_path = folder / f"assistlab-runs-{entry.id}.csv"
-    json_path.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    csv_path.write_text(runs_csv(report), encoding="utf-8")
+    write_private(json_path, json.dumps(report, indent=2))
+    write_private(csv_path, runs_csv(report))
     return {
         side.column: gr.update(visible=True),
         side.caption: entry_caption_html(entry),

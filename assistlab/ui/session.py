@@ -5,6 +5,7 @@ place package errors become messages on the page.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -26,7 +27,7 @@ from ..errors import AssistLabError
 from ..history import History
 from ..measure import contention, suite_runner, sweep
 from ..measure.runner import run_benchmark
-from ..measure.slots import Finished, Job, Placement, SlotPool, Waiting
+from ..measure.slots import ABANDONED, Finished, Job, Placement, SlotPool, Waiting
 from ..results.events import Event
 from ..results.report import Report
 from ..results.suite_inputs import Selection
@@ -38,12 +39,25 @@ log = logging.getLogger(__name__)
 QUEUE_SIZE = 16  # people waiting beyond this are told the queue is full instead of waiting for ever
 GPU_GROUP = "gpu"  # every event that runs a model shares this group; as many run at once as there are slots
 REPORT_FILES_MAX_AGE_S = 3600  # report files older than this go at the next write
-# A streaming handler yields at least this often, so gradio can close it promptly when its request is cancelled
-# (and the job notices a reader that has gone: ABANDON_S must be longer). Each yield is a message the browser
-# handles: at 0.25 s, a browser on the same machine used 0.08 cores doing so while the runs were timed.
+# A streaming handler yields at least this often, so gradio can close it promptly when its request is cancelled.
+# Each yield is a message the browser handles: at 0.25 s, a browser on the same machine used 0.08 cores doing so
+# while the runs were timed.
 HEARTBEAT_S = 1.0
-# A comparison nobody has read for this long (a killed client, a closed tab, a cancelled request) stops.
-ABANDON_S = 3.0
+# A run stops when its person presses Stop, when its page is closed (gradio's unload, or gradio marking the
+# client gone, looked at every CLIENT_CHECK_S), or when its request is cancelled (gradio closes the handler).
+# Nobody reading it for ABANDON_S is only the last resort for a reader that vanished unseen: on a busy machine
+# (load 5-8 on 2 cores) gradio took longer than the 3 s this once was to come back for the next update while a
+# model loaded, and the run stopped by itself.
+ABANDON_S = 120.0
+CLIENT_CHECK_S = 0.5
+# Why a run stopped, for its last line: "Stopped: you pressed Stop, after 1 of 5 repetitions."
+PRESSED, CLOSED, CANCELLED = "pressed", "closed", "cancelled"
+STOPPED_BECAUSE = {
+    PRESSED: "you pressed Stop",
+    CLOSED: "the page was closed",
+    CANCELLED: "the request was cancelled",
+    ABANDONED: f"nothing read its progress for {ABANDON_S:g} s",
+}
 # Listener options for instant, page-only events.
 LIGHT = {"queue": False, "api_visibility": "private"}
 
@@ -105,11 +119,17 @@ def _gpu_runner(store: ModelStore) -> Stream:
 # ---------------------------------------------------------------- per-session stop flags and report files
 
 
+class StopFlag(threading.Event):
+    """A session's stop flag, with why it was set (PRESSED, CLOSED): the run's last line says which."""
+
+    reason: str | None = None
+
+
 class SessionStops:
     """One stop flag per browser session: Stop sets it, a closed tab sets it, Run clears it."""
 
     def __init__(self) -> None:
-        self._flags: dict[str, threading.Event] = {}
+        self._flags: dict[str, StopFlag] = {}
         self._running: set[str] = set()
         self._lock = threading.Lock()
 
@@ -128,21 +148,37 @@ class SessionStops:
         with self._lock:
             return session in self._running
 
-    def flag(self, session: str) -> threading.Event:
+    def flag(self, session: str) -> StopFlag:
         with self._lock:
-            return self._flags.setdefault(session, threading.Event())
+            return self._flags.setdefault(session, StopFlag())
 
     def arm(self, session: str) -> None:
-        self.flag(session).clear()
+        flag = self.flag(session)
+        flag.clear()
+        flag.reason = None
 
-    def stop(self, session: str) -> None:
-        self.flag(session).set()
+    def stop(self, session: str, reason: str = PRESSED) -> None:
+        flag = self.flag(session)
+        if not flag.is_set():
+            flag.reason = reason
+        flag.set()
 
     def forget(self, session: str) -> None:
         with self._lock:
             flag = self._flags.pop(session, None)
         if flag is not None:
+            if not flag.is_set():
+                flag.reason = CLOSED
             flag.set()
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only this server's user can read (mode 600): gradio's copy of it, made when it is offered for
+    download, keeps that mode in the shared temporary folder."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # a file written again keeps its old mode otherwise
+    with open(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 REPORTS_PREFIX = "assistlab-reports-"  # + the owning process's id + "-" + random: assistlab-reports-4242-x1y2
@@ -202,8 +238,8 @@ class ReportFiles:
         folder = self.root / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         folder.mkdir()
         json_path, csv_path = folder / "assistlab-report.json", folder / "assistlab-runs.csv"
-        json_path.write_text(report.to_json(), encoding="utf-8")
-        csv_path.write_text(report.to_csv(), encoding="utf-8")
+        write_private(json_path, report.to_json())
+        write_private(csv_path, report.to_csv())
         return str(json_path), str(csv_path)
 
     def _prune(self, now: float | None = None) -> None:
@@ -242,6 +278,34 @@ def user_errors(words: Callable[[str], str] = str) -> Iterator[None]:
 
 
 
+def _why(stop: StopFlag, job: Job | None) -> str | None:
+    """Why a run stopped, in words, when this page stopped it (None when the runner stopped by its own rule)."""
+    if stop.is_set():
+        return STOPPED_BECAUSE.get(stop.reason or PRESSED)
+    if job is not None and job.stopped:
+        return STOPPED_BECAUSE.get(job.stop_reason or "")
+    return None
+
+
+def _not_started(stop: StopFlag, job: Job | None) -> str:
+    why = _why(stop, job)
+    return f"Stopped before it started: {why}." if why else "Stopped before it started."
+
+
+def _say_why(event: Event, stop: StopFlag, job: Job) -> Event:
+    """A stopped comparison's last event, its message (and its report's) saying why: 'Stopped: you pressed
+    Stop, after 1 of 5 repetitions.'"""
+    report = event.report
+    why = _why(stop, job) if event.kind == "done" and report is not None and report.status == "stopped" else None
+    if why is None or event.message.startswith("Stopped:"):
+        return event
+    rest = event.message
+    message = f"Stopped: {why}, {rest[len('Stopped '):]}" if rest.startswith("Stopped after") else f"Stopped: {why}. {rest}"
+    if report.message == event.message:
+        report.message = message
+    return dataclasses.replace(event, message=message)
+
+
 def repetition_end(event: Event) -> bool:
     """Whether the page redraws its results on this event: a counted repetition has ended, or the comparison."""
     return event.kind == "done" or event.round_done and not event.warmup
@@ -260,6 +324,8 @@ class Page:
     # Every button that starts a run on this page (Run, the sweep buttons, the workload's Run): all are off
     # while one of this page's runs is under way, so a second press can neither hide nor drop the first.
     run_buttons: tuple = ()
+    # Whether gradio has seen this session's client go (gradio_private.client_gone, bound to the page's Blocks).
+    client_gone: Callable[[str], bool] = lambda session: False
 
     @property
     def heavy(self) -> dict:
@@ -312,20 +378,20 @@ class Page:
         try:
             with user_errors(in_page_words), self.stops.running(session) as stop:
                 if stop.is_set():  # Stop was pressed while this run waited in the queue
-                    yield {progress: progress_html("Stopped before it started.", 0.0, "stopped")}
+                    yield {progress: progress_html(_not_started(stop, None), 0.0, "stopped")}
                     return
                 request, plan = prepare()
-                job = self.start_job(request, stop.is_set, plan, redraws=redraws)
+                job = self.start_job(request, self._watching(session, stop), plan, redraws=redraws)
                 for item in job.items(heartbeat_s=HEARTBEAT_S):
                     if item is None:
                         yield gr.skip()  # nothing new; lets gradio see a cancel or a departed client
                     elif isinstance(item, Waiting):
                         yield {progress: progress_html(item.message(), None)}
                     else:
-                        event = item
-                        yield render(item)
+                        event = _say_why(item, stop, job)
+                        yield render(event)
                 if event is None:  # stopped while it waited for a slot
-                    yield {progress: progress_html("Stopped before it started.", 0.0, "stopped")}
+                    yield {progress: progress_html(_not_started(stop, job), 0.0, "stopped")}
         except gr.Error as exc:
             # The message goes under Run and Stop, in red, rather than into a toast: a toast covers the buttons
             # (at the top right on a wide screen, across the whole width on a phone).
@@ -333,7 +399,21 @@ class Page:
             yield {progress: progress_html(f"Failed: {exc.message}", done / total if total else 0.0, "failed")}
         finally:
             if job is not None:
-                job.stop()  # a no-op when it has finished; else it stops at its next check
+                job.stop(CANCELLED)  # a no-op when it has finished; else gradio closed this handler
+
+    def _watching(self, session: str, stop: StopFlag) -> Callable[[], bool]:
+        """The run's stop check: its flag, which a departed client sets too (looked at every CLIENT_CHECK_S)."""
+        last = [float("-inf")]
+
+        def should_stop() -> bool:
+            now = time.monotonic()
+            if not stop.is_set() and now - last[0] >= CLIENT_CHECK_S:
+                last[0] = now
+                if self.client_gone(session):
+                    self.stops.stop(session, CLOSED)
+            return stop.is_set()
+
+        return should_stop
 
     def save_when_over(self, job: Job, owner: str | None, final: Event | None = None) -> None:
         """Save a comparison nobody waits for any more (a cancelled request), as a stopped one is saved: once its

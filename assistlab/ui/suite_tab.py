@@ -30,7 +30,7 @@ from ..views.progress import event_progress, progress_html
 from ..views.texts import texts_html
 from .fields import FORM_FIELDS, request_from_form
 from .history_tab import save_report
-from .session import LIGHT, Page, SuitePlan
+from .session import LIGHT, Page, SuitePlan, write_private
 
 SOURCE_CHOICES = [("Spec-Bench (bundled)", SPEC_BENCH), ("My prompts (a file)", "file")]
 INTRO = (
@@ -279,8 +279,8 @@ def write_files(root: Path, report: SuiteReport) -> tuple[str, str]:
     folder = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
     json_path, csv_path = folder / f"{report.file_stem}.json", folder / f"{report.file_stem}-runs.csv"
-    json_path.write_text(report.to_json(), encoding="utf-8")
-    csv_path.write_text(report.to_csv(), encoding="utf-8")
+    write_private(json_path, report.to_json())
+    write_private(csv_path, report.to_csv())
     return str(json_path), str(csv_path)
 
 
