@@ -34,6 +34,8 @@ PRIOR = 0.1
 TIME_UNIFORM = "time-uniform"
 # The verdicts an arm's sequence can reach; None while it is not settled.
 FASTER, SLOWER, SAME = "faster", "slower", "no practical difference"
+# The band called no practical difference for a report whose request does not say (config.NO_DIFFERENCE_BAND).
+DEFAULT_BAND = 0.03
 
 
 def _log_beta(x: float, y: float) -> float:
