@@ -29,6 +29,7 @@ from ..results import report as report_mod
 from ..results.events import Event
 from ..results.report import ArmInfo, Report, RunRecord
 from . import contention
+from . import stopping as stop_rules
 
 Clock = Callable[[], float]
 
@@ -528,7 +529,7 @@ def _run_step(name: str, warmup: bool, repetition: int, request: BenchRequest) -
     if warmup:
         count = f" {repetition + 1} of {request.warmup}" if request.warmup > 1 else ""
         return f"Warm-up{count} of {name} (not counted)", f"Warming up {name} (not counted)..."
-    of = f"of at most {request.repeats}" if request.precision else f"of {request.repeats}"
+    of = f"of at most {request.repeats}" if request.stopping_rule != "fixed" else f"of {request.repeats}"
     return (f"Repetition {repetition + 1} {of}: {name}",
             f"Timing {name}, repetition {repetition + 1} {of}...")
 
@@ -652,6 +653,8 @@ def run_round(
             progress.done += 1
             continue
         step, announce = _run_step(arm.info.name, warmup, round_index, request)
+        if not warmup and (report.stopping or {}).get("waiting_for"):  # what the stopping rule waits for
+            step = f"{step} · {report.stopping['waiting_for']}"
         yield progress.event("status", announce, None, warmup, step)
         began = progress.pace.elapsed()
         if arm.endpoint is not None:
@@ -681,7 +684,7 @@ def run_round(
                         other.info.error = f"its baseline, {arm.info.name}, {outcome.reason}"
             yield progress.event("run", f"{arm.info.name} {outcome.reason}", report, warmup, step, round_done=last)
             continue
-        most = "at most " if request.precision else ""
+        most = "at most " if request.stopping_rule != "fixed" else ""
         if warmup:
             phase = f"warm-up {round_index + 1}/{request.warmup}"
         else:
@@ -928,7 +931,7 @@ def _run_benchmark(
     })
     report.environment["changes_from_transformers"] = changes
     report.environment["engines"] = engines_env
-    report.stopping = stopping = _stopping_record(request)
+    report.stopping = stopping = stop_rules.record(request, report)
     progress = Progress(total=(request.warmup + request.repeats) * len(arms), pace=pace,
                         assisted=tuple(i for i, a in enumerate(arms) if a.info.assisted and a.endpoint is None))
     progress.rough_s = estimate.comparison_seconds(
@@ -948,7 +951,7 @@ def _run_benchmark(
         stopping["ended_by"] = "stopped"
         keep_whole_repetitions(report, stopping["repetitions"], target)
         report.status = "stopped"
-        most = "at most " if request.precision else ""
+        most = "at most " if request.stopping_rule != "fixed" else ""
         report.message = f"Stopped after {stopping['repetitions']} of {most}{request.repeats} repetitions."
         if cap is not None and time.monotonic() > deadline:
             report.message += f" This server stops a comparison after {cap:g} s ({MAX_RUN_ENV})."
@@ -967,26 +970,16 @@ def _run_benchmark(
             monitor.close()
             yield stopped_event()
             return
-        count = r + 1
-        elapsed = clock() - progress.started
-        stopping.update(repetitions=count, elapsed_s=elapsed)
-        if request.precision is not None:
-            speedups = arm_speedups(report)
-            if not speedups:  # every assisted arm failed (or there was none): no interval can narrow
-                stopping["ended_by"] = "no assisted arm"
-                break
-            if count >= stopping["min_repetitions"] and precision_reached(speedups, request.precision):
-                stopping.update(reached=True, ended_by="precision")
-                break
-        if count == request.repeats:
-            stopping["ended_by"] = "repetitions"
-            stopping["reached"] = request.precision is None
+        decision = stop_rules.after_repetition(request, report, r + 1, clock() - progress.started)
+        if decision.stop:
             break
-        # Stop before a repetition that would likely overrun the budget (the mean so far predicts its length).
-        if request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
-            stopping["ended_by"] = "time budget"
-            break
+        stopping["waiting_for"] = decision.waiting
+        if decision.waiting:
+            yield progress.event("status", decision.waiting, report, step=decision.waiting)
     monitor.close()
+    stopping.pop("waiting_for", None)
+    if stopping["repetitions"]:  # the answer, final, before the untimed drafting-cost runs delay it
+        yield progress.event("status", stop_rules.answer_message(report), report, step="The answer", round_done=True)
 
     # The cost model: one untimed, instrumented run per assisted arm, after every timed run. Each is watched
     # like a timed run (one window around it): its drafting time is the prediction's c, so others' work
@@ -1023,7 +1016,7 @@ def _run_benchmark(
         return
 
     report.status = "complete"
-    report.message = _finish_message(report, request)
+    report.message = stop_rules.finish_message(report, request)
     yield progress.event("done", report.message, report, step="Complete", eta_s=0.0)
 
 
