@@ -88,8 +88,9 @@ def arm_alpha(family_level: float, arms: int) -> float:
     return (1.0 - family_level) / max(1, arms)
 
 
-def _finite(value: float) -> float | None:
-    return float(value) if np.isfinite(value) else None
+def _exp(value: float) -> float | None:
+    """A bound on the log scale as a speedup; None for an end not yet bounded."""
+    return float(np.exp(value)) if np.isfinite(value) else None
 
 
 def speedup_sequence(baseline: Sequence[float], candidate: Sequence[float], alpha: float) -> dict:
@@ -107,7 +108,7 @@ def speedup_sequence(baseline: Sequence[float], candidate: Sequence[float], alph
         return empty
     logs = np.log([b / c for b, c in pairs])
     low, high = bounds(logs, alpha)
-    looks = [[_finite(np.exp(lo)), _finite(np.exp(hi))] for lo, hi in zip(low, high)]
+    looks = [[_exp(lo), _exp(hi)] for lo, hi in zip(low, high)]
     ci_low, ci_high = looks[-1]
     bounded = ci_low is not None and ci_high is not None
     return {**empty, "median": float(np.exp(np.median(logs))), "ci_low": ci_low, "ci_high": ci_high,
