@@ -403,7 +403,8 @@ def test_cli_help_shows_transformers_defaults(capsys):
     assert f"transformers' default, {params['num_assistant_tokens']}" in text
     assert f"transformers' default, {params['assistant_confidence_threshold']}" in text
     assert "<transformers:" not in text
-    assert f"default {CPU_DEFAULTS['repeats']} on CPU" in text  # the help says the defaults the run uses
+    # the help says the defaults the run uses: no count means stop when the answer is clear
+    assert f"default: stop when the answer is clear, at most {CLEAR_MAX_REPEATS} repetitions" in text
 
 
 def test_cli_sentences_for_stopping_and_settings():
