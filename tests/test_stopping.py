@@ -127,3 +127,12 @@ def test_the_decision_alone():
     request = BenchRequest(target="t", arms=TWO_ARMS[:1]).resolved("cpu")
     assert request.stopping_rule == "clear" and request.repeats == CLEAR_MAX_REPEATS
     assert stopping.Decision(False).waiting == ""
+
+
+def test_the_command_line_says_how_the_clear_rule_ended():
+    from assistlab import cli as cli_mod
+
+    block = {"rule": "clear", "level": 0.95, "max_time_s": 600.0, "max_repetitions": 30, "reached": True,
+             "repetitions": 7, "elapsed_s": 12.3, "ended_by": "clear"}
+    assert cli_mod.stopping_sentence(block) == (
+        "until the answer was clear, 95% sure at every look (the answer was clear); 7 in 12.3 s of a 600 s budget.")

@@ -81,10 +81,10 @@ def after_repetition(request: BenchRequest, report: Report, count: int, elapsed:
             waiting = (f"waiting for {' and '.join(open_arms)} to be clearly faster or slower than plain, or within "
                        f"±{request.band:.0%} of it")
         else:
-            if count >= stop["min_repetitions"] and all(sequential.within(seq, request.precision) for _, seq in measured):
+            loose = [name for name, seq in measured if not sequential.within(seq, request.precision)]
+            if count >= stop["min_repetitions"] and not loose:
                 stop.update(reached=True, ended_by="precision")
                 return Decision(True)
-            loose = [name for name, seq in measured if not sequential.within(seq, request.precision)]
             waiting = f"waiting for {' and '.join(loose) or 'more repetitions'} to be known to ±{request.precision:.0%}"
     else:
         waiting = ""

@@ -529,7 +529,8 @@ def provisional_sentence(entry: dict) -> str:
     if kind == "slower":
         return (f"So far {name} is slower than plain, {_sure(s)}: it takes between {time_ratio(s['ci_high'])} "
                 f"and {time_ratio(s['ci_low'])} as long{sharpen}")
-    return f"So far {name} runs at {s['median']:.2f}× the speed of plain, not yet clearly faster or slower ({interval_phrase(s)})."
+    return (f"So far {name} runs at {s['median']:.2f}× the speed of plain, not yet clearly faster or slower "
+            f"({interval_phrase(s)}).")
 
 
 def provisional(report: dict) -> bool:
