@@ -427,7 +427,7 @@ def interval_phrase(speedup: dict) -> str:
     'range of 3 runs 0.90–1.30×: too few to be sure', or 'one repetition, so no interval'."""
     low, high, n, level = speedup.get("ci_low"), speedup.get("ci_high"), speedup.get("n", 0), speedup.get("level")
     if speedup.get("family_level") is not None and not stats.has_interval(speedup):
-        return f"{n} repetitions, too few yet for an interval that holds at every look"
+        return f"{n} repetition{'' if n == 1 else 's'}, too few yet for an interval that holds at every look"
     if n <= 1 or low is None or high is None:
         return "one repetition, so no interval" if n == 1 else "no repetition, so no interval"
     if stats.has_interval(speedup):
