@@ -45,6 +45,14 @@ PROMPT_LOOKUP_DEFAULT = 10
 MIN_PRECISION_REPEATS = 5
 # The time budget for the timed repetitions when a precision target is given without one.
 DEFAULT_MAX_TIME_S = 300.0
+# How many repetitions run: a fixed count, until the answer is clear (the default when no count is given), or
+# until every speedup is known to a precision (assistlab/measure/stopping.py decides after each repetition).
+STOP_RULES = ("fixed", "clear", "precision")
+# "clear" stops once every assisted arm's time-uniform interval excludes 1x or lies within 1 ± this band (no
+# practical difference), or at these budgets of repetitions and seconds of timed runs, when they are not given.
+NO_DIFFERENCE_BAND = 0.03
+CLEAR_MAX_REPEATS = 30
+CLEAR_MAX_TIME_S = 600.0
 
 # Defaults that finish quickly on a CPU; on CUDA the reference benchmark's 256 tokens.
 CPU_DEFAULTS = {"max_new_tokens": 64, "repeats": 5, "warmup": 1}
@@ -140,7 +148,10 @@ class BenchRequest:
     With `precision` (a relative half-width, 0.05 for ±5%) repetitions continue until every assisted arm's
     speedup interval lies within ±precision of its median, `max_time_s` of timed repetitions is spent, or
     `repeats` repetitions are done (then the most, not a fixed count; LIMITS['repeats'] when unset).
-    Without it `repeats` is a fixed count, and `max_time_s`, when given, may end the runs sooner.
+    Without it, a given `repeats` is a fixed count, and `max_time_s`, when given, may end the runs sooner; with
+    no count the rule is "clear": stop once every assisted arm's time-uniform interval excludes 1x or lies within
+    1 ± `band`, or at CLEAR_MAX_REPEATS or CLEAR_MAX_TIME_S. `stop_rule` names the rule outright (None: as just
+    said); "clear" with a count makes the count its most.
     """
 
     target: str
@@ -161,6 +172,8 @@ class BenchRequest:
     # Which engines run: transformers' plain arm runs when "transformers" is listed, and every arm's engine
     # must be listed. Each engine's plain arm is the baseline of that engine's assisted arms.
     engines: tuple[str, ...] = ("transformers",)
+    stop_rule: str | None = None
+    band: float = NO_DIFFERENCE_BAND
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, str) or not self.target.strip():
@@ -215,6 +228,16 @@ class BenchRequest:
                     f"max_time_s must be more than 0 and at most {LIMITS['max_time_s']} seconds, got {value:g}."
                 )
             object.__setattr__(self, "max_time_s", value)
+        if self.stop_rule is not None:
+            _choice("stop_rule", self.stop_rule, STOP_RULES)
+            if (self.stop_rule == "precision") != (self.precision is not None):
+                raise InputError("stop_rule 'precision' goes with a precision target, and a precision target with "
+                                 f"stop_rule 'precision' (or none); got {self.stop_rule!r} and {self.precision!r}.")
+        band = _as_float("band", self.band)
+        if not 0.0 < band < 0.5:
+            raise InputError(f"band is the share either side of 1x called no practical difference, between 0 and "
+                             f"0.5 (0.03 means ±3%), got {band:g}.")
+        object.__setattr__(self, "band", band)
         _choice("device", self.device, DEVICES)
         _choice("dtype", self.dtype, DTYPES)
         for name in ("do_sample", "fixed_length", "chat_template", "device_map_auto"):
@@ -225,18 +248,27 @@ class BenchRequest:
         """The same request with device defaults filled in (`device_type` is 'cpu' or 'cuda').
 
         With a precision target, unset `repeats` becomes the most allowed and unset `max_time_s` the default
-        budget, so the target, not a guess, decides how many repetitions run.
+        budget, so the target, not a guess, decides how many repetitions run; with the rule "clear" they become
+        its budgets. The rule is written out, so the resolved request keeps it.
         """
         defaults = dict(CUDA_DEFAULTS if device_type == "cuda" else CPU_DEFAULTS)
-        if self.precision is not None:
+        rule = self.stopping_rule
+        if rule == "precision":
             defaults.update(repeats=LIMITS["repeats"], max_time_s=DEFAULT_MAX_TIME_S)
+        elif rule == "clear":
+            defaults.update(repeats=CLEAR_MAX_REPEATS, max_time_s=CLEAR_MAX_TIME_S)
         changes = {k: v for k, v in defaults.items() if getattr(self, k) is None}
+        if self.stop_rule is None:
+            changes["stop_rule"] = rule
         return dataclasses.replace(self, **changes) if changes else self
 
     @property
     def stopping_rule(self) -> str:
-        """'precision' when a precision target decides the repetitions, else 'fixed'."""
-        return "fixed" if self.precision is None else "precision"
+        """`stop_rule` when given; else 'precision' with a precision target, 'fixed' with a repetition count,
+        and 'clear' (stop when the answer is clear) with neither."""
+        if self.stop_rule is not None:
+            return self.stop_rule
+        return "precision" if self.precision is not None else "fixed" if self.repeats is not None else "clear"
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from assistlab import ui
-from assistlab.config import CPU_DEFAULTS, LIMITS
+from assistlab.config import CLEAR_MAX_REPEATS, CPU_DEFAULTS, LIMITS
 from assistlab.engines.transformers import paths
 from assistlab.errors import InputError
 from assistlab.results.report import is_busy, speedup_sentence
@@ -130,7 +130,10 @@ def test_empty_counts_mean_the_device_default_and_zero_is_refused():
 
 def test_how_sure_chooses_a_fixed_count_or_a_precision_target():
     quick = ui.request_from_form("target", "x", "auto", "hi")
-    assert (quick.precision, quick.max_time_s, quick.resolved("cpu").repeats) == (None, None, CPU_DEFAULTS["repeats"])
+    assert (quick.precision, quick.max_time_s, quick.stopping_rule) == (None, None, "clear")  # stop once clear
+    assert quick.resolved("cpu").repeats == CLEAR_MAX_REPEATS  # at the most
+    counted = ui.request_from_form("target", "x", "auto", "hi", repeats="5")
+    assert (counted.stopping_rule, counted.resolved("cpu").repeats) == ("fixed", 5)  # exactly as asked
     careful = ui.request_from_form("target", "x", "auto", "hi", measure="careful")
     assert (careful.precision, careful.max_time_s) == (0.05, 300.0)
     assert careful.resolved("cpu").repeats == LIMITS["repeats"]  # the target, not a count, ends it

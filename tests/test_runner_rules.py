@@ -10,14 +10,14 @@ import torch
 from transformers import GenerationConfig
 
 from assistlab import cli as cli_mod
-from assistlab.config import CPU_DEFAULTS, LIMITS, MIN_PRECISION_REPEATS, PROMPT_LOOKUP_DEFAULT, BenchRequest
+from assistlab.config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, CPU_DEFAULTS, LIMITS, MIN_PRECISION_REPEATS, PROMPT_LOOKUP_DEFAULT, BenchRequest
 from assistlab.engines.transformers import hooks, paths
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import InputError
 from assistlab.measure import runner, sweep
 from assistlab.engines.transformers import prompt as tprompt
 from assistlab.engines.transformers import timing
-from assistlab.results import stats
+from assistlab.results import explain, sequential, stats
 
 PROMPT = "write me a long essay on deep learning"
 KNOBS = (*paths.DRAFTER_KNOBS, *paths.LOOKBEHIND_KNOBS)
@@ -134,8 +134,13 @@ def test_precision_makes_repeats_a_maximum():
     assert (r.precision, r.repeats, r.stopping_rule) == (0.05, LIMITS["repeats"], "precision")
     assert r.max_time_s is not None and r.max_time_s > 0
     assert BenchRequest(target="t", precision=0.05, repeats=12, max_time_s=30).resolved("cpu").repeats == 12
-    fixed = BenchRequest(target="t").resolved("cpu")
-    assert fixed.stopping_rule == "fixed" and fixed.max_time_s is None and fixed.repeats == CPU_DEFAULTS["repeats"] == 5
+    fixed = BenchRequest(target="t", repeats=5).resolved("cpu")
+    assert fixed.stopping_rule == "fixed" and fixed.max_time_s is None and fixed.repeats == 5
+    # No count given: stop when the answer is clear, within its budgets; the resolved request keeps the rule.
+    clear = BenchRequest(target="t").resolved("cpu")
+    assert (clear.stopping_rule, clear.stop_rule, clear.repeats, clear.max_time_s) == (
+        "clear", "clear", CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S)
+    assert BenchRequest(target="t", stop_rule="fixed").resolved("cpu").repeats == CPU_DEFAULTS["repeats"]
 
 
 # --- pure rules: rotation and precision ---------------------------------------------------------------------
@@ -236,7 +241,10 @@ def test_precision_target_stops_once_every_interval_is_tight(store, fake):
     events, data = run(store, fake, precision=0.05, max_time_s=1000)
     stop = data["stopping"]
     assert stop["rule"] == "precision" and stop["reached"] is True and stop["ended_by"] == "precision"
-    assert stop["repetitions"] == MIN_PRECISION_REPEATS == data["counted_repetitions"]
+    # The time-uniform interval (honest under a look after every repetition) is bounded from 6 repetitions on
+    # at 95% for one arm; the fixed-n interval this rule used before allowed 5, and was not honest when peeked at.
+    assert stop["repetitions"] == sequential.fewest_for_verdict(0.05) == 6 == data["counted_repetitions"]
+    assert stop["level"] == 0.95 and [len(a["looks"]) for a in stop["arms"].values()] == [6]
     assert stop["target"] == 0.05 and stop["max_repetitions"] == LIMITS["repeats"]
     assert stop["elapsed_s"] == pytest.approx(sum(data["arms"][0]["latencies_s"] + data["arms"][1]["latencies_s"]))
     assert data["status"] == "complete" and "±5%" in data["message"]
@@ -279,7 +287,10 @@ def test_a_round_is_done_on_its_last_run_only(store, fake):
     runs = [e for e in events if e.kind == "run"]
     assert [e.round_done for e in runs] == [False, False, True] * 4
     assert [e.warmup for e in runs if e.round_done] == [True, False, False, False]
-    assert not any(e.round_done for e in events if e.kind != "run")
+    # Besides, one status event redraws the final answer once the repetitions end, before the drafting-cost runs.
+    answer = [e for e in events if e.round_done and e.kind != "run"]
+    assert [(e.kind, e.step) for e in answer] == [("status", "The answer")]
+    assert events.index(answer[0]) < next(i for i, e in enumerate(events) if "drafting cost" in e.step)
 
 
 def test_drafting_settings_are_reset_before_every_run(store, fake):
@@ -394,7 +405,8 @@ def test_cli_help_shows_transformers_defaults(capsys):
     assert f"transformers' default, {params['num_assistant_tokens']}" in text
     assert f"transformers' default, {params['assistant_confidence_threshold']}" in text
     assert "<transformers:" not in text
-    assert f"default {CPU_DEFAULTS['repeats']} on CPU" in text  # the help says the defaults the run uses
+    # the help says the defaults the run uses: no count means stop when the answer is clear
+    assert f"default: stop when the answer is clear, at most {CLEAR_MAX_REPEATS} repetitions" in text
 
 
 def test_cli_sentences_for_stopping_and_settings():

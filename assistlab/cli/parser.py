@@ -10,12 +10,15 @@ from pathlib import Path
 
 from .. import __version__
 from ..config import (
+    CLEAR_MAX_REPEATS,
+    CLEAR_MAX_TIME_S,
     CPU_DEFAULTS,
     CUDA_DEFAULTS,
     DEFAULT_MAX_TIME_S,
     DEFAULT_PROMPT,
     LIMITS,
     MIN_PRECISION_REPEATS,
+    NO_DIFFERENCE_BAND,
     PROMPT_LOOKUP_DEFAULT,
     SCHEDULES,
     BenchRequest,
@@ -70,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     prompt.add_argument("--prompt", default=None, help=f"the prompt (default: the preset's for the target, {catalog.default_prompt(catalog.BUNDLED_TARGET)!r} for the bundled base model, else {DEFAULT_PROMPT!r})")
     prompt.add_argument("--prompt-file", type=Path, default=None, help="read the prompt from a text file")
     bench.add_argument("--max-new-tokens", default=None, help=f"tokens each arm generates (default {CPU_DEFAULTS['max_new_tokens']} on CPU, {CUDA_DEFAULTS['max_new_tokens']} on CUDA; max {LIMITS['max_new_tokens']})")
-    bench.add_argument("--repeats", default=None, help=f"counted repetitions per arm (default {CPU_DEFAULTS['repeats']} on CPU, {CUDA_DEFAULTS['repeats']} on CUDA; max {LIMITS['repeats']}); with --precision, the most to run")
+    bench.add_argument("--repeats", default=None, help=f"exactly this many counted repetitions per arm (max {LIMITS['repeats']}; default: stop when the answer is clear, at most {CLEAR_MAX_REPEATS} repetitions or {CLEAR_MAX_TIME_S:g} s); with --precision, the most to run")
+    bench.add_argument("--band", default=NO_DIFFERENCE_BAND, help=f"when no --repeats is given, an interval within 1 ± this share counts as no practical difference and ends the runs (default %(default)s, ±{NO_DIFFERENCE_BAND * 100:g}%%)")
     bench.add_argument("--precision", default=None, help=f"instead of a fixed count, repeat until every speedup's interval is within ±this share of its median, e.g. 0.05 for ±5%% (at least {MIN_PRECISION_REPEATS} repetitions)")
     bench.add_argument("--max-time", dest="max_time", default=None, help=f"time budget in seconds for the timed repetitions (default with --precision: {DEFAULT_MAX_TIME_S:g}; max {LIMITS['max_time_s']})")
     bench.add_argument("--warmup", default=None, help="uncounted warm-up runs per arm (default 1)")
@@ -155,6 +159,7 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
         warmup=args.warmup,
         precision=args.precision,
         max_time_s=args.max_time,
+        band=args.band,
         do_sample=args.sample,
         seed=args.seed,
         fixed_length=args.fixed_length,

@@ -23,6 +23,12 @@ def stopping_sentence(stopping: dict) -> str:
     used = f"{n} in {elapsed:.1f} s{budget}"
     if stopping["rule"] == "fixed":
         return f"a fixed {stopping['max_repetitions']} asked for; {used}."
+    if stopping["rule"] == "clear":
+        ended = {"clear": "the answer was clear", "time budget": "the time budget ran out first",
+                 "repetitions": f"the most allowed ({stopping['max_repetitions']}) ran first", "stopped": "stopped",
+                 "no assisted arm": "no assisted arm was left"}
+        return (f"until the answer was clear, {stopping['level']:.0%} sure at every look ("
+                f"{ended.get(stopping['ended_by'], 'not ended')}); {used}.")
     target = f"±{stopping['target']:.0%}"
     state = "reached" if stopping["reached"] else "not reached"
     ended = {"precision": "", "time budget": ", the time budget ran out",

@@ -17,6 +17,7 @@ from ..results import estimate, explain, stats
 from ..results.events import Event
 from ..results.report import Report, RunRecord
 from . import contention, setup
+from . import stopping as stop_rules
 from .progress import Clock, Pace, Progress
 
 MAX_RUN_ENV = "ASSISTLAB_MAX_RUN_S"  # the operator's cap on one comparison's wall time, in seconds
@@ -81,26 +82,12 @@ def arm_speedups(report: Report) -> list[dict]:
     return out
 
 
-def _stopping_record(request: BenchRequest) -> dict:
-    return {
-        "rule": request.stopping_rule,
-        "target": request.precision,
-        "max_time_s": request.max_time_s,
-        "max_repetitions": request.repeats,
-        "min_repetitions": min(MIN_PRECISION_REPEATS, request.repeats) if request.precision else request.repeats,
-        "reached": False,
-        "repetitions": 0,
-        "elapsed_s": 0.0,
-        "ended_by": None,
-    }
-
-
 def _run_step(name: str, warmup: bool, repetition: int, request: BenchRequest) -> tuple[str, str]:
     """(step, message) for the run about to start; with a precision target the count is the most that may run."""
     if warmup:
         count = f" {repetition + 1} of {request.warmup}" if request.warmup > 1 else ""
         return f"Warm-up{count} of {name} (not counted)", f"Warming up {name} (not counted)..."
-    of = f"of at most {request.repeats}" if request.precision else f"of {request.repeats}"
+    of = f"of at most {request.repeats}" if request.stopping_rule != "fixed" else f"of {request.repeats}"
     return (f"Repetition {repetition + 1} {of}: {name}",
             f"Timing {name}, repetition {repetition + 1} {of}...")
 
@@ -183,6 +170,8 @@ def run_round(
             progress.done += 1
             continue
         step, announce = _run_step(arm.info.name, warmup, round_index, request)
+        if not warmup and (report.stopping or {}).get("waiting_for"):  # what the stopping rule waits for
+            step = f"{step} · {report.stopping['waiting_for']}"
         yield emit("status", announce, None, warmup, step)
         began = progress.pace.elapsed()
         outcome = arm.run(prompt_ids, round_index, clock, should_stop, watch)
@@ -203,7 +192,7 @@ def run_round(
                         other.info.error = f"its baseline, {arm.info.name}, {outcome.reason}"
             yield emit("run", f"{arm.info.name} {outcome.reason}", report, warmup, step, round_done=last)
             continue
-        most = "at most " if request.precision else ""
+        most = "at most " if request.stopping_rule != "fixed" else ""
         if warmup:
             phase = f"warm-up {round_index + 1}/{request.warmup}"
         else:
@@ -215,29 +204,6 @@ def run_round(
         yield emit("run", message, report, warmup, step, round_done=last, took_s=outcome.latency)
     return False
 
-
-def _finish_message(report: Report, request: BenchRequest) -> str:
-    stop = report.stopping
-    n = stop["repetitions"]
-    failed = [a.name for a in report.arms if a.error]
-    tail = "" if not failed else f" {', '.join(failed)} failed."
-    if stop["rule"] == "precision":
-        target = f"±{request.precision:.0%}"
-        if stop["reached"]:
-            text = f"Complete: every speedup is known to {target} after {n} repetitions."
-        elif stop["ended_by"] == "time budget":
-            text = (f"Complete, but the time budget of {request.max_time_s:g} s ran out after {n} repetitions "
-                    f"before every speedup was known to {target}.")
-        elif stop["ended_by"] == "no assisted arm":
-            text = f"Complete, but no assisted arm is left to measure to {target}."
-        else:
-            text = (f"Complete, but {n} repetitions (the most allowed) did not pin every speedup down to "
-                    f"{target}.")
-    elif stop["ended_by"] == "time budget":
-        text = f"Complete, but the time budget of {request.max_time_s:g} s ended the runs after {n} of {request.repeats} repetitions."
-    else:
-        text = "Complete."
-    return text + tail
 
 def run_benchmark(
     request: BenchRequest,
@@ -302,7 +268,7 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
     report.environment["load_messages"] = ready.messages
     report.environment["changes_from_transformers"] = host.changes(request, {a.info.strategy for a in arms})
     report.environment["engines"] = ready.engines_env
-    report.stopping = stopping = _stopping_record(request)
+    report.stopping = stopping = stop_rules.record(request, report)
     progress = Progress(total=(request.warmup + request.repeats) * len(arms), pace=pace,
                         assisted=tuple(i for i, a in enumerate(arms) if a.info.assisted and a.probes))
     progress.rough_s = estimate.comparison_seconds(
@@ -319,7 +285,7 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
         stopping["ended_by"] = "stopped"
         keep_whole_repetitions(report, stopping["repetitions"], host)
         report.status = "stopped"
-        most = "at most " if request.precision else ""
+        most = "at most " if request.stopping_rule != "fixed" else ""
         report.message = f"Stopped after {stopping['repetitions']} of {most}{request.repeats} repetitions."
         if cap is not None and time.monotonic() > deadline:
             report.message += f" This server stops a comparison after {cap:g} s ({MAX_RUN_ENV})."
@@ -338,26 +304,16 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
             monitor.close()
             yield stopped_event()
             return
-        count = r + 1
-        elapsed = clock() - progress.started
-        stopping.update(repetitions=count, elapsed_s=elapsed)
-        if request.precision is not None:
-            speedups = arm_speedups(report)
-            if not speedups:  # every assisted arm failed (or there was none): no interval can narrow
-                stopping["ended_by"] = "no assisted arm"
-                break
-            if count >= stopping["min_repetitions"] and precision_reached(speedups, request.precision):
-                stopping.update(reached=True, ended_by="precision")
-                break
-        if count == request.repeats:
-            stopping["ended_by"] = "repetitions"
-            stopping["reached"] = request.precision is None
+        decision = stop_rules.after_repetition(request, report, r + 1, clock() - progress.started)
+        if decision.stop:
             break
-        # Stop before a repetition that would likely overrun the budget (the mean so far predicts its length).
-        if request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
-            stopping["ended_by"] = "time budget"
-            break
+        stopping["waiting_for"] = decision.waiting
+        if decision.waiting:
+            yield progress.event("status", decision.waiting, report, step=decision.waiting)
     monitor.close()
+    stopping.pop("waiting_for", None)
+    if stopping["repetitions"]:  # the answer, final, before the untimed drafting-cost runs delay it
+        yield progress.event("status", stop_rules.answer_message(report), report, step="The answer", round_done=True)
 
     # The cost model: one untimed, instrumented run per assisted arm that has one, after every timed run. Each
     # is watched like a timed run (one window around it): its drafting time is the prediction's c, so others'
@@ -389,7 +345,7 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
         return
 
     report.status = "complete"
-    report.message = _finish_message(report, request)
+    report.message = stop_rules.finish_message(report, request)
     yield progress.event("done", report.message, report, step="Complete", eta_s=0.0)
 
 

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..engines.base import ArmInfo, sampling_flags
-from . import cells, explain, stats
+from . import cells, explain, sequential, stats
 from .busy import probe_warning
 from .busy import warnings as busy_warnings
 
@@ -106,6 +106,23 @@ class Report:
         base = self.baseline(index)
         return [] if base is None else self.runs_of(base)
 
+    def sequence(self, index: int) -> dict | None:
+        """The time-uniform interval on arm `index`'s speedup, paired by repetition with its engine's plain, when
+        the stopping rule looks after every repetition ('clear' or 'precision'); None for a fixed count.
+
+        The assisted arms share stats.TARGET_LEVEL: each gets an equal part of the error (Bonferroni), so the
+        verdicts hold together. `settled` is what the interval says so far (results.sequential.settled)."""
+        if (self.stopping or {}).get("rule") not in ("clear", "precision"):
+            return None
+        arms = sum(1 for a in self.arms if a.assisted)
+        by_rep = {r.repetition: r.latency_s for r in self.baseline_runs(index)}
+        paired = [(by_rep[r.repetition], r.latency_s) for r in self.runs_of(index) if r.repetition in by_rep]
+        seq = sequential.speedup_sequence([p for p, _ in paired], [c for _, c in paired],
+                                          sequential.arm_alpha(stats.TARGET_LEVEL, arms))
+        band = self.request.get("band") or sequential.DEFAULT_BAND
+        return {**seq, "family_level": stats.TARGET_LEVEL, "arms_sharing": arms, "band": band,
+                "settled": sequential.settled(seq, band)}
+
     def _flags(self, info: ArmInfo) -> dict:
         # Decided when the arm's plan was made; an engine that sets none verifies greedily, keeping the target's
         # tokens, and is lossy only when it samples, as any engine is.
@@ -186,6 +203,7 @@ class Report:
                 "engine": info.engine,
                 "baseline": None if self.baseline(index) is None else self.arms[self.baseline(index)].name,
                 "speedup": stats.speedup([p for p, _ in paired], [c for _, c in paired]),
+                "sequence": self.sequence(index),
                 "acceptance_rate": acceptance,
                 "tokens_per_forward": tokens / forwards if forwards else None,
                 "acceptance_by_position": stats.acceptance_by_position(steps),
@@ -310,6 +328,22 @@ def comparisons_words(count: int) -> str:
     return "the one run-by-run comparison" if count == 1 else f"all {count} run-by-run comparisons together"
 
 
+def judged(entry: dict) -> dict:
+    """The interval a comparison entry's verdict rests on: its time-uniform sequence when the stopping rule
+    looked after every repetition, else its fixed-n interval; the median is always the speedup's own."""
+    speedup, seq = entry.get("speedup") or {}, entry.get("sequence")
+    return {**seq, "median": speedup.get("median")} if seq else speedup
+
+
+def _sure(speedup: dict) -> str:
+    """'95.8% sure', or for a time-uniform interval '95% sure at every look' (with the arms sharing it)."""
+    if speedup.get("family_level") is None:
+        return f"{level_words(speedup['level'])} sure"
+    shared = speedup.get("arms_sharing") or 1
+    return f"{level_words(speedup['family_level'])} sure at every look" + (
+        f" (shared by the {shared} assisted arms)" if shared > 1 else "")
+
+
 def verdict(speedup: dict) -> str:
     """'faster', 'slower', 'unclear' (the interval contains 1×) or 'too few' (no interval of 90% or more).
 
@@ -328,10 +362,12 @@ def interval_phrase(speedup: dict) -> str:
     """The interval in words with its true level: '95.8% sure the speedup lies between 1.12× and 1.21×',
     'range of 3 runs 0.90–1.30×: too few to be sure', or 'one repetition, so no interval'."""
     low, high, n, level = speedup.get("ci_low"), speedup.get("ci_high"), speedup.get("n", 0), speedup.get("level")
+    if speedup.get("family_level") is not None and not stats.has_interval(speedup):
+        return f"{n} repetition{'' if n == 1 else 's'}, too few yet for an interval that holds at every look"
     if n <= 1 or low is None or high is None:
         return "one repetition, so no interval" if n == 1 else "no repetition, so no interval"
     if stats.has_interval(speedup):
-        return f"{level_words(level)} sure the speedup lies between {low:.2f}× and {high:.2f}×"
+        return f"{_sure(speedup)} the speedup lies between {low:.2f}× and {high:.2f}×"
     if level is None:  # a report from before levels were recorded
         return f"{low:.2f}–{high:.2f}× over {n} runs, at a level not recorded"
     return f"range of {n} runs {low:.2f}–{high:.2f}×: too few to be sure"
@@ -346,7 +382,7 @@ def slower_phrase(speedup: dict) -> str:
     """A slower verdict's interval in times as long as plain: '94.5% sure it takes between 1.72× and 1.89× as
     long', so a slowdown is never worded as a speedup below 1×."""
     low, high = speedup["ci_low"], speedup["ci_high"]
-    return f"{level_words(speedup['level'])} sure it takes between {time_ratio(high)} and {time_ratio(low)} as long"
+    return f"{_sure(speedup)} it takes between {time_ratio(high)} and {time_ratio(low)} as long"
 
 
 def interval_cell(speedup: dict) -> str:
@@ -382,13 +418,16 @@ def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) ->
     long as plain (94.5% sure it takes between 1.72× and 1.89× as long)'. A result whose interval contains 1×
     is called no clear difference, and one with too few runs for a 90% interval is neither faster nor slower.
     """
-    name, s = entry["arm"], entry.get("speedup") or {}
+    name, s = entry["arm"], judged(entry)
     median = s.get("median")
     if median is None:
         return f"{name} finished no repetition, so there is no speedup to report."
     interval = interval_phrase(s)
     kind = verdict(s)
-    if kind == "faster":
+    if s.get("settled") == sequential.SAME:
+        parts = [f"{name} was {median:.2f}×, no practical difference from plain ({interval}, within "
+                 f"±{s['band']:.0%} of 1×)"]
+    elif kind == "faster":
         parts = [f"{name} was {median:.2f}× faster ({interval})"]
     elif kind == "slower":
         parts = [f"{name} was slower: it took {time_ratio(median)} as long as plain ({slower_phrase(s)})"]
@@ -407,3 +446,29 @@ def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) ->
     if entry.get("lossless") is False and not sampling:
         parts.append(f"lossy: {entry.get('lossy_reason') or 'not lossless by construction'}")
     return "; ".join(parts) + "." + busy_clause(busy)
+
+
+def provisional_sentence(entry: dict) -> str:
+    """A comparison entry in words while its repetitions go on: what its time-uniform interval says so far,
+    which later looks can only sharpen ('So far prompt lookup is slower than plain, 95% sure at every look...')."""
+    name, s = entry["arm"], judged(entry)
+    if s.get("median") is None:
+        return f"{name} has finished no repetition yet."
+    sharpen = "; more repetitions can only sharpen this."
+    if s.get("settled") == sequential.SAME:
+        return (f"So far {name} is within ±{s['band']:.0%} of plain, {_sure(s)}: no practical difference"
+                f"{sharpen}")
+    kind = verdict(s)
+    if kind == "faster":
+        return (f"So far {name} is faster than plain, {_sure(s)}: between {s['ci_low']:.2f}× and "
+                f"{s['ci_high']:.2f}×{sharpen}")
+    if kind == "slower":
+        return (f"So far {name} is slower than plain, {_sure(s)}: it takes between {time_ratio(s['ci_high'])} "
+                f"and {time_ratio(s['ci_low'])} as long{sharpen}")
+    return (f"So far {name} runs at {s['median']:.2f}× the speed of plain, not yet clearly faster or slower "
+            f"({interval_phrase(s)}).")
+
+
+def provisional(report: dict) -> bool:
+    """Whether a report dict's verdicts are still provisional: repetitions go on and the rule has not ended them."""
+    return report.get("status") == "running" and not (report.get("stopping") or {}).get("ended_by")

@@ -97,8 +97,9 @@ def speedup(baseline: Sequence[float], candidate: Sequence[float], aim: float = 
 
 
 def has_interval(speedup: dict) -> bool:
-    """True when a speedup has a real interval (level at least MIN_LEVEL), one a verdict may rest on."""
-    return speedup.get("interval") == ORDER_STATISTIC and speedup.get("ci_low") is not None
+    """True when a speedup has a real interval (level at least MIN_LEVEL, or a time-uniform one of
+    results.sequential), one a verdict may rest on."""
+    return speedup.get("interval") in (ORDER_STATISTIC, "time-uniform") and speedup.get("ci_low") is not None
 
 
 def relative_half_width(speedup: dict) -> float | None:

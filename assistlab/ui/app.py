@@ -127,7 +127,9 @@ def build_app(
         async def compare(values: dict, request: gr.Request | None) -> tuple[dict, str]:
             """Compare a target with and without assistance; returns the JSON report and its headline.
 
-            max_new_tokens, repeats and warmup left empty (None) take the device defaults; a prompt left empty
+            max_new_tokens and warmup left empty (None) take the device defaults, repeats left empty stops once the
+            answer is clear (95% sure at every look, at most 30 repetitions; a number runs exactly that many); a
+            prompt left empty
             (None) is the target's preset prompt (a continuation for the bundled base model), else the reference
             prompt. num_assistant_tokens, schedule and confidence_threshold left empty (None) take transformers'
             defaults (a confidence of 0 switches it off), prompt_lookup_num_tokens AssistLab's. measure='careful'

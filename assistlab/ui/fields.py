@@ -11,12 +11,14 @@ from dataclasses import dataclass
 
 from ..access import check_allowed_server
 from ..config import (
+    CLEAR_MAX_REPEATS,
     CONTINUATION_PROMPT,
     CPU_DEFAULTS,
     CUDA_DEFAULTS,
     DEFAULT_MAX_TIME_S,
     DEFAULT_PROMPT,
     LIMITS,
+    NO_DIFFERENCE_BAND,
     PROMPT_LOOKUP_DEFAULT,
     SCHEDULES,
     BenchRequest,
@@ -39,13 +41,14 @@ DRAFT_DEFAULT_TEXT = {
     "confidence_threshold": f"transformers' default ({TRANSFORMERS_DEFAULTS['assistant_confidence_threshold']:g})",
     "prompt_lookup_num_tokens": f"AssistLab's default ({PROMPT_LOOKUP_DEFAULT})",
 }
-# How sure a comparison should be, in the page's words. "careful" is the command line's
-# `--precision 0.05 --max-time 300`; a workload always runs its fixed count per prompt.
+# How sure a comparison should be, in the page's words. "quick" with no count is the rule "clear" (stop when the
+# answer is clear); "careful" is the command line's `--precision 0.05 --max-time 300`; a workload always runs its
+# fixed count per prompt.
 CAREFUL_PRECISION = 0.05
 MEASURES = ("quick", "careful")
 MEASURE_CHOICES = [
-    (f"Quick: a fixed number of timed runs of plain and of each assistant ({CPU_DEFAULTS['repeats']} on a CPU, "
-     f"{CUDA_DEFAULTS['repeats']} on a GPU, or the number set in Settings)", "quick"),
+    (f"Quick: stop as soon as the answer is clear, 95% sure at every look (at most {CLEAR_MAX_REPEATS} "
+     f"repetitions), or exactly the number of repetitions set in Settings", "quick"),
     (f"Careful: repeat until every speedup is known to ±{CAREFUL_PRECISION:.0%}, for at most "
      f"{DEFAULT_MAX_TIME_S / 60:.0f} minutes of timed runs", "careful"),
 ]
@@ -90,11 +93,12 @@ HINTS = {
         f"on a GPU), at most {LIMITS['max_new_tokens']}. Every run writes exactly this many, so arms do equal work."
     ),
     "repeats": (
-        f"Timed runs per arm. Empty = the device default ({CPU_DEFAULTS['repeats']} on a CPU, "
-        f"{CUDA_DEFAULTS['repeats']} on a GPU), at most {LIMITS['repeats']}. More runs narrow the interval."
+        f"Timed runs per arm, exactly this many. Empty = until the answer is clear (at most {CLEAR_MAX_REPEATS}), "
+        f"at most {LIMITS['repeats']}. More runs narrow the interval."
     ),
     "measure": (
-        "Quick gives a first answer. Careful keeps measuring until every speedup is known to within "
+        "Quick stops once each assistant is clearly faster or slower than plain, or within "
+        f"±{NO_DIFFERENCE_BAND:.0%} of it. Careful keeps measuring until every speedup is known to within "
         f"±{CAREFUL_PRECISION:.0%} (its confidence interval), so small differences can be told apart; the "
         "progress bar counts against the most that may run."
     ),

@@ -6,7 +6,8 @@ import html
 
 import plotly.graph_objects as go
 
-from ..results.report import interval_cell, is_busy, level_words, speedup_sentence, verdict
+from ..results.report import (interval_cell, is_busy, judged, level_words, provisional, provisional_sentence,
+                              speedup_sentence, verdict)
 from ..results.stats import fewest_runs, spread_is_wide
 
 # Plain is always the calm slate; assisted arms take the colours after it, in report order.
@@ -353,6 +354,11 @@ TOO_FEW_TO_TELL = (
     "interval and an answer."
 )
 
+TOO_FEW_FOR_EVERY_LOOK = (
+    "Too few repetitions yet for an answer that holds at every look: the runs go on until each assistant is "
+    "clearly faster, clearly slower, or within a few percent of plain generation."
+)
+
 
 def lead_sentence(report: dict) -> str | None:
     """The answer first, in plain words: which arm was fastest, or that plain was; None before any comparison.
@@ -365,14 +371,16 @@ def lead_sentence(report: dict) -> str | None:
                 if arm.get("latencies_s") and (comp.get("speedup") or {}).get("median") is not None]
     if not measured:
         return None
-    so_far = "So far: " if report.get("status") == "running" else ""
-    faster = [(arm, comp) for arm, comp in measured if verdict(comp["speedup"]) == "faster"]
+    so_far = "So far: " if provisional(report) else ""
+    faster = [(arm, comp) for arm, comp in measured if verdict(judged(comp)) == "faster"]
     if faster:
         arm, comp = max(faster, key=lambda pair: pair[1]["speedup"]["median"])
         saved = 1.0 - 1.0 / comp["speedup"]["median"]
         return (f"{so_far}{arm['name']} was fastest: the same text took {saved:.0%} less time than plain generation "
                 f"(the target model on its own).")
-    if any(verdict(comp["speedup"]) == "too few" for _arm, comp in measured):
+    if any(verdict(judged(comp)) == "too few" for _arm, comp in measured):
+        if any(comp.get("sequence") for _arm, comp in measured):  # the rule 'clear' or 'precision' looks on
+            return so_far + TOO_FEW_FOR_EVERY_LOOK
         return so_far + TOO_FEW_TO_TELL
     if max(comp["speedup"]["median"] for _arm, comp in measured) <= 1.0:
         return so_far + NOTHING_HELPED
@@ -400,12 +408,17 @@ def headline_lines(report: dict) -> list[str]:
             continue
         if comp["speedup"].get("median") is None:
             continue
-        sentence = speedup_sentence(comp, sampling, busy=is_busy(report))
+        if comp.get("sequence") and provisional(report):
+            sentence = provisional_sentence(comp)
+        else:
+            sentence = speedup_sentence(comp, sampling, busy=is_busy(report))
         sentences.append(f"{sentence} It then failed: {error}" if error else sentence)
     if not sentences:
         sentences.append("No assisted arm finished a run, so there is nothing to compare.")
     counted, planned = report.get("counted_repetitions", plain_runs), report.get("planned_repetitions")
-    if report.get("status") == "running":
+    if provisional(report) and (report.get("stopping") or {}).get("rule") == "clear":
+        sentences.append(f"So far: {counted} repetitions; the runs stop once the answer is clear (at most {planned}).")
+    elif report.get("status") == "running":
         sentences.append(f"So far: {counted} of {planned} repetitions.")
     elif report.get("status") == "stopped":
         sentences.append(f"Stopped after {counted} of {planned} repetitions.")

@@ -1,0 +1,146 @@
+"""When a comparison has measured enough: the decision after each repetition, its record, its closing sentence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import MIN_PRECISION_REPEATS, BenchRequest
+from ..results import sequential, stats
+from ..results.report import Report
+
+# What the sequential rules record as their method, for the report's `stopping` block.
+METHOD = ("confidence sequence for the median paired speedup: a sequential sign test with a Beta(0.1, 0.1) "
+          "mixture (Ville's inequality), its running intersection; the level split equally over the assisted "
+          "arms (Bonferroni)")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """After a repetition: whether to stop, and else what the stop waits for (for the progress line)."""
+
+    stop: bool
+    waiting: str = ""
+
+
+def record(request: BenchRequest, report: Report | None = None) -> dict:
+    """The report's `stopping` block before the first repetition: the rule, its level, band and budgets."""
+    rule = request.stopping_rule
+    looks = rule in ("clear", "precision")
+    arms = [a.name for a in report.arms if a.assisted] if report is not None else []
+    return {
+        "rule": rule,
+        "target": request.precision,
+        "max_time_s": request.max_time_s,
+        "max_repetitions": request.repeats,
+        "min_repetitions": min(MIN_PRECISION_REPEATS, request.repeats) if rule == "precision" else (
+            1 if rule == "clear" else request.repeats),
+        "reached": False,
+        "repetitions": 0,
+        "elapsed_s": 0.0,
+        "ended_by": None,
+        "level": stats.TARGET_LEVEL if looks else None,
+        "arm_level": 1.0 - sequential.arm_alpha(stats.TARGET_LEVEL, len(arms)) if looks and arms else None,
+        "method": METHOD if looks else None,
+        "band": request.band if rule == "clear" else None,
+        "arms": {name: {"repetitions": 0, "settled": None, "looks": []} for name in arms},
+    }
+
+
+def _measured(report: Report) -> list[tuple[str, dict]]:
+    """(name, time-uniform sequence) of every assisted arm still running."""
+    return [(info.name, report.sequence(i)) for i, info in enumerate(report.arms) if info.assisted and not info.error]
+
+
+def after_repetition(request: BenchRequest, report: Report, count: int, elapsed: float) -> Decision:
+    """Update `report.stopping` after `count` repetitions in `elapsed` seconds, and say whether to stop.
+
+    'fixed' stops at its count; 'clear' once every assisted arm's sequence excludes 1× or lies within the band;
+    'precision' once every sequence lies within ±precision of its median (from MIN_PRECISION_REPEATS on). All
+    stop at the most repetitions allowed, and before a repetition that would likely overrun the time budget.
+    """
+    stop, rule = report.stopping, request.stopping_rule
+    stop.update(repetitions=count, elapsed_s=elapsed)
+    for index, info in enumerate(report.arms):
+        if info.assisted and info.name in stop["arms"]:
+            arm = stop["arms"][info.name]
+            arm["repetitions"] = len(report.runs_of(index))
+            if info.error:
+                arm["error"] = info.error
+    if rule != "fixed":
+        measured = _measured(report)
+        for name, seq in measured:
+            stop["arms"][name].update(settled=seq["settled"], looks=seq["looks"])
+        if not measured:  # every assisted arm failed (or there was none): nothing left to settle
+            stop["ended_by"] = "no assisted arm"
+            return Decision(True)
+        if rule == "clear":
+            open_arms = [name for name, seq in measured if seq["settled"] is None]
+            if not open_arms:
+                stop.update(reached=True, ended_by="clear")
+                return Decision(True)
+            waiting = (f"waiting for {' and '.join(open_arms)} to be clearly faster or slower than plain, or within "
+                       f"±{request.band:.0%} of it")
+        else:
+            loose = [name for name, seq in measured if not sequential.within(seq, request.precision)]
+            if count >= stop["min_repetitions"] and not loose:
+                stop.update(reached=True, ended_by="precision")
+                return Decision(True)
+            waiting = f"waiting for {' and '.join(loose) or 'more repetitions'} to be known to ±{request.precision:.0%}"
+    else:
+        waiting = ""
+    if count >= request.repeats:
+        stop["ended_by"] = "repetitions"
+        stop["reached"] = rule == "fixed"
+        return Decision(True)
+    # Stop before a repetition that would likely overrun the budget (the mean so far predicts its length).
+    if request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
+        stop["ended_by"] = "time budget"
+        return Decision(True)
+    return Decision(False, waiting)
+
+
+def answer_message(report: Report) -> str:
+    """The status line once the repetitions are over and before the untimed drafting-cost runs."""
+    n = report.stopping["repetitions"]
+    if report.stopping["ended_by"] == "clear":
+        return f"Stopped after {n} repetitions: the answer was clear."
+    return f"The timed repetitions are done ({n})."
+
+
+def finish_message(report: Report, request: BenchRequest) -> str:
+    """The closing sentence of a complete comparison: how many repetitions ran and what ended them."""
+    stop = report.stopping
+    n = stop["repetitions"]
+    failed = [a.name for a in report.arms if a.error]
+    tail = "" if not failed else f" {', '.join(failed)} failed."
+    ended = stop["ended_by"]
+    if stop["rule"] == "clear":
+        open_arms = [name for name, arm in stop["arms"].items() if arm.get("settled") is None and "error" not in arm]
+        if ended == "clear":
+            text = f"Complete. Stopped after {n} repetitions: the answer was clear."
+        elif ended == "no assisted arm":
+            text = "Complete, but no assisted arm is left to compare."
+        elif ended == "time budget":
+            text = (f"Complete, but the time budget of {request.max_time_s:g} s ran out after {n} repetitions before "
+                    f"the answer was clear for {', '.join(open_arms)}.")
+        else:
+            text = (f"Complete, but {n} repetitions (the most allowed) did not make the answer clear for "
+                    f"{', '.join(open_arms)}: within the noise of plain.")
+    elif stop["rule"] == "precision":
+        target = f"±{request.precision:.0%}"
+        if stop["reached"]:
+            text = f"Complete: every speedup is known to {target} at every look after {n} repetitions."
+        elif ended == "time budget":
+            text = (f"Complete, but the time budget of {request.max_time_s:g} s ran out after {n} repetitions "
+                    f"before every speedup was known to {target}.")
+        elif ended == "no assisted arm":
+            text = f"Complete, but no assisted arm is left to measure to {target}."
+        else:
+            text = (f"Complete, but {n} repetitions (the most allowed) did not pin every speedup down to "
+                    f"{target}.")
+    elif ended == "time budget":
+        text = (f"Complete, but the time budget of {request.max_time_s:g} s ended the runs after {n} of "
+                f"{request.repeats} repetitions.")
+    else:
+        text = "Complete."
+    return text + tail

@@ -1,0 +1,138 @@
+"""The stopping rules after each repetition: the default stops once the answer is clear, with a complete stopping
+block; an explicit count still runs exactly that many. Tiny models, fake latencies and a fake clock."""
+
+import numpy as np
+import pytest
+import torch
+
+from assistlab.config import CLEAR_MAX_REPEATS, BenchRequest
+from assistlab.engines.transformers.arms import ArmSpec
+from assistlab.measure import runner, stopping
+from assistlab.results import explain, sequential
+from assistlab.views import charts
+
+PROMPT = "write me a long essay on deep learning"
+
+
+class FakeRuns:
+    """Runs that take their latency on a fake clock: plain 1 s, each assisted arm its own factor, with noise."""
+
+    def __init__(self, slow: dict[int, float], noise: float = 0.01, seed: int = 0):
+        self.now, self.noise, self.slow = 0.0, noise, slow
+        self.rng = np.random.default_rng(seed)
+        self.calls = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def timed_generate(self, target, inputs, kwargs, clock, assisted, *args, **more):
+        self.calls += 1
+        lookup = kwargs.get("prompt_lookup_num_tokens")
+        factor = self.slow.get(lookup, 1.0) if assisted else 1.0
+        latency = factor * (1.0 + self.noise * float(self.rng.standard_normal()))
+        self.now += latency
+        n = kwargs["max_new_tokens"]
+        output = torch.cat([inputs["input_ids"], torch.zeros((1, n), dtype=torch.long)], dim=1)
+        streamer = runner.StepStreamer(clock, 0.0)
+        streamer.times, streamer.tokens = [latency], [n]
+        return runner.Timed(latency=latency, streamer=streamer, drafted=[], accepted=[], output=output, memory=0,
+                            wall_window=(0.0, 0.0))
+
+
+@pytest.fixture
+def fake_runs(monkeypatch, allowed_models):
+    def install(slow: dict[int, float], noise: float = 0.01) -> FakeRuns:
+        fake = FakeRuns(slow, noise)
+        monkeypatch.setattr(runner, "timed_generate", fake.timed_generate)
+        monkeypatch.setattr(explain, "probe_arm", lambda *a, **k: {"error": "not probed in this test"})
+        return fake
+
+    return install
+
+
+def compare(store, fake, arms, **kwargs):
+    request = BenchRequest(target="target", arms=arms, prompt=PROMPT, max_new_tokens=4, warmup=0, **kwargs)
+    events = list(runner.run_benchmark(request, store, clock=fake.clock))
+    return events, events[-1].report.to_dict()
+
+
+TWO_ARMS = (ArmSpec("prompt-lookup", prompt_lookup_num_tokens=2), ArmSpec("prompt-lookup", prompt_lookup_num_tokens=3))
+
+
+def test_the_default_stops_as_soon_as_the_answer_is_clear(store, fake_runs):
+    fake = fake_runs({2: 1.85, 3: 1.4})  # both clearly slower (0.54x and 0.71x)
+    events, data = compare(store, fake, TWO_ARMS)
+    stop = data["stopping"]
+    fewest = sequential.fewest_for_verdict(0.025)  # two arms share 95%: 97.5% each
+    assert (stop["rule"], stop["ended_by"], stop["reached"], stop["repetitions"]) == ("clear", "clear", True, fewest)
+    assert data["counted_repetitions"] == fewest == 7 and fake.calls == 3 * fewest
+    assert (stop["level"], stop["arm_level"], stop["band"]) == (0.95, 0.975, 0.03)
+    assert stop["max_repetitions"] == CLEAR_MAX_REPEATS and "Bonferroni" in stop["method"]
+    assert list(stop["arms"]) == [a["name"] for a in data["arms"][1:]]
+    for arm in stop["arms"].values():
+        assert arm["repetitions"] == fewest and arm["settled"] == sequential.SLOWER
+        assert len(arm["looks"]) == fewest and arm["looks"][fewest - 2] == [None, None]
+        assert arm["looks"][-1][1] < 1.0  # the last look's interval lies below 1x: the verdict, checkable afterwards
+    assert data["message"] == f"Complete. Stopped after {fewest} repetitions: the answer was clear."
+    assert all(c["sequence"]["settled"] == "slower" for c in data["comparison"])
+    assert "95% sure at every look" in charts.headline(data)
+    # Before the end, the page said what the stop waited for and worded the answer as provisional.
+    waiting = [e for e in events if e.kind == "status" and e.step.startswith("waiting for")]
+    assert len(waiting) == fewest - 1 and "within ±3%" in waiting[0].step
+    assert any(" · waiting for " in e.step for e in events if e.step.startswith("Repetition"))
+
+
+def test_a_provisional_answer_is_worded_as_such():
+    entry = {"arm": "prompt lookup", "speedup": {"median": 0.54},
+             "sequence": {"median": 0.54, "ci_low": 0.52, "ci_high": 0.56, "level": 0.975, "family_level": 0.95,
+                          "arms_sharing": 2, "n": 7, "interval": sequential.TIME_UNIFORM, "settled": "slower",
+                          "band": 0.03}}
+    from assistlab.results import report as report_mod
+
+    text = report_mod.provisional_sentence(entry)
+    assert text.startswith("So far prompt lookup is slower than plain, 95% sure at every look")
+    assert text.endswith("more repetitions can only sharpen this.")
+    assert report_mod.provisional({"status": "running", "stopping": {"ended_by": None}})
+    assert not report_mod.provisional({"status": "running", "stopping": {"ended_by": "clear"}})  # probes run
+
+
+def test_no_practical_difference_ends_the_runs_too(store, fake_runs):
+    fake = fake_runs({2: 1.0}, noise=0.001)
+    _, data = compare(store, fake, TWO_ARMS[:1])
+    stop = data["stopping"]
+    assert (stop["ended_by"], stop["repetitions"]) == ("clear", 6)
+    assert stop["arms"][data["arms"][1]["name"]]["settled"] == sequential.SAME
+    assert "no practical difference" in charts.headline(data)
+
+
+def test_an_explicit_count_still_runs_exactly_that_many(store, fake_runs):
+    fake = fake_runs({2: 1.85, 3: 1.4})
+    _, data = compare(store, fake, TWO_ARMS, repeats=9)
+    stop = data["stopping"]
+    assert (stop["rule"], stop["ended_by"], stop["repetitions"], data["counted_repetitions"]) == (
+        "fixed", "repetitions", 9, 9)
+    assert stop["level"] is None and all(c["sequence"] is None for c in data["comparison"])
+    assert fake.calls == 27 and data["message"] == "Complete."
+
+
+def test_the_budget_ends_an_unclear_comparison(store, fake_runs):
+    fake = fake_runs({2: 1.02}, noise=0.05)  # 2% slower in 5% noise: not clear within 8 repetitions
+    _, data = compare(store, fake, TWO_ARMS[:1], stop_rule="clear", repeats=8)
+    stop = data["stopping"]
+    assert (stop["rule"], stop["ended_by"], stop["reached"], stop["repetitions"]) == ("clear", "repetitions", False, 8)
+    assert "did not make the answer clear" in data["message"]
+
+
+def test_the_decision_alone():
+    request = BenchRequest(target="t", arms=TWO_ARMS[:1]).resolved("cpu")
+    assert request.stopping_rule == "clear" and request.repeats == CLEAR_MAX_REPEATS
+    assert stopping.Decision(False).waiting == ""
+
+
+def test_the_command_line_says_how_the_clear_rule_ended():
+    from assistlab import cli as cli_mod
+
+    block = {"rule": "clear", "level": 0.95, "max_time_s": 600.0, "max_repetitions": 30, "reached": True,
+             "repetitions": 7, "elapsed_s": 12.3, "ended_by": "clear"}
+    assert cli_mod.stopping_sentence(block) == (
+        "until the answer was clear, 95% sure at every look (the answer was clear); 7 in 12.3 s of a 600 s budget.")
