@@ -61,7 +61,7 @@ class SuiteView:
 
     source: gr.Radio
     categories: gr.CheckboxGroup
-    per_category: gr.Number
+    per_category: gr.Textbox
     selection: gr.Radio
     selection_seed: gr.Number
     turns: gr.Radio
@@ -99,10 +99,11 @@ def build() -> SuiteView:
                                   info="The first eight (from MT-bench) are conversations of two questions each; "
                                        "the other five are single questions.")
     with gr.Row():
-        per_category = gr.Number(None, label="Prompts per kind of task", precision=0, min_width=140,
-                                 placeholder="1 of Spec-Bench, all of a file",
-                                 info=f"How many prompts of each kind to time, at most {SUITE_LIMITS['per_category']}. "
-                                      "Left empty: one of each kind from Spec-Bench, every prompt of your file.")
+        # A text box, so that left empty it shows the number it will use (a Number box would read 0).
+        per_category = gr.Textbox("", label="Prompts per kind of task", max_lines=1, min_width=140,
+                                  placeholder=per_category_placeholder(SPEC_BENCH),
+                                  info=f"How many prompts of each kind to time, at most {SUITE_LIMITS['per_category']}. "
+                                       "Left empty: one of each kind from Spec-Bench, every prompt of your file.")
         selection = gr.Radio([("The first ones, in order", "first"), ("A random pick (repeatable by its seed)", "sample")],
                              value="first", label="Which prompts", min_width=180)
         selection_seed = gr.Number(0, label="Sample seed", precision=0, min_width=100)
@@ -133,6 +134,11 @@ def build() -> SuiteView:
                      panel, plot, summary, table, prompts, pick, texts, download_json, download_csv, gr.State({}))
 
 
+def per_category_placeholder(source: str) -> str:
+    """What the empty "Prompts per kind of task" box will use, shown in it: 1 of Spec-Bench, all of a file."""
+    return "1" if (source or SPEC_BENCH) == SPEC_BENCH else "all of them"
+
+
 # ---------------------------------------------------------------- requests
 
 
@@ -148,7 +154,7 @@ def suite_request_from_form(
         suite=source,
         file=(str(file) if file else None) if is_file else None,
         categories=() if is_file else tuple(categories or ()),
-        per_category=None if per_category in (None, "", 0) else per_category,
+        per_category=None if per_category in (None, 0) or str(per_category).strip() == "" else per_category,
         selection=selection or "first",
         seed=0 if selection_seed in (None, "") else selection_seed,
         turns=turns or "first",
@@ -298,9 +304,10 @@ def wire(page: Page, view: SuiteView) -> None:
 
     def show_source(source: str):
         is_file = source != SPEC_BENCH
-        return gr.update(visible=not is_file), gr.update(visible=is_file)
+        return (gr.update(visible=not is_file), gr.update(visible=is_file),
+                gr.update(placeholder=per_category_placeholder(source)))
 
-    view.source.change(show_source, view.source, [view.categories, view.file], **LIGHT)
+    view.source.change(show_source, view.source, [view.categories, view.file, view.per_category], **LIGHT)
 
     def arm_run(request: gr.Request):
         return page.waiting_for_slot(request.session_hash, view.progress, (view.download_json, view.download_csv))
