@@ -63,6 +63,7 @@ class SuiteEvent:
     eta_rough: bool = False
     took_s: float | None = None
     warmup: bool = False
+    eta_busy: bool = False  # others are using the machine: the time left is uncertain (views.panels.timing_text)
 
 
 def suite_bench(bench: BenchRequest, device_type: str) -> BenchRequest:
@@ -250,8 +251,8 @@ def _run_suite(
     for wait in wait_for_conversions(pace, should_stop):  # another model's conversion would slow every run
         yield SuiteEvent("status", wait.message, 0, 0, 0, n_items, wait.eta_s)
     per_prompt = bench.repeats * len(arms)
-    progress = Progress(total=bench.warmup * len(arms) + n_items * per_prompt)
-    started = began = clock()
+    progress = Progress(total=bench.warmup * len(arms) + n_items * per_prompt, contention=monitor.record)
+    began = clock()
     failed_arms: dict[int, str] = {}  # arms that failed their warm-up: not run on any prompt
     answers: dict[str, list[str]] = {}  # prompt id -> the plain arm's answers to its turns so far
     turn = 0  # counted rounds so far over the whole suite: the order keeps rotating from prompt to prompt
@@ -268,10 +269,7 @@ def _run_suite(
 
     def eta() -> tuple[float | None, bool]:
         """(seconds left, whether that is the rough first estimate)."""
-        counted = progress.done
-        if counted:
-            return (clock() - started) / counted * (progress.total - counted), False
-        left = progress.eta()  # between the warm-up and the first counted run: the warm-up runs' pace
+        left = progress.eta()  # each arm's pace smoothed over its runs so far, on every prompt (runner.Pace)
         if left is not None:
             return left, False
         rough = progress.rough_left()
@@ -281,7 +279,7 @@ def _run_suite(
         suite.elapsed_s = clock() - began
         left, rough = eta()
         return SuiteEvent(kind, message, progress.done, progress.total, position, n_items, left, suite,
-                          prompt_done, elapsed_s=suite.elapsed_s, eta_rough=rough, **words)
+                          prompt_done, elapsed_s=suite.elapsed_s, eta_rough=rough, eta_busy=progress.busy(), **words)
 
     def relay(round_: Generator[Event, None, bool], position: int, item) -> Generator[SuiteEvent, None, bool]:
         """A round's events named by prompt, with the time left; returns whether a stop ended the round."""
@@ -342,7 +340,6 @@ def _run_suite(
                             break
                     warmed = True
                     failed_arms = {i: a.info.error for i, a in enumerate(mine) if a.info.error}
-                    started = clock()  # the time left is estimated from counted runs only
                     progress.total -= progress.done
                     progress.done = before = 0
                 for r in range(bench.repeats):

@@ -35,3 +35,5 @@ class Event:
     eta_rough: bool = False
     # On a "run" event: how long that run took, so its progress line names the step and its time in one form.
     took_s: float | None = None
+    # True while the busy-machine watch sees others using the machine: the time left is then uncertain.
+    eta_busy: bool = False
