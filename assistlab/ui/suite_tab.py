@@ -26,7 +26,7 @@ from ..results.suite import (
 )
 from ..views import charts
 from ..views.history_html import prompt_cell
-from ..views.panels import event_progress, progress_html, texts_html
+from ..views.panels import event_progress, progress_html, texts_html, warnings_html
 from .fields import FORM_FIELDS, request_from_form
 from .history_tab import save_report
 from .session import LIGHT, Page, SuitePlan
@@ -191,8 +191,7 @@ def summary_html(data: dict) -> str:
     rule = html.escape(f"{suite['name']}: {suite['rule']}. {SPEEDUP_WORDS}")
     method = (f'<details class="al-glossary"><summary>How is this worked out?</summary>'
               f'<p class="al-sub">{html.escape(suite["interval"])}.</p></details>')
-    warned = "".join(f'<p class="al-warning" role="alert">⚠ {html.escape(w["message"])}</p>'
-                     for w in data.get("warnings") or [])  # marked as beside a single comparison's verdict
+    warned = warnings_html(data)  # one line, the details a click away, as beside a single comparison's verdict
     return (f'<div class="al-suite-summary"><p class="al-env">{rule}</p>{method}{warned}<ul>{"".join(items)}</ul>'
             + (f'<ul class="al-env">{skipped}</ul>' if skipped else "") + "</div>")
 
