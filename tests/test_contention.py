@@ -212,8 +212,9 @@ def test_the_page_headline_shows_the_warning_beside_the_verdict():
                                                 "level": 0.94}}],
     }
     html = panels.headline_html(made)
-    assert '<p class="al-warning" role="alert">⚠ The machine was busy' in html
-    assert "may not hold on an idle one." in html  # the verdict sentence itself says so too
+    # One line under the answer, the warning's own sentence one click away (issue 30).
+    assert '<p class="al-warning" role="alert">⚠ Measured on a busy machine: the result may not hold' in html
+    assert html.count("al-warning\"") == 1 and f"<summary>What was busy, and what to do</summary><p>{message}" in html
     made["warnings"] = []
     assert "al-warning" not in panels.headline_html(made) and "idle one" not in panels.headline_html(made)
 
@@ -258,4 +259,6 @@ def test_a_busy_machine_during_the_drafting_cost_run_is_named_beside_the_predict
     why = panels.why_html(data)  # the sentence stands beside the prediction
     assert 'class="al-sub al-probe-busy"' in why and "may be far off" in why
     assert "prediction may be far off" in format_table(data)
-    assert "⚠ The machine was busy while the drafting cost" in panels.headline_html(data)
+    headline = panels.headline_html(data)  # one line under the answer, the sentence one click away
+    assert "⚠ The drafting cost was measured on a busy machine: the predicted speedup may be far off" in headline
+    assert "The machine was busy while the drafting cost" in headline.split("<details", 1)[1]

@@ -148,12 +148,13 @@ def test_each_drafting_path_is_one_short_module_and_the_registry_the_only_list()
                 assert len(spelled) < 2, f"{name} line {node.lineno} lists drafting paths by hand: {spelled}"
 
 
-def test_the_readme_carries_the_registry_arms_table():
+def test_the_docs_carry_the_registry_arms_table():
     from assistlab.engines.transformers import paths
 
-    readme = (ROOT / "README.md").read_text()
+    docs = (ROOT / "docs" / "measuring.md").read_text()
     table = "\n".join("  " + line for line in paths.arms_table().splitlines())
-    assert table in readme, "README's Arms table differs from paths.arms_table(); paste the table it prints"
+    assert table in docs, "docs/measuring.md's Arms table differs from paths.arms_table(); paste the table it prints"
+
 
 
 # ---------------------------------------------------------------- one engine interface (issue 26)

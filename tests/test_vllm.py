@@ -570,7 +570,7 @@ def test_real_vllm_suffix_decoding_beside_vllm_plain(store, real_vllm):
 
     missing = methods.arctic_inference(real_vllm)
     if missing is not None:
-        pytest.skip(f"arctic-inference is not in {real_vllm.path} ({missing}); see the README's Engines")
+        pytest.skip(f"arctic-inference is not in {real_vllm.path} ({missing}); see docs/engines.md")
     before = set(vllm_processes())
     prompt = "Repeat this line four times: the cat sat on the mat, the dog sat on the log."
     request = BenchRequest(target=catalog.BUNDLED_TARGET, arms=(VllmArm("plain"), VllmArm("suffix", 8)), prompt=prompt,

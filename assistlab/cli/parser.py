@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sweep", choices=("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight"), default=None, help="instead of one setting, compare several draft lengths (or ensemble weights, next to the same arm verifying losslessly) of the first matching arm against one plain baseline")
     bench.add_argument("--sweep-values", default="1,2,3,5,8", help="draft lengths for --sweep (default: %(default)s)")
     bench.add_argument("--sweep-schedules", default="heuristic", help="adaptive schedules added to --sweep of num_assistant_tokens, comma-separated; '' for none (default: %(default)s)")
-    engines = bench.add_argument_group("engines (vLLM through its OpenAI-compatible server; see the README's Engines)")
+    engines = bench.add_argument_group("engines (vLLM through its OpenAI-compatible server; see docs/engines.md)")
     engines.add_argument("--engines", default=None, help="comma-separated engines to time: transformers, vllm (default: transformers, and vllm too with --vllm-method or --server)")
     engines.add_argument("--vllm-method", action="append", choices=vllm_arms_mod.METHODS[1:], default=None, help="a vLLM speculative method to add beside vLLM's plain arm; repeat for several (default with --engines ...vllm: ngram); draft_model drafts with each --assistant, which must share the target's vocabulary; eagle and eagle3 with each --vllm-draft head; mtp with the target's own MTP layers; suffix needs arctic-inference in vLLM's Python")
     engines.add_argument("--vllm-draft", action="append", default=None, metavar="PATH/ID", help="an EAGLE or EAGLE-3 head trained for the target (a hub id or a folder), for --vllm-method eagle/eagle3; repeat for several")

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..results import busy as busy_mod
 from ..results.events import Event
 from ..results.report import Report
 
@@ -15,25 +16,36 @@ Clock = Callable[[], float]
 class Pace:
     """Elapsed time, and the time left estimated from how long each arm's runs have taken so far.
 
+    Each arm's pace is the median of its runs after the first (the first carries start-up costs), so one run
+    slowed by a burst of other work does not move it; and it moves by at most PACE_STEP per run (an arm's
+    first pace starts from the other arms'), so the time left never leaps from one progress line to the next.
     The clock is a parameter so tests can give it fixed costs; it is not the benchmark's clock.
     """
+
+    PACE_STEP = 1.4  # the most one run may change an arm's pace, either way
 
     def __init__(self, clock: Clock = time.monotonic):
         self.clock = clock
         self.start = clock()
         self.seconds: dict[int, list[float]] = {}
+        self.paces: dict[int, float] = {}  # each arm's smoothed seconds per run
 
     def elapsed(self) -> float:
         return self.clock() - self.start
 
     def record(self, arm: int, seconds: float) -> None:
-        self.seconds.setdefault(arm, []).append(seconds)
+        runs = self.seconds.setdefault(arm, [])
+        runs.append(seconds)
+        later = sorted(runs[1:] or runs)
+        middle = len(later) // 2
+        measured = later[middle] if len(later) % 2 else (later[middle - 1] + later[middle]) / 2
+        others = [p for a, p in self.paces.items() if a != arm]
+        before = self.paces.get(arm, sum(others) / len(others) if others else measured)
+        self.paces[arm] = min(max(measured, before / self.PACE_STEP), before * self.PACE_STEP)
 
     def per_run(self, arm: int) -> float | None:
-        """One run of `arm`: the mean of its runs after the first (the first carries start-up costs), else the first."""
-        runs = self.seconds.get(arm) or []
-        later = runs[1:] or runs
-        return sum(later) / len(later) if later else None
+        """One run of `arm`, as smoothed over its runs so far; None before its first."""
+        return self.paces.get(arm)
 
     def left(self, runs_left: int, probes_left: int = 0, assisted: tuple[int, ...] = ()) -> float | None:
         """Seconds for `runs_left` runs spread over the arms and `probes_left` drafting-cost runs; None before any run."""
@@ -60,6 +72,13 @@ class Progress:
     # Before any run is timed: the rough estimate of every run (results.estimate) and when it was made.
     rough_s: float | None = None
     rough_at: float = 0.0
+    # The busy-machine watch's live record (contention.Monitor.record): while others use the machine, the
+    # time left is said to be uncertain rather than given as a figure that the next burst would overturn.
+    contention: dict | None = None
+
+    def busy(self) -> bool:
+        """Whether the watch has seen others use a meaningful share of the machine during the timed runs."""
+        return bool(busy_mod.reasons(self.contention))
 
     def eta(self, probes_left: int | None = None, runs_left: int | None = None) -> float | None:
         """Seconds left for the timed runs not yet done and the drafting-cost runs (unless told, all of each).
@@ -86,4 +105,5 @@ class Progress:
             if eta_s is None and kind != "done" and self.rough_s is not None:
                 eta_s, rough = self.rough_left(), True
         return Event(kind, message, self.done, self.total, report, warmup, step=step,
-                     elapsed_s=self.pace.elapsed(), eta_s=eta_s, round_done=round_done, eta_rough=rough, took_s=took_s)
+                     elapsed_s=self.pace.elapsed(), eta_s=eta_s, round_done=round_done, eta_rough=rough, took_s=took_s,
+                     eta_busy=kind != "done" and self.busy())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Iterator
 
-from ..config import MIN_PRECISION_REPEATS, BenchRequest
+from ..config import BenchRequest
 from ..engines import catalog
 from ..engines.base import Arm, Host, RunFailure, RunResult, Status, unwatched
 from ..errors import AssistLabError, InputError, ResourceError
@@ -278,7 +278,7 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
     )
     progress.rough_at = pace.elapsed()  # until a run is timed, every event's time left comes from this
     monitor = contention.Monitor(device)  # one window per counted timed run; its record is live in the report
-    report.environment["contention"] = monitor.record
+    report.environment["contention"] = progress.contention = monitor.record
 
     def stopped_event() -> Event:
         stopping["elapsed_s"] = 0.0 if progress.started is None else clock() - progress.started

@@ -142,8 +142,8 @@ def _run_suite(
         results=[PromptResult(item) for item in selection.items],
     )
     per_prompt = bench.repeats * len(arms)
-    progress = Progress(total=bench.warmup * len(arms) + n_items * per_prompt)
-    started = began = clock()
+    progress = Progress(total=bench.warmup * len(arms) + n_items * per_prompt, contention=monitor.record)
+    began = clock()
     failed_arms: dict[int, str] = {}  # arms that failed their warm-up: not run on any prompt
     answers: dict[str, list[str]] = {}  # prompt id -> the plain arm's answers to its turns so far
     turn = 0  # counted rounds so far over the whole suite: the order keeps rotating from prompt to prompt
@@ -158,10 +158,7 @@ def _run_suite(
 
     def eta() -> tuple[float | None, bool]:
         """(seconds left, whether that is the rough first estimate)."""
-        counted = progress.done
-        if counted:
-            return (clock() - started) / counted * (progress.total - counted), False
-        left = progress.eta()  # between the warm-up and the first counted run: the warm-up runs' pace
+        left = progress.eta()  # each arm's pace smoothed over its runs so far, on every prompt (runner.Pace)
         if left is not None:
             return left, False
         rough = progress.rough_left()
@@ -171,7 +168,8 @@ def _run_suite(
         suite.elapsed_s = clock() - began
         left, rough = eta()
         return Event(kind, message, progress.done, progress.total, suite, prompt=position, prompts=n_items,
-                     eta_s=left, prompt_done=prompt_done, elapsed_s=suite.elapsed_s, eta_rough=rough, **words)
+                     eta_s=left, prompt_done=prompt_done, elapsed_s=suite.elapsed_s, eta_rough=rough,
+                     eta_busy=progress.busy(), **words)
 
     def emitter(position: int, item) -> Callable[..., Event]:
         """The events of a round on this prompt (run_round's `emit`): named by prompt, with the suite's time left."""
@@ -231,7 +229,6 @@ def _run_suite(
                             break
                     warmed = True
                     failed_arms = {i: a.info.error for i, a in enumerate(mine) if a.info.error}
-                    started = clock()  # the time left is estimated from counted runs only
                     progress.total -= progress.done
                     progress.done = before = 0
                 for r in range(bench.repeats):

@@ -69,3 +69,27 @@ def warnings(contention: dict | None) -> list[dict]:
             f"result may not hold there; close other programs and run again to be sure."
         ),
     }]
+
+
+def summary(warnings: list[dict], contention: dict | None) -> str | None:
+    """The one line that stands under the answer for all the busy-machine warnings; None when there are none.
+
+    'Measured on a busy machine (others used 71% of the CPU): the result may not hold on an idle one.' The
+    warnings' full sentences (which window, how much, what to do) go one click away.
+    """
+    codes = {w.get("code") for w in warnings or []}
+    if "busy-machine" in codes:
+        contention = contention or {}
+        cores = contention.get("other_cpu_cores")
+        theirs = (contention.get("gpu") or {}).get("others_utilization_percent")
+        if cores is not None and cores >= CPU_BUSY_CORES and contention.get("other_cpu_percent") is not None:
+            how = f" (others used {contention['other_cpu_percent']:.0f}% of the CPU)"
+        elif theirs is not None and theirs >= GPU_BUSY_PERCENT:
+            how = f" (others kept the GPU busy {theirs:.0f}% of the time)"
+        else:
+            how = ""
+        return f"Measured on a busy machine{how}: the result may not hold on an idle one."
+    if PROBE_BUSY in codes:
+        return ("The drafting cost was measured on a busy machine: the predicted speedup may be far off "
+                "(the measured one is not affected).")
+    return None

@@ -43,3 +43,5 @@ class Event:
     prompts: int = 0
     prompt_done: bool = False
     where: str = ""
+    # True while the busy-machine watch sees others using the machine: the time left is then uncertain.
+    eta_busy: bool = False

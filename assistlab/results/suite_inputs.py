@@ -37,7 +37,7 @@ SUITE_LIMITS = {
     "per_category": 100,
 }
 # Suite settings when the user leaves them empty: shorter runs than a single comparison, since a suite
-# multiplies the work (the defaults measured in the README finish in a few minutes on two CPU cores).
+# multiplies the work (the defaults measured in docs/workloads.md finish in a few minutes on two CPU cores).
 CPU_SUITE_DEFAULTS = {"max_new_tokens": 32, "repeats": 3, "warmup": 1}
 CUDA_SUITE_DEFAULTS = {"max_new_tokens": 128, "repeats": 3, "warmup": 1}
 

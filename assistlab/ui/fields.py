@@ -482,13 +482,15 @@ def in_page_words(message: str) -> str:
     """A message from the package with each code identifier replaced by the label the page shows for it.
 
     'max_new_tokens must be between 1 and 2048, got 0.' -> 'New tokens per run must be between 1 and 2048, got 0.'
+    'repeats must be a whole number, got 'five'.' -> 'Repetitions must be a whole number, got 'five'.'
     'target: 'x!!' is not a hub id ...' -> 'Target model: 'x!!' is not a hub id ...'
     """
 
     def label(match: re.Match) -> str:
         name = match.group(1)
-        if match.start() == 0 and message[match.end():match.end() + 1] == ":":
-            return LABELS[REQUEST_NAMES.get(name, name)]  # 'target: ...' names the field the message is about
+        if match.start() == 0 and message[match.end():].startswith((":", " must ")):
+            # 'target: ...' or 'repeats must be ...' names the field the message is about
+            return LABELS[REQUEST_NAMES.get(name, name)]
         if "_" not in name:
             return name
         text = LABELS[REQUEST_NAMES.get(name, name)]

@@ -31,6 +31,8 @@ CSS = """
   border: 1px solid var(--primary-200); }
 .al-headline p { margin: 4px 0; line-height: 1.45; }
 .al-headline p.al-warning, .al-suite-summary p.al-warning { color: #b45309; font-weight: 560; }
+.al-warning-details { font-size: .9rem; color: var(--body-text-color-subdued); margin: -4px 0 8px; }
+.al-warning-details summary { cursor: pointer; }
 .al-headline p.al-arm { font-size: 1.08rem; font-weight: 560; }
 .al-headline p.al-note { color: var(--body-text-color-subdued); font-size: .92rem; }
 .al-headline p.al-note.al-failed, p.al-note.al-failed { color: #b91c1c; font-weight: 560; }  /* not saved: a warning */

@@ -28,6 +28,7 @@ from ..views import charts
 from ..views.history_html import prompt_cell
 from ..views.progress import event_progress, progress_html
 from ..views.texts import texts_html
+from ..views.panels import warnings_html
 from .fields import FORM_FIELDS, request_from_form
 from .history_tab import save_report
 from .session import LIGHT, Page, SuitePlan, write_private
@@ -62,7 +63,7 @@ class SuiteView:
 
     source: gr.Radio
     categories: gr.CheckboxGroup
-    per_category: gr.Number
+    per_category: gr.Textbox
     selection: gr.Radio
     selection_seed: gr.Number
     turns: gr.Radio
@@ -100,10 +101,11 @@ def build() -> SuiteView:
                                   info="The first eight (from MT-bench) are conversations of two questions each; "
                                        "the other five are single questions.")
     with gr.Row():
-        per_category = gr.Number(None, label="Prompts per kind of task", precision=0, min_width=140,
-                                 placeholder="1 of Spec-Bench, all of a file",
-                                 info=f"How many prompts of each kind to time, at most {SUITE_LIMITS['per_category']}. "
-                                      "Left empty: one of each kind from Spec-Bench, every prompt of your file.")
+        # A text box, so that left empty it shows the number it will use (a Number box would read 0).
+        per_category = gr.Textbox("", label="Prompts per kind of task", max_lines=1, min_width=140,
+                                  placeholder=per_category_placeholder(SPEC_BENCH),
+                                  info=f"How many prompts of each kind to time, at most {SUITE_LIMITS['per_category']}. "
+                                       "Left empty: one of each kind from Spec-Bench, every prompt of your file.")
         selection = gr.Radio([("The first ones, in order", "first"), ("A random pick (repeatable by its seed)", "sample")],
                              value="first", label="Which prompts", min_width=180)
         selection_seed = gr.Number(0, label="Sample seed", precision=0, min_width=100)
@@ -134,6 +136,11 @@ def build() -> SuiteView:
                      panel, plot, summary, table, prompts, pick, texts, download_json, download_csv, gr.State({}))
 
 
+def per_category_placeholder(source: str) -> str:
+    """What the empty "Prompts per kind of task" box will use, shown in it: 1 of Spec-Bench, all of a file."""
+    return "1" if (source or SPEC_BENCH) == SPEC_BENCH else "all of them"
+
+
 # ---------------------------------------------------------------- requests
 
 
@@ -149,7 +156,7 @@ def suite_request_from_form(
         suite=source,
         file=(str(file) if file else None) if is_file else None,
         categories=() if is_file else tuple(categories or ()),
-        per_category=None if per_category in (None, "", 0) else per_category,
+        per_category=None if per_category in (None, 0) or str(per_category).strip() == "" else per_category,
         selection=selection or "first",
         seed=0 if selection_seed in (None, "") else selection_seed,
         turns=turns or "first",
@@ -186,8 +193,7 @@ def summary_html(data: dict) -> str:
     rule = html.escape(f"{suite['name']}: {suite['rule']}. {SPEEDUP_WORDS}")
     method = (f'<details class="al-glossary"><summary>How is this worked out?</summary>'
               f'<p class="al-sub">{html.escape(suite["interval"])}.</p></details>')
-    warned = "".join(f'<p class="al-warning" role="alert">⚠ {html.escape(w["message"])}</p>'
-                     for w in data.get("warnings") or [])  # marked as beside a single comparison's verdict
+    warned = warnings_html(data)  # one line, the details a click away, as beside a single comparison's verdict
     return (f'<div class="al-suite-summary"><p class="al-env">{rule}</p>{method}{warned}<ul>{"".join(items)}</ul>'
             + (f'<ul class="al-env">{skipped}</ul>' if skipped else "") + "</div>")
 
@@ -299,9 +305,10 @@ def wire(page: Page, view: SuiteView) -> None:
 
     def show_source(source: str):
         is_file = source != SPEC_BENCH
-        return gr.update(visible=not is_file), gr.update(visible=is_file)
+        return (gr.update(visible=not is_file), gr.update(visible=is_file),
+                gr.update(placeholder=per_category_placeholder(source)))
 
-    view.source.change(show_source, view.source, [view.categories, view.file], **LIGHT)
+    view.source.change(show_source, view.source, [view.categories, view.file, view.per_category], **LIGHT)
 
     def arm_run(request: gr.Request):
         return page.waiting_for_slot(request.session_hash, view.progress, (view.download_json, view.download_csv))

@@ -387,6 +387,9 @@ def lead_sentence(report: dict) -> str | None:
     return so_far + NONE_CLEARLY_FASTER
 
 
+NOISY = "Timings were noisy"  # how the note on wide spreads starts (the page folds it with the warnings)
+
+
 def headline(report: dict) -> str:
     """The result in words, one line per assisted arm then notes; slower results are called slower."""
     return "\n".join(headline_lines(report))
@@ -426,7 +429,7 @@ def headline_lines(report: dict) -> list[str]:
     noisy = [a["name"] for a in arms if a.get("latencies_s") and spread_is_wide(a["latency_summary"])]
     if noisy:
         sentences.append(
-            f"Timings were noisy for {', '.join(noisy)} (spread over 10% of the median); more repetitions would help."
+            f"{NOISY} for {', '.join(noisy)} (spread over 10% of the median); more repetitions would help."
         )
     return sentences
 

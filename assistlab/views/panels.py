@@ -11,7 +11,8 @@ import html
 from .. import __version__
 from ..engines.base import LOSSY_MARK, LOSSY_TRADE
 from ..results.explain import rank_arms
-from ..results.report import comparisons_words, interval_cell, level_words
+from ..results import busy
+from ..results.report import busy_clause, comparisons_words, interval_cell, level_words
 from ..results.stats import MIN_LEVEL, spread_is_wide
 from . import charts
 from .markup import dot, glossary_html, md_text, term
@@ -48,6 +49,11 @@ def headline_html(report: dict) -> str:
     lead = charts.lead_sentence(report)
     parts = [f'<p class="al-lead" id="al-lead">{html.escape(lead)}</p>'] if lead else []
     warned = {w["message"] for w in report.get("warnings") or []}
+    folded = [line for line in lines if line in warned or line.startswith(charts.NOISY)]
+    warning = warnings_html(report, folded)
+    if warning:  # one line under the answer; the sentences behind it are one click away
+        parts.append(warning)
+        lines = [line.removesuffix(busy_clause(True)) for line in lines if line not in folded]  # said once, above
     for line in lines:
         index = next((i for name, i in arm_names.items() if i and line.startswith(name + " ")), None)
         if line in warned:  # beside the verdict, marked so a reader cannot miss it
@@ -57,6 +63,17 @@ def headline_html(report: dict) -> str:
         else:
             parts.append(f'<p class="al-note">{html.escape(line)}</p>')
     return f'<div class="al-headline" id="al-headline">{"".join(parts)}</div>'
+
+
+def warnings_html(report: dict, details: list[str] | None = None) -> str:
+    """The busy-machine warnings as one line, their sentences (or `details`) behind a click; '' without any."""
+    entries = report.get("warnings") or []
+    line = busy.summary(entries, (report.get("environment") or {}).get("contention"))
+    if not line:
+        return ""
+    said = "".join(f"<p>{html.escape(text)}</p>" for text in details or [w["message"] for w in entries])
+    return (f'<p class="al-warning" role="alert">⚠ {html.escape(line)}</p>'
+            f'<details class="al-warning-details"><summary>What was busy, and what to do</summary>{said}</details>')
 
 
 def _fmt(value, pattern: str, suffix: str = "") -> str:

@@ -57,7 +57,9 @@ def timing_text(event: Event) -> str:
     if event.elapsed_s is not None:
         parts.append(f"{duration(event.elapsed_s)} so far")
     if event.kind != "done":
-        if event.eta_s is not None and event.eta_rough:
+        if event.eta_busy and event.total:  # a figure the next burst of others' work overturns
+            parts.append("time left uncertain: the machine is busy")
+        elif event.eta_s is not None and event.eta_rough:
             parts.append(f"roughly {duration(event.eta_s)} left ({estimate.BASIS}, until a run has been timed)")
         elif event.eta_s is not None:
             # Before the run count starts (loading) the estimate covers that step only.
