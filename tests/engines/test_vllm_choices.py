@@ -7,16 +7,13 @@ test_vllm.py, whose fake ASSISTLAB_VLLM_PYTHON and process checks are reused her
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
 from fake_openai import Behaviour, FakeServer  # noqa: E402
-from test_vllm import fake_vllm_python, own_vllm_processes, process_mark, vllm_processes  # noqa: E402, F401
+from vllm_processes import own_vllm_processes, vllm_processes  # noqa: E402
 
 from assistlab.config import BenchRequest  # noqa: E402
 from assistlab.engines.transformers.arms import ArmSpec  # noqa: E402
@@ -26,8 +23,6 @@ from assistlab.errors import EngineError, InputError  # noqa: E402
 from assistlab.measure import runner, suite_runner, sweep  # noqa: E402
 from assistlab.results.suite import SuiteRequest, parse_prompts, select  # noqa: E402
 from assistlab.ui.fields import FORM_FIELDS, LABELS, in_page_words, request_from_form  # noqa: E402
-
-pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
 
 PROMPT = "write me a long essay on deep learning"
 PROMPTS = "\n".join(json.dumps(r) for r in [
@@ -285,7 +280,7 @@ def test_a_suite_whose_servers_fail_to_start_measures_transformers(store, allowe
 
 
 def test_the_cli_suite_times_operator_servers(models_dir, tmp_path):
-    from test_cli import cli
+    from commandline import cli
 
     path = tmp_path / "mine.jsonl"
     path.write_text(PROMPTS)

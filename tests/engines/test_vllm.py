@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 import threading
 import time
@@ -18,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
 from fake_openai import Behaviour, FakeServer  # noqa: E402
+from vllm_processes import own_vllm_processes, vllm_processes  # noqa: E402
 
 from assistlab.config import BenchRequest  # noqa: E402
 from assistlab.engines.transformers.arms import ArmSpec  # noqa: E402
@@ -33,35 +31,9 @@ from assistlab.results import stats  # noqa: E402
 from assistlab.results.report import RunRecord  # noqa: E402
 
 PROMPT = "write me a long essay on deep learning"
-HERE = Path(__file__).parent
 
 
-MARK = "ASSISTLAB_TEST_MARK"
 SMALL_KV = "--kv-cache-memory-bytes 536870912"
-
-
-@pytest.fixture(autouse=True)
-def process_mark(monkeypatch, request):
-    """A mark in the environment that every server this test starts (and their workers) inherit."""
-    monkeypatch.setenv(MARK, f"{os.getpid()}-{request.node.name}")
-
-
-def vllm_processes() -> list[str]:
-    """Live processes that carry this test's mark, other than this one: servers and workers it started."""
-    import psutil
-
-    mark, out = os.environ.get(MARK), []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if proc.pid != os.getpid() and proc.environ().get(MARK) == mark and proc.status() != psutil.STATUS_ZOMBIE:
-                out.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])}")
-        except psutil.Error:
-            continue
-    return out
-
-
-def own_vllm_processes(before: set[str]) -> list[str]:
-    return [line for line in vllm_processes() if line not in before]
 
 
 # ---------------------------------------------------------------- requests: the arms and their checks
@@ -286,24 +258,6 @@ def test_stop_mid_request_closes_the_stream(store, allowed_models):
 
 
 # ---------------------------------------------------------------- servers AssistLab starts (a fake vLLM)
-
-
-@pytest.fixture
-def fake_vllm_python(tmp_path, monkeypatch):
-    """An ASSISTLAB_VLLM_PYTHON that reports a vLLM version and serves tests/fake_openai.py as vLLM's server."""
-    script = tmp_path / "python"
-    script.write_text(
-        "#!/bin/sh\n"
-        # FAKE_NO_ARCTIC: a vLLM without arctic-inference, as `python -c "import arctic_inference"` finds it
-        'if [ "$1" = "-c" ] && [ -n "$FAKE_NO_ARCTIC" ] && [ "$2" = "import arctic_inference" ]; then '
-        "echo \"ModuleNotFoundError: No module named 'arctic_inference'\" >&2; exit 1; fi\n"
-        f'if [ "$1" = "-c" ]; then exec {sys.executable} -c \'print("{{\\"vllm\\": \\"0.0-fake\\", \\"torch\\": null, '
-        f'\\"transformers\\": null}}")\'; fi\n'
-        f'shift 2\nexec {sys.executable} {HERE / "fake_openai.py"} "$@"\n'
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv(server.PYTHON_VAR, str(script))
-    return script
 
 
 def test_assistlab_starts_one_server_per_arm_and_leaves_none(store, allowed_models, fake_vllm_python, target_name):

@@ -1,5 +1,6 @@
-"""Holes a probe of the shared server found (issue 10), each closed below the page: canonical model names,
-escaping in Markdown and charts, unencodable text, every model's context, field lengths, hub downloads."""
+"""Odd and hostile input, below the page and through the live server: canonical model names, markup shown as text in
+Markdown and charts, unencodable text, every model's context, field lengths, hub downloads, prompts files nested
+too deeply, history pages past the end, and no formula in any CSV the app writes."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from assistlab import history as hist
 from assistlab.config import FIELD_CHARS, BenchRequest, capped_text
 from assistlab.engines import catalog
 from assistlab.engines.transformers import models
@@ -17,6 +19,7 @@ from assistlab.engines.transformers.arms import ArmSpec, assisted_arms
 from assistlab.errors import InputError, ModelLoadError
 from assistlab.measure import runner
 from assistlab.views import charts, panels
+
 
 MARKUP = "<img src=//host/beacon><a href=//host/phish>Download</a>"
 # Typed by one person, it resolves to the folder 'target' inside the models folder.
@@ -252,3 +255,149 @@ def test_the_form_caps_each_field_before_splitting_it(field, long):
     assert time.perf_counter() - started < 0.5
     with pytest.raises(InputError, match="^sweep_values has"):
         ui.sweep_plan("num_assistant_tokens", "1," * 100_000)
+
+
+def test_two_local_folders_with_the_same_name_stay_two_models(models_dir, store, tmp_path, monkeypatch):
+    root = tmp_path / "models"
+    shutil.copytree(models_dir / "target", root / "target")
+    for team in ("team1", "team2"):
+        shutil.copytree(models_dir / "assistant-same", root / team / "tiny")
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(root))
+    request = BenchRequest(target="target", arms=(ArmSpec("assistant", "team1/tiny"), ArmSpec("assistant", "team2/tiny")),
+                           prompt="hello there", max_new_tokens=4, repeats=1, warmup=0)
+    report = runner.run_to_report(request, store).to_dict()
+    names = [arm["name"] for arm in report["arms"][1:]]
+    assert any("team1/tiny" in n for n in names) and any("team2/tiny" in n for n in names), names
+    db = hist.History(f"sqlite:///{tmp_path / 'h.sqlite3'}", max_entries=None)
+    try:
+        entry, _ = db.get(db.save(report).id)
+        assert entry.assistants == "team1/tiny, team2/tiny"
+        (section,) = db.leaderboard()
+        assert sorted(row.assistant for row in section.rows) == ["team1/tiny", "team2/tiny"]
+        assert [e.id for e in db.list(assistant="team2/tiny").entries] == [entry.id]
+    finally:
+        db.close()
+
+
+@pytest.fixture(scope="module")
+def client(models_dir, store, launch_app):
+    from gradio_client import Client
+
+    with launch_app(models_dir, store) as url:
+        yield Client(url, verbose=False)
+
+
+DEEP = '{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+def test_deeply_nested_json_in_a_prompts_file_is_one_sentence():
+    from assistlab.errors import InputError
+    from assistlab.results.suite import parse_prompts
+
+    for name in ("deep.jsonl", "deep"):
+        with pytest.raises(InputError, match="Line 1 of the prompts file nests lists or objects too deeply"):
+            parse_prompts(DEEP.encode(), name)
+
+
+@pytest.mark.parametrize("arguments, words", [
+    ({"prompts_text": DEEP, "prompts_filename": "deep.jsonl"}, "Line 1 of the prompts file nests"),
+    ({"prompts_text": "a prompt \ud800 with half an emoji"}, "The prompts_text contains a character that is not valid text"),
+    ({"prompts_text": "fine", "prompts_filename": "p\udc00.txt"}, "The prompts_filename contains a character"),
+])
+def test_compare_suite_refuses_hostile_prompts_naming_the_field(client, arguments, words):
+    outcome = call_api(client.src, "compare_suite", target="target", suite="file", **arguments)
+    assert outcome[0] == "error" and words in outcome[1] and "unexpected" not in outcome[1], outcome
+
+
+def call_api(url: str, api_name: str, **arguments) -> tuple[str, str]:
+    """(event, data) of the last message of one /gradio_api/call request, its JSON written with \\u escapes.
+
+    gradio_client cannot send a lone surrogate (it encodes its body as UTF-8); JSON can, as an escape.
+    """
+    import json
+
+    import httpx
+
+    url = url.rstrip("/") + "/"
+    info = httpx.get(f"{url}gradio_api/info", timeout=30).json()["named_endpoints"][f"/{api_name}"]
+    data = [arguments.get(p["parameter_name"], p.get("parameter_default")) for p in info["parameters"]]
+    body = json.dumps({"data": data}, ensure_ascii=True)
+    posted = httpx.post(f"{url}gradio_api/call/{api_name}", content=body,
+                        headers={"content-type": "application/json"}, timeout=60)
+    assert posted.status_code == 200, posted.text
+    event_id = posted.json()["event_id"]
+    event, payload = "", ""
+    with httpx.stream("GET", f"{url}gradio_api/call/{api_name}/{event_id}", timeout=120) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                payload = line[5:].strip()
+    return event, payload
+
+
+@pytest.mark.parametrize("page, words", [(10**19, "page must be a page number from 1 to 1,000,000,000"),
+                                         (2**63, "page must be a page number from 1")])
+def test_history_refuses_a_page_past_any_history(client, page, words):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError) as caught:
+        client.predict(page=page, api_name="/history")
+    assert words in str(caught.value) and "unexpected" not in str(caught.value)
+    assert client.predict(page=3, api_name="/history")["page"] == 3
+
+
+HOSTILE_CELLS = ['=HYPERLINK("http://evil","x")', "@SUM(A1:A9)", '+cmd|" /C calc"!A0', "-2+3", "\tTAB", "\rCR"]
+
+
+def _formula_cells(text: str) -> list[str]:
+    import csv
+    import io
+
+    from assistlab.results.cells import _NUMBER, FORMULA_STARTS
+
+    return [c for row in csv.reader(io.StringIO(text)) for c in row
+            if c.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(c)]
+
+
+def test_cells_quote_formulas_and_keep_numbers():
+    from assistlab.results.cells import cell
+
+    assert [cell(c) for c in HOSTILE_CELLS] == ["'" + c for c in HOSTILE_CELLS]
+    assert [cell(v) for v in (-1.5, -3, "-1.5", "+2", "-1e-3", "plain", "", None)] == \
+        [-1.5, -3, "-1.5", "+2", "-1e-3", "plain", "", None]
+
+
+def test_every_csv_the_app_writes_neutralises_formulas(models_dir, store, monkeypatch):
+    from assistlab.history import runs_csv
+    from assistlab.measure import suite_runner
+    from assistlab.results.suite import SuiteRequest, parse_prompts, select
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
+    prompts = "\n".join('{"category": %s, "prompt": "the quick brown fox"}' % json_text(c) for c in HOSTILE_CELLS[:4])
+    selection = select(SuiteRequest(suite="file", file="p.jsonl"), parse_prompts(prompts.encode(), "p.jsonl"))
+    bench = BenchRequest(target="target", arms=(ArmSpec("assistant", "target-copy"),), max_new_tokens=3,
+                         repeats=1, warmup=0)
+    text = suite_runner.run_suite_to_report(bench, selection, store).to_csv()
+    assert "'=HYPERLINK" in text and "'@SUM" in text and "'+cmd" in text and "'-2+3" in text
+    assert _formula_cells(text) == []
+    live = runner.run_to_report(bench, store)
+    live.arms[1].name = HOSTILE_CELLS[0]
+    report = live.to_dict()
+    for text in (live.to_csv(), runs_csv(report)):  # the page's and CLI's download, the history's
+        assert _formula_cells(text) == [] and "'=HYPERLINK" in text
+
+
+def json_text(value: str) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def test_a_huge_prompts_text_is_refused_by_its_size_before_it_is_read(monkeypatch):
+    from assistlab.errors import InputError
+    from assistlab.ui import suite_tab
+
+    monkeypatch.setattr(suite_tab, "bench_from_form", lambda values: pytest.fail("read before the size check"))
+    with pytest.raises(InputError, match="prompts_text is 50,000,001 characters"):
+        suite_tab.suite_plan_from_api({}, {"source": "file"}, "x" * 50_000_001, "p.txt")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_browser import CHROMIUM, browser, pick_models, set_run_size  # noqa: F401, F811  (browser: a fixture)
+from browsing import CHROMIUM, pick_models, set_run_size
 
 from assistlab.config import LIMITS
 from assistlab.history import History
@@ -14,7 +14,6 @@ from assistlab.history import History
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium"),
-    pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing"),
 ]
 
 # Every text the progress line shows, recorded as it changes (a step can be on screen for a moment only).

@@ -2,27 +2,11 @@
 
 import csv
 import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from commandline import cli
 from transformers import GenerationConfig
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def cli(*args, models_dir=None, env_extra=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("ASSISTLAB_MODELS_DIR", None)
-    if models_dir is not None:
-        env["ASSISTLAB_MODELS_DIR"] = str(models_dir)
-    env.update(env_extra or {})
-    return subprocess.run(
-        [sys.executable, "-m", "assistlab", *args], capture_output=True, text=True, env=env, timeout=300
-    )
 
 
 def test_bench_writes_a_complete_report(models_dir, tmp_path):

@@ -16,8 +16,6 @@ from assistlab.ui.fields import HINTS
 from assistlab.views import panels
 
 # gradio's own queue bookkeeping trips pandas deprecation warnings; they are not ours to fix.
-pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
-
 API_PARAMETERS = [
     "target", "assistant", "strategy", "prompt", "max_new_tokens", "repeats", "warmup", "also_prompt_lookup",
     "extra_assistants", "chat_template", "do_sample", "seed", "device", "dtype", "num_assistant_tokens",

@@ -10,8 +10,6 @@ import time
 import pytest
 import torch
 
-pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
-
 # The cheapest comparison that still runs the target: one plain and one prompt-lookup run of two tokens.
 GOOD = {"target": "target", "strategy": "prompt-lookup", "also_prompt_lookup": False, "prompt": "deep learning",
         "max_new_tokens": 2, "repeats": 1, "warmup": 0}

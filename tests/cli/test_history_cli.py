@@ -3,7 +3,7 @@
 import json
 import re
 
-from test_cli import cli
+from commandline import cli
 
 BENCH = ("bench", "--target", "target", "--assistant", "assistant-same", "--no-prompt-lookup", "--max-new-tokens", "4",
          "--repeats", "2", "--warmup", "0", "--quiet")

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 from pathlib import Path
 
 import pytest
+from browsing import CHROMIUM, choose, opened, pick_models
 
 from assistlab.config import CPU_DEFAULTS
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium"),
-    pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing"),
 ]
 
 
@@ -28,31 +23,6 @@ def app_url(models_dir, store, launch_app):
     # A short heartbeat, so a closed tab is noticed quickly.
     with launch_app(models_dir, store, env={"GRADIO_HEARTBEAT_INTERVAL": "0.5"}) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-@contextlib.contextmanager
-def opened(browser, url: str, width: int = 1440, height: int = 1000, timeout_ms: int = 30_000, **options):
-    """The page in a fresh browser context of the given window size, loaded and ready; closed afterwards."""
-    context = browser.new_context(viewport={"width": width, "height": height}, **options)
-    try:
-        page = context.new_page()
-        page.set_default_timeout(timeout_ms)
-        page.goto(url)
-        page.wait_for_selector("#al-run")
-        yield page
-    finally:
-        context.close()
 
 
 @pytest.fixture
@@ -67,29 +37,6 @@ def artifacts(tmp_path_factory) -> Path:
     path = Path(folder) if folder else tmp_path_factory.mktemp("browser-artifacts")
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def choose(page, target: str, assistant: str, tokens: int, repeats: int) -> None:
-    """Type folder names into the model boxes (they accept custom values) and set the run size."""
-    pick_models(page, target, assistant)
-    page.fill("#al-prompt textarea", "write me a long essay on deep learning")
-    set_run_size(page, tokens, repeats)
-
-
-def set_run_size(page, tokens: int, repeats: int) -> None:
-    """Open Settings and type the new tokens per run and the repetitions, as a person does."""
-    page.locator("#al-settings").get_by_text("Settings", exact=True).click()
-    for label, value in (("New tokens per run", tokens), ("Repetitions", repeats)):
-        box = page.get_by_label(label)
-        box.wait_for()
-        # The accordion mounts its contents as it opens and may reset a value typed in that instant.
-        for _ in range(5):
-            box.fill(str(value))
-            box.press("Tab")  # number boxes commit on blur
-            page.wait_for_timeout(150)
-            if box.input_value() == str(value):
-                break
-        assert box.input_value() == str(value)
 
 
 def test_careful_repeats_to_a_precision_target_capped_by_repetitions(page):
@@ -247,13 +194,6 @@ def test_closing_the_tab_stops_its_run_and_frees_the_slot(browser, app_url):
 def open_settings(page) -> None:
     page.locator("#al-settings").get_by_text("Settings", exact=True).click()
     page.get_by_label("New tokens per run").wait_for()
-
-
-def pick_models(page, target: str, assistant: str = "assistant-other") -> None:
-    for selector, value in (("#al-target input", target), ("#al-assistant input", assistant)):
-        page.click(selector)
-        page.fill(selector, value)
-        page.keyboard.press("Enter")
 
 
 def test_opening_settings_and_pressing_run_with_nothing_typed_uses_the_defaults(page):

@@ -6,11 +6,9 @@ from __future__ import annotations
 import threading
 
 import pytest
-from test_browser import ARGS, CHROMIUM
+from browsing import ARGS, CHROMIUM
 
 from assistlab.history import History
-
-pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
 
 NASTY = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\"> **bold** write me an essay"
 
@@ -173,7 +171,7 @@ def test_the_page_saves_finished_and_stopped_comparisons(models_dir, store, laun
     import re
 
     sync_api = pytest.importorskip("playwright.sync_api")
-    from test_browser import choose
+    from browsing import choose
 
     history = History(f"sqlite:///{tmp_path / 'h.sqlite3'}")
     with launch_app(models_dir, store, history=history) as url, sync_api.sync_playwright() as p:

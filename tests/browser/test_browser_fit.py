@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_browser import CHROMIUM, browser, choose, opened, pick_models  # noqa: F401, F811  (browser: a fixture)
+from browsing import CHROMIUM, choose, opened
 
 from assistlab.history import History
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium"),
-    pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing"),
 ]
 
 # Long enough that a table that keeps it on one line, or cuts it mid-word, shows it.

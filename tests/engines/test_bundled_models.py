@@ -144,7 +144,7 @@ def _converter(tmp_path, hold: float):
     gguf = tmp_path / "fake.gguf"
     gguf.write_bytes(b"GGUF fake")
     log = tmp_path / "conversions.log"
-    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     command = [sys.executable, str(script), str(gguf), str(tmp_path / "cache"), str(log), str(hold)]
 
     def start():

@@ -7,12 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
-from test_browser import ARGS, CHROMIUM, choose
+from browsing import ARGS, CHROMIUM, choose
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium"),
-    pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing"),
 ]
 
 

@@ -6,9 +6,7 @@ import csv
 import json
 
 import pytest
-from test_cli import cli
-
-pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
+from commandline import cli
 
 PROMPTS = "\n".join(json.dumps(r) for r in [
     {"category": "fox", "prompt": "the quick brown fox"},
