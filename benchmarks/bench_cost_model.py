@@ -1,6 +1,6 @@
 """Does the cost model predict? The default comparison on the bundled pair, predicted against measured per arm.
 
-Run: python tests/bench_cost_model.py [any `python -m assistlab bench` options, e.g. --max-new-tokens 48]
+Run: python benchmarks/bench_cost_model.py [any `python -m assistlab bench` options, e.g. --max-new-tokens 48]
 Not collected by pytest: it is a benchmark, its figures depend on the machine, and it is only meaningful on
 an idle one (the report's busy-machine warning, printed below, says when it was not). Goal: |prediction
 error| <= 15% for every arm with the fitted verification cost; the ideal model (verification = one plain

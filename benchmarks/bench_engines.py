@@ -1,7 +1,7 @@
 """The two engines side by side on the bundled target: transformers' plain and prompt lookup against vLLM's
 plain and ngram, on the same prompt ids, in one interleaved comparison.
 
-Run: ASSISTLAB_VLLM_PYTHON=/opt/vllm-venv/bin/python python tests/bench_engines.py [--tokens N] [--repeats R]
+Run: ASSISTLAB_VLLM_PYTHON=/opt/vllm-venv/bin/python python benchmarks/bench_engines.py [--tokens N] [--repeats R]
      [--compiled] [--json out.json]
 Not collected by pytest: it is a benchmark, and its numbers depend on the machine (and on what else runs).
 By default the vLLM servers run eager (--enforce-eager; compiling takes minutes on two cores); --compiled

@@ -1,7 +1,7 @@
 """The first answer on a fresh machine against a warm one: `python -m assistlab bench` timed from start to
 report on an empty cache (the bundled pair converts first), then again once the cache exists.
 
-    python tests/bench_first_run.py [--warm-runs 1] [--keep] [bench options...]
+    python benchmarks/bench_first_run.py [--warm-runs 1] [--keep] [bench options...]
 
 Each run is a fresh process with ASSISTLAB_CACHE_DIR pointing at one temporary folder (removed at the end
 unless --keep), so ~/.cache/assistlab is never touched. What other processes used meanwhile is printed with

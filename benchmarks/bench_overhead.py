@@ -1,6 +1,6 @@
 """How much the harness adds to a run: AssistLab's timed runs against bare generate() in the same process.
 
-Run: python tests/bench_overhead.py [--target REF] [--assistant REF] [--tokens N] [--repeats R]
+Run: python benchmarks/bench_overhead.py [--target REF] [--assistant REF] [--tokens N] [--repeats R]
 Not collected by pytest: it is a benchmark (it proves speed), and its numbers depend on the machine.
 """
 

@@ -6,7 +6,7 @@ The same comparison also goes through the server's /compare API from a client in
 as it is when the browser is on another machine). Per arm it prints the median latency from each, and each
 assisted arm's speedup, with the ratio to the command line's in brackets, and what other processes used.
 
-Run: python tests/bench_page_vs_cli.py [--tokens N] [--repeats R] [--rounds K]
+Run: python benchmarks/bench_page_vs_cli.py [--tokens N] [--repeats R] [--rounds K]
 Not collected by pytest: it is a benchmark (it proves speed), and its numbers depend on the machine.
 """
 
@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tests' browser helpers
 
 import argparse
 import json
@@ -24,7 +25,7 @@ import statistics
 import subprocess
 import tempfile
 
-from test_browser import CHROMIUM, opened, set_run_size
+from browsing import CHROMIUM, opened, set_run_size  # noqa: E402
 
 
 def free_port() -> int:

@@ -6,7 +6,7 @@ passing no drafting settings (so transformers' defaults apply), greedy, `eos_tok
 AssistLab configured can leak into them), then AssistLab times the same pair, prompt and token count with no
 drafting flags. The two speedups should agree within --tolerance (15% by default).
 
-Run: python tests/bench_reference.py [--target REF] [--assistant REF] [--tokens N] [--min-run-time S]
+Run: python benchmarks/bench_reference.py [--target REF] [--assistant REF] [--tokens N] [--min-run-time S]
 Not collected by pytest: it is a benchmark (it proves speed), and its numbers depend on the machine.
 """
 

@@ -1,4 +1,4 @@
-"""The GPU check: run `python tests/gpu_check.py` on a machine with a CUDA GPU (about 3-6 minutes).
+"""The GPU check: run `python scripts/gpu_check.py` on a machine with a CUDA GPU (about 3-6 minutes).
 
 1. The default comparison on the bundled pair in bfloat16 on CUDA, synchronised timing: every arm's speedup,
    prediction and peak GPU memory, and no busy-machine warning while the GPU is otherwise idle.

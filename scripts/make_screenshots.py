@@ -6,7 +6,7 @@ down), and the default
 Spec-Bench workload on the Workloads tab (assets/workloads.png). Every figure on them is measured on this
 machine at the time. Takes about as long as the three runs (minutes on a CPU).
 
-Run: python tests/make_screenshots.py [--out assets] [--only desktop|phone|workloads]
+Run: python scripts/make_screenshots.py [--out assets] [--only desktop|phone|workloads]
 Not collected by pytest.
 """
 
@@ -17,12 +17,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # bench_page_vs_cli's server helpers
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' browser helpers
 
 import argparse
 import time
 
 from bench_page_vs_cli import free_port, wait_quietly
-from test_browser import CHROMIUM, opened, set_run_size
+from browsing import CHROMIUM, opened, set_run_size
 
 
 def compare(browser, url: str, width: int, height: int, path: Path, tokens=None, repeats=None,

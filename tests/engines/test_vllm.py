@@ -487,6 +487,7 @@ def real_plain_server(real_vllm):
         started.stop()
 
 
+@pytest.mark.slow
 @real
 def test_real_vllm_beside_transformers_on_the_bundled_target(store, real_vllm):
     from assistlab.engines import catalog
@@ -515,6 +516,7 @@ def test_real_vllm_beside_transformers_on_the_bundled_target(store, real_vllm):
     assert own_vllm_processes(before) == []
 
 
+@pytest.mark.slow
 @real
 def test_real_vllm_suffix_decoding_beside_vllm_plain(store, real_vllm):
     """Suffix decoding (arctic-inference in vLLM's Python) on the bundled target: it drafts from the prompt's
@@ -544,6 +546,7 @@ def test_real_vllm_suffix_decoding_beside_vllm_plain(store, real_vllm):
     assert own_vllm_processes(before) == []
 
 
+@pytest.mark.slow
 @real
 def test_real_operator_server_is_timed_and_stop_ends_its_request(store, real_plain_server):
     from assistlab.engines import catalog
@@ -577,7 +580,7 @@ def test_real_operator_server_is_timed_and_stop_ends_its_request(store, real_pla
 
 
 def test_sweeps_refuse_vllm_arms(store):
-    """Workloads run vLLM arms (tests/test_vllm_places.py); a sweep refuses them and says why there."""
+    """Workloads run vLLM arms (tests/engines/test_vllm_choices.py); a sweep refuses them and says why there."""
     from assistlab.measure import sweep
 
     request = BenchRequest(target="t", arms=(ArmSpec("prompt-lookup"), VllmArm("plain")),

@@ -1,7 +1,8 @@
 """Where people choose the vLLM engine beyond `bench`'s flags: the page's Engines accordion (request_from_form),
 the /compare and /compare_suite APIs, workloads (the page, the API, the CLI and the package) with their servers
 started once for the whole suite, and the sweep's refusal. Fake servers only (tests/fake_openai.py), as in
-test_vllm.py, whose fake ASSISTLAB_VLLM_PYTHON and process checks are reused here.
+tests/engines/test_vllm.py, with the fake ASSISTLAB_VLLM_PYTHON of tests/engines/conftest.py and the process checks
+of tests/vllm_processes.py.
 """
 
 from __future__ import annotations
