@@ -9,6 +9,7 @@ from commandline import cli
 from transformers import GenerationConfig
 
 
+@pytest.mark.slow
 def test_bench_writes_a_complete_report(models_dir, tmp_path):
     out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
     result = cli(
@@ -87,6 +88,7 @@ def test_presets_lists_the_reference_pair():
     assert "GB of RAM" in result.stdout and "huggingface.co/settings/tokens" in result.stdout
 
 
+@pytest.mark.slow
 def test_sweep_and_cost_model_on_the_command_line(models_dir, tmp_path):
     out_json = tmp_path / "sweep.json"
     result = cli(

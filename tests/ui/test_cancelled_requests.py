@@ -13,6 +13,8 @@ import pytest
 
 from assistlab.measure.slots import SlotPool
 
+pytestmark = pytest.mark.slow  # long comparisons cancelled, then quiet periods measured: minutes
+
 
 QUICK = {"target": "target", "strategy": "prompt-lookup", "also_prompt_lookup": False, "prompt": "deep learning",
          "max_new_tokens": 24, "repeats": 3, "warmup": 1}

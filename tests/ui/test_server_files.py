@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from assistlab.measure.slots import SlotPool
 
 
@@ -68,6 +70,7 @@ def _serve(tmp_path, models_dir, extra_env=None):
     raise AssertionError("app.py did not answer within 180 s")
 
 
+@pytest.mark.slow  # starts app.py
 def test_sigterm_leaves_no_reports_or_copies_and_a_start_prunes_dead_servers_folders(tmp_path, models_dir):
     import os
     import signal

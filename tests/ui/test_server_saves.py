@@ -11,8 +11,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from assistlab.history import History
 from assistlab.measure.slots import SlotPool
+
+pytestmark = pytest.mark.slow  # comparisons on a live server while its database is held or paused: minutes
 
 
 QUICK = {"target": "target", "strategy": "prompt-lookup", "also_prompt_lookup": False, "prompt": "deep learning",

@@ -113,6 +113,7 @@ def test_bad_input_is_one_clear_sentence_and_the_next_request_works(client, chan
     assert_good(compare(client)[0])
 
 
+@pytest.mark.slow
 def test_four_clients_at_once_all_finish_and_no_two_timed_runs_overlap(server_models, store, launch_app):
     from gradio_client import Client
     from gradio_client.utils import Status
@@ -181,6 +182,7 @@ def _wait_for(condition, timeout: float = 20.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_beyond_the_queue_a_client_is_told_the_queue_is_full(server_models, store, launch_app):
     from gradio_client import Client
     from gradio_client.utils import QueueError, Status
