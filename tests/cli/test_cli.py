@@ -53,6 +53,7 @@ def test_bench_writes_a_complete_report(models_dir, tmp_path):
     assert len(rows) == 6 and {r["arm"] for r in rows} == {a["name"] for a in report["arms"]}
 
 
+@pytest.mark.slow  # a `python -m assistlab` process per case: seconds each
 @pytest.mark.parametrize(
     "args, words",
     [

@@ -3,7 +3,10 @@
 import json
 import re
 
+import pytest
 from commandline import cli
+
+pytestmark = pytest.mark.slow  # each test runs several `python -m assistlab` processes
 
 BENCH = ("bench", "--target", "target", "--assistant", "assistant-same", "--no-prompt-lookup", "--max-new-tokens", "4",
          "--repeats", "2", "--warmup", "0", "--quiet")

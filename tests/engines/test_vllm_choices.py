@@ -280,6 +280,7 @@ def test_a_suite_whose_servers_fail_to_start_measures_transformers(store, allowe
     assert own_vllm_processes(before) == []
 
 
+@pytest.mark.slow
 def test_the_cli_suite_times_operator_servers(models_dir, tmp_path):
     from commandline import cli
 

@@ -15,6 +15,7 @@ PROMPTS = "\n".join(json.dumps(r) for r in [
 ])
 
 
+@pytest.mark.slow
 def test_cli_runs_a_prompts_file(models_dir, tmp_path):
     path = tmp_path / "mine.jsonl"
     path.write_text(PROMPTS)
@@ -40,6 +41,7 @@ def test_cli_runs_a_prompts_file(models_dir, tmp_path):
     assert len(rows) == 4 * 2 * 2 and {r["prompt_id"] for r in rows} == {"1", "2", "3", "3.2"}
 
 
+@pytest.mark.slow  # a `python -m assistlab` process per case: seconds each
 @pytest.mark.parametrize(
     "args, words",
     [
@@ -57,6 +59,7 @@ def test_bad_suite_input_is_one_line(args, words, models_dir):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_bad_file_with_its_line(models_dir, tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"prompt": "fine"}\n{"prompt": "broken"\n')
