@@ -119,6 +119,7 @@ def dflash_report(drafter_dir, store):
         ])
 
 
+@pytest.mark.slow  # builds and runs a drafter model: 15-70 CPU s
 def test_gemma4_assistant_is_lossless_and_auto_picks_it(gemma4_report):
     for index in (1, 2):
         check_lossless_path(gemma4_report, index, "gemma4-assistant", "SinglePositionMultiTokenCandidateGenerator")
@@ -127,6 +128,7 @@ def test_gemma4_assistant_is_lossless_and_auto_picks_it(gemma4_report):
     assert auto["name"].startswith("gemma4-assistant: gemma4-assistant") and "auto picked gemma4-assistant" in auto["choice"]
 
 
+@pytest.mark.slow  # builds and runs a drafter model: 15-70 CPU s
 def test_mtp_is_lossless_and_auto_picks_it_with_no_assistant(mtp_report):
     for index in (1, 2):
         check_lossless_path(mtp_report, index, "mtp", "MTPCandidateGenerator")
@@ -136,6 +138,7 @@ def test_mtp_is_lossless_and_auto_picks_it_with_no_assistant(mtp_report):
     assert entry["analysis"]["best_k"] is None and {f["figure"] for f in entry["figures_unavailable"]} >= {"best_k", "c"}
 
 
+@pytest.mark.slow  # builds and runs a drafter model: 15-70 CPU s
 def test_dflash_is_lossless_and_auto_picks_it(dflash_report):
     for index in (1, 2):
         check_lossless_path(dflash_report, index, "dflash", "DFlashTokenCandidateGenerator")
