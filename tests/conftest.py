@@ -98,9 +98,17 @@ def pytest_configure(config):
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+# Fixtures that load the tiny models or start the app: each test using one costs seconds of CPU (measured: most
+# 5-70 s on the 2-core machine), which the fast tier cannot afford for all of them.
+MODEL_FIXTURES = {"models_dir", "allowed_models", "store", "launch_app"}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """A browser test is a slow one: `-m "not slow"` leaves every browser test out, wherever it is."""
+    """Slow, so `-m "not slow"` leaves it out: a browser test, and a test that loads models or starts the app,
+    unless it is marked `fast` (cheap, or the fast tier's one end-to-end run of a module)."""
     for item in items:
-        if item.get_closest_marker("browser") and not item.get_closest_marker("slow"):
+        if item.get_closest_marker("slow") or item.get_closest_marker("fast"):
+            continue
+        if item.get_closest_marker("browser") or MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)

@@ -147,12 +147,14 @@ def test_dflash_is_lossless_and_auto_picks_it(dflash_report):
     assert dflash_report["comparison"][0]["analysis"]["best_k"] is None
 
 
+@pytest.mark.fast
 def test_ensemble_verification_is_marked_lossy_on_every_path(gemma4_report, mtp_report, dflash_report):
     identical = [check_lossy(report, 3) for report in (gemma4_report, mtp_report, dflash_report)]
     # greedy against the mixture changes the text on these random models: the weight reached transformers
     assert False in identical
 
 
+@pytest.mark.fast
 def test_auto_recognises_pairings_and_refuses_what_a_path_cannot_serve(allowed, store, gemma4):
     def load(name):
         return store.get(name, CPU, torch.float32)[1]
@@ -179,6 +181,7 @@ def test_auto_recognises_pairings_and_refuses_what_a_path_cannot_serve(allowed, 
             resolve(spec, target, helper_model)
 
 
+@pytest.mark.fast
 def test_drafter_checkpoints_load_whole_without_a_tokenizer(allowed, store, gemma4):
     _, g4a = store.get("gemma4-assistant", CPU, torch.float32)
     _, draft = store.get("dflash-draft", CPU, torch.float32)
@@ -255,6 +258,7 @@ def test_ensemble_weight_sweep_sets_lossy_points_beside_the_lossless_arm(allowed
     assert data["comparison"][0]["outputs_identical"] is True
 
 
+@pytest.mark.fast
 def test_a_gemma4_assistant_that_transformers_cannot_build_is_explained(allowed):
     from assistlab.engines.transformers.models import ModelStore
     from assistlab.errors import ModelLoadError

@@ -110,6 +110,7 @@ def test_timed_verification_records_how_many_tokens_each_forward_processed(setup
     assert trace.generator == "AssistedCandidateGenerator"
 
 
+@pytest.mark.fast
 def test_a_method_left_on_the_model_instance_still_goes_through_the_proxy(allowed_models, store):
     """pytest's monkeypatch (and some libraries) leave `generate` bound to the model in its instance dict;
     the proxy must not call the model itself through it, or no step would be counted."""

@@ -50,6 +50,7 @@ def bad_models(models_dir):
     return root
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     "folder, words",
     [
@@ -99,12 +100,14 @@ def test_hub_errors_become_sentences():
     assert "not found" in str(missing)
 
 
+@pytest.mark.fast
 def test_a_model_too_big_is_refused_with_numbers(allowed_models, monkeypatch):
     monkeypatch.setattr(models, "free_bytes", lambda device: 1000)
     with pytest.raises(ResourceError, match=r"needs about .* GB in float32, but only 0\.0 GB of memory is free"):
         models.ModelStore().get("target", CPU, torch.float32)
 
 
+@pytest.mark.fast
 def test_short_memory_evicts_cached_models_first(allowed_models, monkeypatch):
     store = models.ModelStore()
     store.get("assistant-same", CPU, torch.float32)
@@ -114,6 +117,7 @@ def test_short_memory_evicts_cached_models_first(allowed_models, monkeypatch):
     assert [m.ref.text for m in store.loaded()] == ["assistant-other"]
 
 
+@pytest.mark.fast
 def test_idle_models_are_dropped(allowed_models):
     store = models.ModelStore(idle_seconds=0.0)
     store.get("assistant-same", CPU, torch.float32)

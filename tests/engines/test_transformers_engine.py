@@ -55,6 +55,7 @@ def test_every_arm_does_equal_work(full_report):
         assert len(arm["latencies_s"]) == 2  # warm-up excluded
 
 
+@pytest.mark.fast
 def test_every_arm_reports_its_drafting_settings(full_report):
     params = GenerationConfig._get_default_generation_params()
     plain, same, universal, lookup, early, copy = full_report["arms"]
@@ -74,6 +75,7 @@ def test_every_arm_reports_its_drafting_settings(full_report):
     assert "eos_token_id=-1" in whats and "cache_implementation" in whats and "prompt_lookup_num_tokens" in whats
 
 
+@pytest.mark.fast
 def test_greedy_assisted_output_equals_plain(full_report):
     plain = full_report["arms"][0]["token_ids"]
     assert len(plain) == TOKENS
@@ -83,6 +85,7 @@ def test_greedy_assisted_output_equals_plain(full_report):
         assert entry["first_difference"] is None
 
 
+@pytest.mark.fast
 def test_outputs_match_a_direct_generate_call(allowed_models, store, full_report):
     _, target = store.get("target", torch.device("cpu"), torch.float32)
     inputs = runner.encode_prompt(BenchRequest(target="target", prompt=PROMPT, max_new_tokens=TOKENS), target)
@@ -91,6 +94,7 @@ def test_outputs_match_a_direct_generate_call(allowed_models, store, full_report
     assert out[0, inputs["input_ids"].shape[1]:].tolist() == full_report["arms"][0]["token_ids"]
 
 
+@pytest.mark.fast
 def test_draft_counts_agree_with_the_step_trace(full_report):
     for arm in full_report["arms"][1:]:
         for run in arm["trace"]:
@@ -103,6 +107,7 @@ def test_draft_counts_agree_with_the_step_trace(full_report):
         assert arm["drafted_tokens"] == [sum(r["drafted"]) for r in arm["trace"]]
 
 
+@pytest.mark.fast
 def test_a_copy_of_the_target_is_always_accepted(full_report):
     copy = full_report["comparison"][-1]
     assert copy["acceptance_rate"] == 1.0
@@ -110,6 +115,7 @@ def test_a_copy_of_the_target_is_always_accepted(full_report):
     assert copy["tokens_per_forward"] == pytest.approx(TOKENS / 3)
 
 
+@pytest.mark.fast
 def test_plain_trace_is_one_token_per_step(full_report):
     plain = full_report["arms"][0]
     for run in plain["trace"]:
@@ -173,6 +179,7 @@ def test_stop_between_runs_keeps_what_was_measured(allowed_models, store):
     assert "Stopped after 1 of 5 repetitions" in data["message"]
 
 
+@pytest.mark.fast
 def test_auto_picks_by_comparing_tokenizers(allowed_models, store):
     cpu = torch.device("cpu")
     _, target = store.get("target", cpu, torch.float32)
@@ -184,6 +191,7 @@ def test_auto_picks_by_comparing_tokenizers(allowed_models, store):
         paths.resolve_strategy(ArmSpec("assistant", "x"), target, other)
 
 
+@pytest.mark.fast
 def test_early_exit_beyond_depth_is_refused(allowed_models, store):
     with pytest.raises(InputError, match="only 4 layers"):
         bench(store, [ArmSpec("early-exit", early_exit_layer=4)])
@@ -207,6 +215,7 @@ def test_sampling_runs_with_a_seed(allowed_models, store):
     assert all(a["new_tokens"] == [TOKENS, TOKENS] for a in report["arms"])
 
 
+@pytest.mark.fast
 def test_chat_template_is_applied_when_present(allowed_models, store):
     _, target = store.get("target", torch.device("cpu"), torch.float32)
     with_template = runner.encode_prompt(BenchRequest(target="target", prompt=PROMPT, max_new_tokens=4), target)
@@ -216,6 +225,7 @@ def test_chat_template_is_applied_when_present(allowed_models, store):
     assert with_template["input_ids"].shape[1] > raw["input_ids"].shape[1]
 
 
+@pytest.mark.fast
 def test_prompt_longer_than_context_is_refused(allowed_models, store):
     with pytest.raises(InputError, match="reads at most 512 tokens"):
         runner.run_to_report(
@@ -223,6 +233,7 @@ def test_prompt_longer_than_context_is_refused(allowed_models, store):
         )
 
 
+@pytest.mark.fast
 def test_multimodal_checkpoint_loads_as_its_text_model(allowed_models, store):
     from transformers import Gemma3ForConditionalGeneration
 
@@ -234,6 +245,7 @@ def test_multimodal_checkpoint_loads_as_its_text_model(allowed_models, store):
         assert torch.allclose(loaded.model(input_ids=ids).logits, full(input_ids=ids).logits, atol=1e-5)
 
 
+@pytest.mark.fast
 def test_model_store_reuses_loaded_models(allowed_models):
     store = models.ModelStore(max_models=2)
     cpu = torch.device("cpu")
@@ -255,6 +267,7 @@ def test_choose_dtype_and_device():
         assert models.choose_device("auto") == cpu
 
 
+@pytest.mark.fast
 def test_folder_without_weights(allowed_models):
     (allowed_models / "empty").mkdir(exist_ok=True)
     with pytest.raises(ModelLoadError, match="config.json"):

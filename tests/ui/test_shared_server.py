@@ -101,6 +101,7 @@ BAD_INPUTS = [
 ]
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("changes, words", [case[1:] for case in BAD_INPUTS], ids=[case[0] for case in BAD_INPUTS])
 def test_bad_input_is_one_clear_sentence_and_the_next_request_works(client, changes, words):
     from gradio_client.exceptions import AppError
