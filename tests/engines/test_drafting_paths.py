@@ -147,7 +147,6 @@ def test_dflash_is_lossless_and_auto_picks_it(dflash_report):
     assert dflash_report["comparison"][0]["analysis"]["best_k"] is None
 
 
-@pytest.mark.fast
 def test_ensemble_verification_is_marked_lossy_on_every_path(gemma4_report, mtp_report, dflash_report):
     identical = [check_lossy(report, 3) for report in (gemma4_report, mtp_report, dflash_report)]
     # greedy against the mixture changes the text on these random models: the weight reached transformers

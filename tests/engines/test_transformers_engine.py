@@ -55,7 +55,6 @@ def test_every_arm_does_equal_work(full_report):
         assert len(arm["latencies_s"]) == 2  # warm-up excluded
 
 
-@pytest.mark.fast
 def test_every_arm_reports_its_drafting_settings(full_report):
     params = GenerationConfig._get_default_generation_params()
     plain, same, universal, lookup, early, copy = full_report["arms"]
@@ -75,7 +74,6 @@ def test_every_arm_reports_its_drafting_settings(full_report):
     assert "eos_token_id=-1" in whats and "cache_implementation" in whats and "prompt_lookup_num_tokens" in whats
 
 
-@pytest.mark.fast
 def test_greedy_assisted_output_equals_plain(full_report):
     plain = full_report["arms"][0]["token_ids"]
     assert len(plain) == TOKENS
@@ -85,7 +83,6 @@ def test_greedy_assisted_output_equals_plain(full_report):
         assert entry["first_difference"] is None
 
 
-@pytest.mark.fast
 def test_outputs_match_a_direct_generate_call(allowed_models, store, full_report):
     _, target = store.get("target", torch.device("cpu"), torch.float32)
     inputs = runner.encode_prompt(BenchRequest(target="target", prompt=PROMPT, max_new_tokens=TOKENS), target)
@@ -94,7 +91,6 @@ def test_outputs_match_a_direct_generate_call(allowed_models, store, full_report
     assert out[0, inputs["input_ids"].shape[1]:].tolist() == full_report["arms"][0]["token_ids"]
 
 
-@pytest.mark.fast
 def test_draft_counts_agree_with_the_step_trace(full_report):
     for arm in full_report["arms"][1:]:
         for run in arm["trace"]:
@@ -107,7 +103,6 @@ def test_draft_counts_agree_with_the_step_trace(full_report):
         assert arm["drafted_tokens"] == [sum(r["drafted"]) for r in arm["trace"]]
 
 
-@pytest.mark.fast
 def test_a_copy_of_the_target_is_always_accepted(full_report):
     copy = full_report["comparison"][-1]
     assert copy["acceptance_rate"] == 1.0
@@ -115,7 +110,6 @@ def test_a_copy_of_the_target_is_always_accepted(full_report):
     assert copy["tokens_per_forward"] == pytest.approx(TOKENS / 3)
 
 
-@pytest.mark.fast
 def test_plain_trace_is_one_token_per_step(full_report):
     plain = full_report["arms"][0]
     for run in plain["trace"]:
