@@ -1,4 +1,6 @@
-"""Shared fixtures: a models directory of tiny random checkpoints, built once per test session."""
+"""Shared fixtures: a models directory of tiny random checkpoints built once per test session, the app on loopback,
+a throwaway PostgreSQL; browser tests are slow too. tests/ is on sys.path, so every folder imports its helpers
+(tiny, fake_openai, pgcluster, browsing, commandline, sample_reports, vllm_processes)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import pgcluster  # noqa: E402
 import tiny  # noqa: E402
 
 
@@ -44,6 +47,16 @@ def store():
     from assistlab.engines.transformers.models import ModelStore
 
     return ModelStore(max_models=8)
+
+
+@pytest.fixture
+def pg_url_and_data():
+    """(database URL, data folder) of a PostgreSQL cluster of the test's own; skipped where it cannot start."""
+    reason = pgcluster.why_unavailable()
+    if reason:
+        pytest.skip(f"PostgreSQL tests skipped: {reason}")
+    with pgcluster.cluster() as (socket_dir, user):
+        yield pgcluster.fresh_database(socket_dir, user, "held"), Path(socket_dir) / "data"
 
 
 def free_port() -> int:
@@ -81,7 +94,21 @@ def launch_app(tmp_path_factory):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: uses the bundled real models (minutes on a CPU)")
-    config.addinivalue_line("markers", "browser: drives Chromium through Playwright")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+# Fixtures that load the tiny models or start the app: each test using one costs seconds of CPU (measured: most
+# 5-70 s on the 2-core machine), which the fast tier cannot afford for all of them.
+MODEL_FIXTURES = {"models_dir", "allowed_models", "store", "launch_app"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Slow, so `-m "not slow"` leaves it out: a browser test, and a test that loads models or starts the app,
+    unless it is marked `fast` (cheap, or the fast tier's one end-to-end run of a module)."""
+    for item in items:
+        if item.get_closest_marker("slow") or item.get_closest_marker("fast"):
+            continue
+        if item.get_closest_marker("browser") or MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

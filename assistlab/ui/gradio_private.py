@@ -1,4 +1,4 @@
-"""The one place that reads Gradio's private state; a Gradio upgrade that moves it fails tests/test_shared_app.py."""
+"""The one place that reads Gradio's private state; a Gradio upgrade that moves it fails tests/ui/test_cancelled_requests.py."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def _remove_copies(ref: weakref.ref) -> None:
 # Gradio's queue looks for new work every millisecond while it has none, and for progress to send every 10 ms:
 # on a CPU each wake-up takes the GIL from the timed generate() running on another thread of this process. An
 # idle server used 4% of a core that way, and plain runs took 9-13% longer than with no server in the process
-# (tests/bench_page_vs_cli.py). Admitting a request or sending progress 50 and 100 ms later costs nothing here.
+# (benchmarks/bench_page_vs_cli.py). Admitting a request or sending progress 50 and 100 ms later costs nothing here.
 QUEUE_POLL_S = 0.05
 PROGRESS_POLL_S = 0.1
 

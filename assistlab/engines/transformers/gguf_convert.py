@@ -6,7 +6,7 @@ vocabulary of Gemma 3 item by item (about 26 s on two busy cores, most of the co
 module reads the header once with `struct` (using the `gguf` package's type constants), builds the tokenizer
 with transformers' own GGUF tokenizer builders from that metadata, and de-quantizes every tensor with
 `gguf.quants.dequantize` (numpy), which is what transformers' path runs for these architectures too, so the
-tensors come out bit for bit the same (tests/test_bundled.py checks it against `from_pretrained`).
+tensors come out bit for bit the same (tests/engines/test_bundled_models.py checks it against `from_pretrained`).
 """
 
 from __future__ import annotations

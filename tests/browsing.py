@@ -1,0 +1,55 @@
+"""Driving Chromium through Playwright for the page's tests: where it is, how it starts, a page opened ready."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+
+
+@contextlib.contextmanager
+def opened(browser, url: str, width: int = 1440, height: int = 1000, timeout_ms: int = 30_000, **options):
+    """The page in a fresh browser context of the given window size, loaded and ready; closed afterwards."""
+    context = browser.new_context(viewport={"width": width, "height": height}, **options)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(timeout_ms)
+        page.goto(url)
+        page.wait_for_selector("#al-run")
+        yield page
+    finally:
+        context.close()
+
+
+def choose(page, target: str, assistant: str, tokens: int, repeats: int) -> None:
+    """Type folder names into the model boxes (they accept custom values) and set the run size."""
+    pick_models(page, target, assistant)
+    page.fill("#al-prompt textarea", "write me a long essay on deep learning")
+    set_run_size(page, tokens, repeats)
+
+
+def set_run_size(page, tokens: int, repeats: int) -> None:
+    """Open Settings and type the new tokens per run and the repetitions, as a person does."""
+    page.locator("#al-settings").get_by_text("Settings", exact=True).click()
+    for label, value in (("New tokens per run", tokens), ("Repetitions", repeats)):
+        box = page.get_by_label(label)
+        box.wait_for()
+        # The accordion mounts its contents as it opens and may reset a value typed in that instant.
+        for _ in range(5):
+            box.fill(str(value))
+            box.press("Tab")  # number boxes commit on blur
+            page.wait_for_timeout(150)
+            if box.input_value() == str(value):
+                break
+        assert box.input_value() == str(value)
+
+
+def pick_models(page, target: str, assistant: str = "assistant-other") -> None:
+    for selector, value in (("#al-target input", target), ("#al-assistant input", assistant)):
+        page.click(selector)
+        page.fill(selector, value)
+        page.keyboard.press("Enter")
