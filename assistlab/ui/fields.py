@@ -47,8 +47,9 @@ DRAFT_DEFAULT_TEXT = {
 CAREFUL_PRECISION = 0.05
 MEASURES = ("quick", "careful")
 MEASURE_CHOICES = [
-    (f"Quick: stop as soon as the answer is clear, 95% sure at every look (at most {CLEAR_MAX_REPEATS} "
-     f"repetitions), or exactly the number of repetitions set in Settings", "quick"),
+    # Worded without "repetitions", so the Repetitions box is the only field a person (or a test) finds by it.
+    (f"Quick: stop as soon as the answer is clear, 95% sure at every look (each arm run at most "
+     f"{CLEAR_MAX_REPEATS} times), or exactly the count set in Settings", "quick"),
     (f"Careful: repeat until every speedup is known to ±{CAREFUL_PRECISION:.0%}, for at most "
      f"{DEFAULT_MAX_TIME_S / 60:.0f} minutes of timed runs", "careful"),
 ]
