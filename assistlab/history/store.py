@@ -33,6 +33,7 @@ from .derive import (
     savable,
     summary_columns,
 )
+from .diagnose import describe, file_problem, is_busy, is_damaged, reason_of
 from .records import BoardSection, Entry, HistoryError, Page, SaveResult, check_id
 from .schema import arms_table, comparisons, upgrade
 
@@ -92,59 +93,6 @@ def history_max() -> int | None:
     if count < 0:
         raise InputError(f"{HISTORY_MAX_ENV} must not be negative, got {count}.")
     return count
-
-
-def _describe(url: str) -> str:
-    """The database for a message: the SQLite path, or the server without its password."""
-    try:
-        parsed = sa.engine.make_url(url)
-    except Exception:  # noqa: BLE001 - a URL we cannot parse is still worth naming
-        return "the configured database"
-    if parsed.get_backend_name() == "sqlite":
-        return f"the history file {parsed.database}"
-    return f"the history database {parsed.render_as_string(hide_password=True)}"
-
-
-def _damaged(reason: str) -> bool:
-    lower = reason.lower()
-    return "not a database" in lower or "malformed" in lower
-
-
-def _busy(reason: str) -> bool:
-    lower = reason.lower()
-    return any(word in lower for word in ("locked", "busy", "statement timeout", "timed out", "timeout expired"))
-
-
-def _file_problem(path: Path, held_data: bool) -> str | None:
-    """What is wrong with the SQLite file at `path` as its header and size tell (None: nothing seen, or no file).
-
-    Checked before each use: a file cut short in place (same inode) would otherwise take saves SQLite cannot
-    read back after a restart. `held_data` says it was seen holding a database before, so empty is not new.
-    """
-    try:
-        with open(path, "rb") as f:
-            head, size = f.read(100), os.fstat(f.fileno()).st_size
-    except OSError:  # missing (a new one is made) or unreadable (SQLite says so in its own words)
-        return None
-    if size == 0:
-        return "it has been emptied" if held_data else None
-    if size < 100 or not head.startswith(b"SQLite format 3\x00"):
-        return "file is not a database"
-    page = int.from_bytes(head[16:18], "big")
-    page = 65536 if page == 1 else page
-    if page < 512 or page & (page - 1):
-        return "file is not a database"
-    if size % page:
-        return f"it was cut short: {size} bytes are not a whole number of {page}-byte pages"
-    pages = int.from_bytes(head[28:32], "big")
-    if pages and head[24:28] == head[92:96] and pages * page > size:  # the count is valid when those two agree
-        return f"it was cut short: {size // page} of its {pages} pages are there"
-    return None
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:300]
 
 
 class _Writers:
@@ -216,7 +164,7 @@ class History:
 
     @property
     def where(self) -> str:
-        return _describe(self.url)
+        return describe(self.url)
 
     @property
     def is_sqlite(self) -> bool:
@@ -325,19 +273,19 @@ class History:
             return
         except OSError:
             return
-        problem = _file_problem(path, self._held_data)
+        problem = file_problem(path, self._held_data)
         if problem is not None:
             time.sleep(0.1)
-            problem = _file_problem(path, self._held_data)
+            problem = file_problem(path, self._held_data)
         if problem is not None:
             self._forget()
             raise HistoryError(f"Cannot use {self.where} ({problem}). {DAMAGED_HINT}")
         self._held_data = self._held_data or size > 0
 
     def _error(self, exc: BaseException) -> HistoryError:
-        reason = _reason(exc)
+        reason = reason_of(exc)
         lower = reason.lower()
-        if _damaged(reason):
+        if is_damaged(reason):
             self._forget()  # the next use opens the file again: repaired, or moved aside for a new one
             hint = DAMAGED_HINT
         elif "locked" in lower or "busy" in lower:
@@ -489,7 +437,7 @@ class History:
             with self._ready().connect() as conn:
                 yield conn
         except (SQLAlchemyError, OSError) as exc:
-            if _busy(_reason(exc)):
+            if is_busy(reason_of(exc)):
                 raise HistoryError(BUSY) from None
             raise self._error(exc) from None
 

@@ -12,7 +12,7 @@ from ..config import BenchRequest
 from ..engines import registry
 from ..engines.base import LOSSY_MARK
 from ..errors import InputError
-from ..results import explain, stats
+from ..results import ranking, stats
 from ..results.report import Report, comparisons_words, interval_phrase, level_words, slower_phrase, time_ratio
 from .runner import Clock, Event, run_benchmark
 
@@ -59,7 +59,7 @@ def summarize_sweep(report: dict, param: str = "num_assistant_tokens") -> dict:
     each other setting run by run (stats.compare_with_best: the ratio rival/best per repetition, Bonferroni
     over the rivals), every interval lies above 1× and the comparisons together are at least 90% sure.
     """
-    pairs = [(_point(entry, arm, param), arm.get("latencies_s") or []) for entry, arm in explain.paired_arms(report)]
+    pairs = [(_point(entry, arm, param), arm.get("latencies_s") or []) for entry, arm in ranking.paired_arms(report)]
     points = [p for p, _ in pairs]
     measured = [(p, lat) for p, lat in pairs if _median(p) is not None]
     summary = {"param": param, "points": points, "best": None, "best_text": "No setting finished a repetition."}

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..engines.base import ArmInfo, sampling_flags
-from . import cells, explain, sequential, stats
+from . import cells, explain, ranking, sequential, stats
 from .busy import probe_warning
 from .busy import warnings as busy_warnings
 
@@ -286,7 +286,7 @@ class Report:
             "comparison": self.comparison(),
             "engines": self.engines(),
         }
-        data["ranking"] = explain.rank_arms(data)
+        data["ranking"] = ranking.rank_arms(data)
         data["warnings"] = busy_warnings(self.environment.get("contention")) + [
             probe_warning(entry["arm"], entry["probe_busy"]) for entry in data["comparison"] if entry.get("probe_busy")
         ]

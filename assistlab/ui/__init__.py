@@ -4,8 +4,9 @@ Only this package imports gradio. It builds a BenchRequest from the form, iterat
 the report says; AssistLabError becomes gr.Error here (session.user_errors) and nowhere else.
 """
 
+from .api_parameters import FORM_FIELDS
 from .app import AUTH_ENV, build_app, launch_options, parse_auth, stop_on_sigterm
-from .fields import FORM_FIELDS, LABELS, SweepPlan, request_from_form, sweep_plan
+from .fields import LABELS, SweepPlan, request_from_form, sweep_plan
 from .session import GPU_GROUP, QUEUE_SIZE, ReportFiles, SessionStops, _gpu_runner, gpu_seconds, user_errors
 from .style import CSS, theme
 from .sweep_tab import best_setting_updates

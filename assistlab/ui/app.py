@@ -24,7 +24,8 @@ from ..results.suite import summary_sentences
 from ..views import charts, progress
 from . import compare_tab, gradio_private, history_tab, suite_tab, sweep_tab
 from . import form as form_mod
-from .fields import COMPARE_API, COMPARE_SUITE_API, SUITE_PARAMETERS, ApiParameter, _blank, request_from_form
+from .api_parameters import COMPARE_API, COMPARE_SUITE_API, SUITE_PARAMETERS, ApiParameter
+from .fields import _blank, request_from_form
 from .form import ASSETS
 from .session import GPU_GROUP, HEARTBEAT_S, QUEUE_SIZE, Page, ReportFiles, SessionStops, _gpu_runner, user_errors
 from .style import CSS, theme

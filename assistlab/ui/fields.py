@@ -1,7 +1,7 @@
 """The form's fields in one place: choices, hints, labels, and how the form's values become a request.
 
-No gradio here: the form, the API and the tests all build requests through `request_from_form`, and both
-API routes take their parameters from `COMPARE_API` and `COMPARE_SUITE_API`.
+No gradio here: the form, the API and the tests all build requests through `request_from_form`; the API's
+parameters, in the form's order, are in api_parameters.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from ..engines.transformers.paths import transformers_defaults
 from ..engines.vllm import arms as vllm_arms_mod
 from ..errors import InputError
 from ..measure import sweep
-from ..results.suite_inputs import SPEC_BENCH
 
 # What an empty drafting box means, read from the installed transformers (as the runner reads it).
 TRANSFORMERS_DEFAULTS = transformers_defaults()
@@ -374,64 +373,6 @@ def sweep_plan(param: str, values_text) -> SweepPlan:
     values = tuple(part for part in re.split(r"[,;\s]+", "" if values_text is None else str(values_text)) if part)
     return SweepPlan(param, values, SWEEP_SCHEDULES if param == "num_assistant_tokens" else ())
 
-
-@dataclass(frozen=True)
-class ApiParameter:
-    """One parameter of the API: its name, the type gradio documents for it, and its value when left out."""
-
-    name: str
-    annotation: object
-    default: object
-
-
-# The form's fields in the form's (and the API's) order, each as /compare takes it; FORM_FIELDS, both API
-# signatures and the form's inputs all come from this one list.
-FORM_PARAMETERS = (
-    ApiParameter("target", str, catalog.BUNDLED_TARGET),
-    ApiParameter("assistant", str, catalog.BUNDLED_ASSISTANT),
-    ApiParameter("strategy", str, "auto"),
-    ApiParameter("prompt", str | None, None),
-    ApiParameter("max_new_tokens", int | None, None),
-    ApiParameter("repeats", int | None, None),
-    ApiParameter("warmup", int | None, None),
-    ApiParameter("also_prompt_lookup", bool, True),
-    ApiParameter("extra_assistants", str, ""),
-    ApiParameter("chat_template", bool, True),
-    ApiParameter("do_sample", bool, False),
-    ApiParameter("seed", int, 0),
-    ApiParameter("device", str, "auto"),
-    ApiParameter("dtype", str, "auto"),
-    ApiParameter("num_assistant_tokens", int | None, None),
-    ApiParameter("schedule", str | None, None),
-    ApiParameter("confidence_threshold", float | None, None),
-    ApiParameter("prompt_lookup_num_tokens", int | None, None),
-    ApiParameter("early_exit_layer", int | None, None),
-    ApiParameter("device_map_auto", bool, False),
-    ApiParameter("measure", str, "quick"),
-    # The Engines accordion; last, so that the API's earlier parameters keep their places.
-    ApiParameter("engines", str, "transformers"),
-    ApiParameter("vllm_methods", str, ",".join(DEFAULT_VLLM_METHODS)),
-    ApiParameter("vllm_speculative_tokens", int | None, None),
-    ApiParameter("vllm_lookup_min", int | None, None),
-    ApiParameter("vllm_lookup_max", int | None, None),
-    ApiParameter("servers", str, ""),
-    ApiParameter("server_api_key", str, ""),
-)
-FORM_FIELDS = tuple(p.name for p in FORM_PARAMETERS)
-# /compare_suite's own: which workload, then the comparison's fields but the prompt (the workload brings its
-# own), after the first three, so that the parameters a workload shares with /compare keep one order.
-SUITE_PARAMETERS = (
-    ApiParameter("suite", str, SPEC_BENCH),
-    ApiParameter("categories", str, ""),
-    ApiParameter("per_category", int | None, None),
-    ApiParameter("selection", str, "first"),
-    ApiParameter("selection_seed", int, 0),
-    ApiParameter("turns", str, "first"),
-    ApiParameter("prompts_text", str, ""),
-    ApiParameter("prompts_filename", str, "prompts.jsonl"),
-)
-COMPARE_API = FORM_PARAMETERS
-COMPARE_SUITE_API = (*FORM_PARAMETERS[:3], *SUITE_PARAMETERS, *(p for p in FORM_PARAMETERS[3:] if p.name != "prompt"))
 
 # What the page calls each field, so a message can name the box a person sees rather than a code identifier.
 LABELS = {

@@ -9,12 +9,12 @@ import gradio as gr
 
 from ..config import CPU_DEFAULTS, DEVICES, DTYPES, LIMITS
 from ..engines import catalog
+from .api_parameters import FORM_FIELDS
 from .fields import (
     DEFAULT_VLLM_METHODS,
     DRAFT_DEFAULT_TEXT,
     ENGINE_CHOICES,
     EXAMPLES,
-    FORM_FIELDS,
     HINTS,
     LABELS,
     MEASURE_CHOICES,

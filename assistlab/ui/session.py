@@ -32,7 +32,8 @@ from ..results.events import Event
 from ..results.report import Report
 from ..results.suite_inputs import Selection
 from ..views.progress import progress_html
-from .fields import FORM_FIELDS, SweepPlan, in_page_words, request_from_form
+from .api_parameters import FORM_FIELDS
+from .fields import SweepPlan, in_page_words, request_from_form
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,8 @@ from ..views.history_html import prompt_cell
 from ..views.progress import event_progress, progress_html
 from ..views.texts import texts_html
 from ..views.panels import warnings_html
-from .fields import FORM_FIELDS, request_from_form
+from .api_parameters import FORM_FIELDS
+from .fields import request_from_form
 from .history_tab import save_report
 from .session import LIGHT, Page, SuitePlan, write_private
 

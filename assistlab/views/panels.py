@@ -10,8 +10,8 @@ import html
 
 from .. import __version__
 from ..engines.base import LOSSY_MARK, LOSSY_TRADE
-from ..results.explain import rank_arms
 from ..results import busy
+from ..results.ranking import rank_arms
 from ..results.report import busy_clause, comparisons_words, interval_cell, level_words
 from ..results.stats import MIN_LEVEL, spread_is_wide
 from . import charts
@@ -212,7 +212,7 @@ def _legacy_with_plain(rows: list[dict]) -> list[dict]:
 
 
 def ranked_rows(report: dict) -> list[dict]:
-    """The ranking with plain among the arms: the report's own (explain.rank_arms), recomputed for a report
+    """The ranking with plain among the arms: the report's own (ranking.rank_arms), recomputed for a report
     saved before plain was ranked, or, when that cannot be, the old rows with plain put in its place."""
     rows = report.get("ranking") or []
     if any(row.get("plain") for row in rows):

@@ -9,7 +9,7 @@ from assistlab.engines.transformers import paths
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import InputError
 from assistlab.measure import runner, sweep
-from assistlab.results import explain
+from assistlab.results import ranking
 from assistlab.results.report import speedup_sentence
 
 PROMPT = "write me a long essay on deep learning"
@@ -225,7 +225,7 @@ def test_a_lossy_arm_ranked_first_carries_its_mark():
              "lossy_reason": "ensemble"},
         ],
     }
-    rows = explain.rank_arms(report)
+    rows = ranking.rank_arms(report)
     assert [r["lossless"] for r in rows] == [False, True, True]  # the lossy arm, the lossless one, plain
     assert paths.LOSSY_MARK in rows[0]["arm"]
     from assistlab.views.panels import ranking_html

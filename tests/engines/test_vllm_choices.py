@@ -23,7 +23,8 @@ from assistlab.engines.vllm.arms import VllmArm  # noqa: E402
 from assistlab.errors import EngineError, InputError  # noqa: E402
 from assistlab.measure import runner, suite_runner, sweep  # noqa: E402
 from assistlab.results.suite_inputs import SuiteRequest, parse_prompts, select  # noqa: E402
-from assistlab.ui.fields import FORM_FIELDS, LABELS, in_page_words, request_from_form  # noqa: E402
+from assistlab.ui.api_parameters import FORM_FIELDS  # noqa: E402
+from assistlab.ui.fields import LABELS, in_page_words, request_from_form  # noqa: E402
 
 PROMPT = "write me a long essay on deep learning"
 PROMPTS = "\n".join(json.dumps(r) for r in [

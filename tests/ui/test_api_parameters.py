@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from assistlab.history import History
-from assistlab.ui.fields import COMPARE_API, COMPARE_SUITE_API, FORM_FIELDS
+from assistlab.ui.api_parameters import COMPARE_API, COMPARE_SUITE_API, FORM_FIELDS
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
 

@@ -29,7 +29,7 @@ def _report(*arms, status="complete") -> dict:
     ranking = sorted(({"arm": c["arm"], "speedup": c["speedup"]["median"], "ci_low": c["speedup"]["ci_low"],
                        "ci_high": c["speedup"]["ci_high"]} for _a, c in arms), key=lambda r: -r["speedup"])
     for rank, row in enumerate(ranking, start=1):
-        row["rank"] = rank  # what explain.rank_arms gives: assisted arms only, fastest first
+        row["rank"] = rank  # what ranking.rank_arms gives: assisted arms only, fastest first
     return {"status": status, "request": {"do_sample": False}, "counted_repetitions": 5, "planned_repetitions": 5,
             "arms": [plain, *[a for a, _c in arms]], "comparison": [c for _a, c in arms], "ranking": ranking}
 
@@ -168,8 +168,8 @@ def test_a_bad_model_or_a_long_prompt_names_its_box_by_the_label_on_the_page():
     # inside a sentence, a plain word stays a word
     assert in_page_words("Choose a target model.") == "Choose a target model."
 def _measured(latencies: dict[str, list[float] | None]) -> dict:
-    """A report dict whose speedups come from the runs themselves (stats.speedup), ranked by explain.rank_arms."""
-    from assistlab.results import explain, stats
+    """A report dict whose speedups come from the runs themselves (stats.speedup), ranked by ranking.rank_arms."""
+    from assistlab.results import ranking, stats
 
     plain = [1.0, 1.01, 0.99, 1.02, 0.98]
     arms = [{"name": "plain", "strategy": "plain", "error": None, "latencies_s": plain}]
@@ -179,7 +179,7 @@ def _measured(latencies: dict[str, list[float] | None]) -> dict:
                      "latencies_s": lat or []})
         comparison.append({"arm": name, "speedup": stats.speedup(plain[:len(lat or [])], lat or [])})
     report = {"status": "complete", "arms": arms, "comparison": comparison}
-    report["ranking"] = explain.rank_arms(report)
+    report["ranking"] = ranking.rank_arms(report)
     return report
 
 

@@ -1,0 +1,68 @@
+"""The API's parameters in one list: both routes' signatures, the form's inputs and FORM_FIELDS come from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engines import catalog
+from ..results.suite_inputs import SPEC_BENCH
+from .fields import DEFAULT_VLLM_METHODS
+
+
+@dataclass(frozen=True)
+class ApiParameter:
+    """One parameter of the API: its name, the type gradio documents for it, and its value when left out."""
+
+    name: str
+    annotation: object
+    default: object
+
+
+# The form's fields in the form's (and the API's) order, each as /compare takes it; FORM_FIELDS, both API
+# signatures and the form's inputs all come from this one list.
+FORM_PARAMETERS = (
+    ApiParameter("target", str, catalog.BUNDLED_TARGET),
+    ApiParameter("assistant", str, catalog.BUNDLED_ASSISTANT),
+    ApiParameter("strategy", str, "auto"),
+    ApiParameter("prompt", str | None, None),
+    ApiParameter("max_new_tokens", int | None, None),
+    ApiParameter("repeats", int | None, None),
+    ApiParameter("warmup", int | None, None),
+    ApiParameter("also_prompt_lookup", bool, True),
+    ApiParameter("extra_assistants", str, ""),
+    ApiParameter("chat_template", bool, True),
+    ApiParameter("do_sample", bool, False),
+    ApiParameter("seed", int, 0),
+    ApiParameter("device", str, "auto"),
+    ApiParameter("dtype", str, "auto"),
+    ApiParameter("num_assistant_tokens", int | None, None),
+    ApiParameter("schedule", str | None, None),
+    ApiParameter("confidence_threshold", float | None, None),
+    ApiParameter("prompt_lookup_num_tokens", int | None, None),
+    ApiParameter("early_exit_layer", int | None, None),
+    ApiParameter("device_map_auto", bool, False),
+    ApiParameter("measure", str, "quick"),
+    # The Engines accordion; last, so that the API's earlier parameters keep their places.
+    ApiParameter("engines", str, "transformers"),
+    ApiParameter("vllm_methods", str, ",".join(DEFAULT_VLLM_METHODS)),
+    ApiParameter("vllm_speculative_tokens", int | None, None),
+    ApiParameter("vllm_lookup_min", int | None, None),
+    ApiParameter("vllm_lookup_max", int | None, None),
+    ApiParameter("servers", str, ""),
+    ApiParameter("server_api_key", str, ""),
+)
+FORM_FIELDS = tuple(p.name for p in FORM_PARAMETERS)
+# /compare_suite's own: which workload, then the comparison's fields but the prompt (the workload brings its
+# own), after the first three, so that the parameters a workload shares with /compare keep one order.
+SUITE_PARAMETERS = (
+    ApiParameter("suite", str, SPEC_BENCH),
+    ApiParameter("categories", str, ""),
+    ApiParameter("per_category", int | None, None),
+    ApiParameter("selection", str, "first"),
+    ApiParameter("selection_seed", int, 0),
+    ApiParameter("turns", str, "first"),
+    ApiParameter("prompts_text", str, ""),
+    ApiParameter("prompts_filename", str, "prompts.jsonl"),
+)
+COMPARE_API = FORM_PARAMETERS
+COMPARE_SUITE_API = (*FORM_PARAMETERS[:3], *SUITE_PARAMETERS, *(p for p in FORM_PARAMETERS[3:] if p.name != "prompt"))
