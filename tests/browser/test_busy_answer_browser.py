@@ -18,7 +18,6 @@ BURN = "import time\nend = time.monotonic() + 300\nwhile time.monotonic() < end:
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium"),
-    pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing"),
 ]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 
 from assistlab import history
 from assistlab.config import BenchRequest
@@ -15,7 +14,6 @@ from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner
 from assistlab.views import charts
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 # The toy engine: it "generates" by sleeping a fixed time per token, and returns the tokens' times.

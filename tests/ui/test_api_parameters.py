@@ -14,7 +14,6 @@ import pytest
 from assistlab.history import History
 from assistlab.ui.api_parameters import COMPARE_API, COMPARE_SUITE_API, FORM_FIELDS
 
-pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
 
 EXPECTED = json.loads((Path(__file__).parent / "api_endpoints.json").read_text())
 

@@ -8,11 +8,9 @@ import threading
 import time
 import urllib.request
 
-import pytest
 
 from assistlab.history import History
 
-pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
 
 PROMPTS = "\n".join(json.dumps(r) for r in [
     {"category": "fox", "prompt": "the quick brown fox"},

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import time
 
-import pytest
 
 from assistlab.history import History
 from assistlab.measure.slots import SlotPool
 
-pytestmark = pytest.mark.filterwarnings("ignore:.*:Warning:gradio.queueing")
 
 QUICK = {"target": "target", "strategy": "prompt-lookup", "also_prompt_lookup": False, "prompt": "deep learning",
          "max_new_tokens": 16, "repeats": 2, "warmup": 0}
