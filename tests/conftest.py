@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import pgcluster  # noqa: E402
 import tiny  # noqa: E402
+from ports import free_port  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -57,12 +57,6 @@ def pg_url_and_data():
         pytest.skip(f"PostgreSQL tests skipped: {reason}")
     with pgcluster.cluster() as (socket_dir, user):
         yield pgcluster.fresh_database(socket_dir, user, "held"), Path(socket_dir) / "data"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

@@ -188,9 +188,10 @@ def test_a_bad_port_is_one_sentence(port, monkeypatch):
     with pytest.raises(InputError, match="port that is not a number from 1 to 65535"):
         varms.VllmArm(url=f"http://127.0.0.1:{port}")
     # Under an allow-list entry without a port, the page's check gives the same sentence
+    from assistlab import access
     from assistlab.ui import fields
 
-    monkeypatch.setenv(fields.SERVERS_ENV, "http://127.0.0.1")
+    monkeypatch.setenv(access.SERVERS_ENV, "http://127.0.0.1")
     with pytest.raises(InputError, match="port that is not a number"):
         fields._vllm_arms(("plain",), (), None, None, None, f"plain=http://127.0.0.1:{port}", None)
 

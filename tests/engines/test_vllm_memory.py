@@ -91,6 +91,7 @@ def test_the_operator_s_share_still_overrides(store, allowed_models, fake_vllm_p
     log = tmp_path / "argv.jsonl"
     monkeypatch.setenv("FAKE_ARGV_LOG", str(log))
     monkeypatch.setenv(server.MEMORY_VAR, "0.2")
+    monkeypatch.delenv(server.ARGS_VAR, raising=False)  # the real-vLLM tests' session sets a KV size of its own there
     data = runner.run_to_report(_request((VllmArm("plain"),)), store).to_dict()
     assert data["status"] == "complete", data["message"]
     settings = data["environment"]["engines"]["vllm"]["servers"]["vllm plain"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from assistlab.measure.runner import Progress, rotation
-from assistlab.views import panels
+from assistlab.views import progress as progress_view
 
 # One default comparison (3 arms, 1 warm-up and 5 counted rounds) on a machine where others' work came in bursts:
 # most runs took about 8 s, four were caught by a burst and took 30 to 60 s (the warm-up of the second arm too).
@@ -22,7 +22,7 @@ class FakeClock:
 
 
 def _seconds(text: str) -> float:
-    """'about 2 min 10 s left' -> 130.0 (the form views.panels.duration writes)."""
+    """'about 2 min 10 s left' -> 130.0 (the form views.progress.duration writes)."""
     found = re.search(r"about ((?:\d+ h )?(?:\d+ min )?(?:\d+ s)?)\s*left", text)
     assert found, text
     total = 0.0
@@ -39,12 +39,12 @@ def _lines(contention: dict | None = None) -> list[str]:
     lines, runs = [], iter(RUN_SECONDS)
     for round_index in range(ROUNDS):
         for arm in rotation(ARMS, round_index):
-            lines.append(panels.progress_text(progress.event("status", "Running...", step=f"Run of arm {arm}")))
+            lines.append(progress_view.progress_text(progress.event("status", "Running...", step=f"Run of arm {arm}")))
             took = next(runs)
             clock.now += took
             progress.done += 1
             progress.pace.record(arm, took)
-            lines.append(panels.progress_text(progress.event("run", "Ran.", step=f"Run of arm {arm}", took_s=took)))
+            lines.append(progress_view.progress_text(progress.event("run", "Ran.", step=f"Run of arm {arm}", took_s=took)))
     return lines
 
 

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from assistlab.config import CLEAR_MAX_REPEATS, BenchRequest
+from assistlab.engines.transformers import timing
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner, stopping
-from assistlab.results import explain, sequential
+from assistlab.results import sequential
 from assistlab.views import charts
 
 PROMPT = "write me a long essay on deep learning"
@@ -33,9 +34,9 @@ class FakeRuns:
         self.now += latency
         n = kwargs["max_new_tokens"]
         output = torch.cat([inputs["input_ids"], torch.zeros((1, n), dtype=torch.long)], dim=1)
-        streamer = runner.StepStreamer(clock, 0.0)
+        streamer = timing.StepStreamer(clock, 0.0)
         streamer.times, streamer.tokens = [latency], [n]
-        return runner.Timed(latency=latency, streamer=streamer, drafted=[], accepted=[], output=output, memory=0,
+        return timing.Timed(latency=latency, streamer=streamer, drafted=[], accepted=[], output=output, memory=0,
                             wall_window=(0.0, 0.0))
 
 
@@ -43,8 +44,8 @@ class FakeRuns:
 def fake_runs(monkeypatch, allowed_models):
     def install(slow: dict[int, float], noise: float = 0.01) -> FakeRuns:
         fake = FakeRuns(slow, noise)
-        monkeypatch.setattr(runner, "timed_generate", fake.timed_generate)
-        monkeypatch.setattr(explain, "probe_arm", lambda *a, **k: {"error": "not probed in this test"})
+        monkeypatch.setattr(timing, "timed_generate", fake.timed_generate)
+        monkeypatch.setattr(timing, "probe_arm", lambda *a, **k: {"error": "not probed in this test"})
         return fake
 
     return install

@@ -10,7 +10,7 @@ from assistlab.measure.slots import SlotPool
 
 def test_with_a_login_on_only_the_login_page_answers_without_one(models_dir, store, monkeypatch):
     import httpx
-    from conftest import free_port
+    from ports import free_port
 
     from assistlab import ui
     from assistlab.measure.slots import SlotPool

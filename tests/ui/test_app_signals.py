@@ -16,7 +16,7 @@ LONG = {"target": "target", "strategy": "prompt-lookup", "also_prompt_lookup": F
 
 def _serve(tmp_path: Path, models_dir: Path) -> tuple[subprocess.Popen, str]:
     import httpx
-    from conftest import free_port
+    from ports import free_port
 
     port = free_port()
     env = {**os.environ, "TMPDIR": str(tmp_path), "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",

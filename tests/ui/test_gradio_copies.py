@@ -39,7 +39,7 @@ SERVER = textwrap.dedent("""
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT])
 def test_gradios_copies_are_private_and_go_at_a_signal(tmp_path, how):
-    from conftest import free_port
+    from ports import free_port
 
     temp = tmp_path / "tmp"
     temp.mkdir()

@@ -143,7 +143,7 @@ def test_a_permalink_opens_the_saved_comparison_with_its_markup_as_text(saved, m
 
 
 def test_with_logins_on_the_login_name_is_saved(models_dir, store, tmp_path, monkeypatch):
-    from conftest import free_port
+    from ports import free_port
     from gradio_client import Client
 
     from assistlab import ui

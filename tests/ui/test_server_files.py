@@ -47,7 +47,7 @@ def _serve(tmp_path, models_dir, extra_env=None):
     import time
 
     import httpx
-    from conftest import free_port
+    from ports import free_port
 
     port = free_port()
     env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "GRADIO_SERVER_PORT": str(port),
