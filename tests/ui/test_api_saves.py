@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
-import urllib.request
 
 
 from assistlab.history import History
+from pinging import Pinger
 
 
 PROMPTS = "\n".join(json.dumps(r) for r in [
@@ -19,35 +18,6 @@ PROMPTS = "\n".join(json.dumps(r) for r in [
 WORKLOAD = {"target": "target", "strategy": "prompt-lookup", "also_prompt_lookup": False, "suite": "file",
             "prompts_text": PROMPTS, "prompts_filename": "mine.jsonl", "max_new_tokens": 4, "repeats": 1,
             "warmup": 0}
-
-
-class Pinger:
-    """GETs the page's root URL every 0.1 s on a thread, keeping (began, took) of each answer."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.times, self._stop = url, [], threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            began = time.monotonic()
-            with urllib.request.urlopen(self.url, timeout=60) as answer:
-                answer.read()
-            self.times.append((began, time.monotonic() - began))
-            self._stop.wait(0.1)
-
-    def __enter__(self) -> Pinger:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(70)
-
-    def slowest(self, since: float, until: float) -> tuple[float, int]:
-        """The longest answer to a GET under way at some time between `since` and `until`, and how many were."""
-        inside = [took for began, took in self.times if began <= until and began + took >= since]
-        return max(inside, default=float("inf")), len(inside)
 
 
 def test_a_workload_saved_into_a_locked_sqlite_file_never_freezes_the_server(models_dir, store, launch_app,
@@ -64,7 +34,7 @@ def test_a_workload_saved_into_a_locked_sqlite_file_never_freezes_the_server(mod
         holder = sqlite3.connect(path, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # as a backup or `history delete` in another process would
         try:
-            with Pinger(url) as pinger:
+            with Pinger(url, every=0.1) as pinger:
                 report, _ = client.predict(**WORKLOAD, api_name="/compare_suite")
                 done = time.monotonic()
                 time.sleep(0.3)
@@ -74,7 +44,7 @@ def test_a_workload_saved_into_a_locked_sqlite_file_never_freezes_the_server(mod
         # The workload reached its result, with the reason it was not saved.
         assert report["status"] == "complete" and report["suite"]["overall"]["prompts"] == 2
         assert report["saved"]["id"] is None and "locked" in report["saved"]["warning"]
-        slowest, pings = pinger.slowest(done - busy, done)
+        slowest, pings = pinger.slowest(done - busy, done, overlapping=True)
         assert pings >= 5 and slowest < 1.0, (
             f"GET / took {slowest:.2f} s ({pings} answers) while the workload's save waited for the lock")
         print(f"GET / answered within {slowest:.3f} s ({pings} answers) during a {busy} s blocked save")

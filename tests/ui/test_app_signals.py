@@ -5,37 +5,22 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
 LONG = {"target": "target", "strategy": "prompt-lookup", "also_prompt_lookup": False, "prompt": "deep learning",
         "max_new_tokens": 60, "repeats": 50, "warmup": 0}
 
 
 def _serve(tmp_path: Path, models_dir: Path) -> tuple[subprocess.Popen, str]:
-    import httpx
+    from app_process import start_app
     from ports import free_port
 
     port = free_port()
     env = {**os.environ, "TMPDIR": str(tmp_path), "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
            "ASSISTLAB_MODELS_DIR": str(models_dir), "ASSISTLAB_DATA_DIR": str(tmp_path / "data")}
     env.pop("GRADIO_TEMP_DIR", None)
-    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"app.py ended early: {proc.stdout.read()}")
-        try:
-            if httpx.get(url, timeout=2).status_code < 500:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    proc.kill()
-    raise AssertionError("app.py did not answer within 180 s")
+    return start_app(env, port)
 
 
 def test_sigterm_during_a_comparison_exits_cleanly(tmp_path, models_dir):

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -36,17 +35,13 @@ def test_pruning_keeps_the_folders_the_app_needs(tmp_path):
     assert files.folder("saved").is_dir()
 
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _serve(tmp_path, models_dir, extra_env=None):
     """python app.py on loopback, its temporary folder inside tmp_path; returns (process, url)."""
     import os
-    import subprocess
-    import sys
-    import time
 
-    import httpx
+    from app_process import start_app
     from ports import free_port
 
     port = free_port()
@@ -54,20 +49,7 @@ def _serve(tmp_path, models_dir, extra_env=None):
            "GRADIO_SERVER_NAME": "127.0.0.1", "ASSISTLAB_MODELS_DIR": str(models_dir),
            "ASSISTLAB_DATA_DIR": str(tmp_path / "data"), **(extra_env or {})}
     env.pop("GRADIO_TEMP_DIR", None)
-    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"app.py ended early: {proc.stdout.read()}")
-        try:
-            if httpx.get(url, timeout=2).status_code < 500:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    proc.kill()
-    raise AssertionError("app.py did not answer within 180 s")
+    return start_app(env, port)
 
 
 @pytest.mark.slow  # starts app.py

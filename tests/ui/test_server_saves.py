@@ -8,13 +8,13 @@ import signal
 import sqlite3
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from assistlab.history import History
 from assistlab.measure.slots import SlotPool
+from pinging import Pinger
 
 pytestmark = pytest.mark.slow  # comparisons on a live server while its database is held or paused: minutes
 
@@ -33,34 +33,6 @@ class TwoCpuSlots(SlotPool):
     def __init__(self) -> None:
         super().__init__(0)
         self._all, self._free = (0, 1), {0, 1}
-
-
-class Pinger:
-    """Fetches the page's root URL every 0.2 s on a thread; `slowest(since, until)` is the longest answer."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.times, self._stop = url, [], threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            began = time.monotonic()
-            with urllib.request.urlopen(self.url, timeout=60) as answer:
-                answer.read()
-            self.times.append((began, time.monotonic() - began))
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> Pinger:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(70)
-
-    def slowest(self, since: float, until: float) -> tuple[float, int]:
-        inside = [took for began, took in self.times if since <= began <= until]
-        return max(inside, default=float("inf")), len(inside)
 
 
 def _compare_timed(client, **args) -> tuple[dict, float]:
