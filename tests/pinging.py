@@ -9,7 +9,10 @@ import urllib.request
 
 
 class Pinger:
-    """GETs `url` every `every` seconds, keeping (began, took) of each answer."""
+    """GETs `url` every `every` seconds, keeping (began, took) of each answer.
+
+    On a busy 2-core machine this thread itself can be starved and ask less often than `every`; each answer
+    still times the server, so tests ask for a few answers inside a window, not for a rate."""
 
     def __init__(self, url: str, every: float = 0.2) -> None:
         self.url, self.every, self.times, self._stop = url, every, [], threading.Event()

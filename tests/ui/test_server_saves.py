@@ -75,7 +75,8 @@ def test_a_locked_sqlite_file_never_freezes_the_server_nor_abandons_the_next_job
             assert report["status"] == "complete", report["message"]
             assert report["saved"]["id"] is None and "locked" in report["saved"]["warning"]
             slowest, pings = pinger.slowest(done - busy, done)
-            assert pings >= 5 and slowest < 1.0, f"the root URL took {slowest:.2f} s while a save waited"
+            assert pings >= 3 and slowest < 1.0, (
+                f"the root URL took {slowest:.2f} s ({pings} answers) while a save waited")
         print(f"root URL answered within {max(t for _, t in pinger.times):.3f} s during two {busy} s blocked saves")
         after, _ = _compare_timed(Client(url, verbose=False))
         assert after["saved"]["id"] and history.count() == 2
@@ -119,7 +120,8 @@ def test_a_paused_postgresql_never_freezes_the_server(models_dir, store, launch_
         assert report["saved"]["id"] is None and "did not answer within 3 s" in report["saved"]["warning"]
         assert done - began < 60
         slowest, pings = pinger.slowest(done - 3.0, done)
-        assert pings >= 5 and slowest < 1.0, f"the root URL took {slowest:.2f} s while the save waited"
+        assert pings >= 3 and slowest < 1.0, (
+            f"the root URL took {slowest:.2f} s ({pings} answers) while the save waited")
         print(f"paused PostgreSQL: the run ended {done - began:.1f} s after it began, the root URL answered "
               f"within {slowest:.3f} s meanwhile")
         # Once the server wakes up, the save that was given up is rolled back, and saving resumes.
