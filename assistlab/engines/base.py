@@ -88,6 +88,35 @@ class RunResult:
 
 
 @dataclass
+class RequestRecord:
+    """One request of a load round, as plain data. Times are seconds from the round's start."""
+
+    index: int  # its place in the round, 0 .. concurrency-1
+    started: float  # when it was sent
+    latency: float  # end to end, from sending to its last byte
+    ttft: float | None  # time to its first token; None when no token came
+    itl: list[float]  # per token after the first: the gap before its chunk over the tokens the chunk held
+    tokens: int  # new tokens received
+    client_cpu_s: float  # the CPU time this process spent sending and reading it (its own thread)
+    counts: dict | None = None  # its own drafted/accepted figures when the server reports them per request
+    token_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class LoadResult:
+    """One round of `concurrency` requests sent at once to one arm: each request, and the round's wall time."""
+
+    concurrency: int
+    wall_s: float  # from the first request sent to the last one finished
+    requests: list[RequestRecord]
+    # Where acceptance came from: "per-request" (the server's own figures per request), "metrics" (the growth
+    # of /metrics around the round, `counts`; another client of the server would be counted too), or None.
+    counts_source: str | None = None
+    counts: dict | None = None
+    memory: int | None = None
+
+
+@dataclass
 class RunFailure:
     """Why a run gave no measurement; `stopped` when a stop cut it short (then it is simply discarded)."""
 
@@ -110,6 +139,13 @@ class Arm(ABC):
     def probe(self, prompt_ids: list[int], clock: Clock, should_stop: Callable[[], bool], watch: Watch) -> dict | None:
         """The untimed drafting-cost run (explain.explain_arm reads it), or None when a stop cut it short."""
         return None
+
+    loads: bool = False  # whether it can be timed under load (run_load), many requests at once
+
+    def run_load(self, prompt_ids: list[int], concurrency: int, round_index: int, clock: Clock,
+                 should_stop: Callable[[], bool], watch: Watch) -> LoadResult | RunFailure:
+        """Send `concurrency` requests for the prompt at once and time each; only arms with `loads`."""
+        return RunFailure(f"{self.info.name} cannot be timed under load: its engine runs one request at a time")
 
     def with_info(self, info: ArmInfo) -> Arm:
         """This arm under another ArmInfo (a workload's prompt marks its own failures); all else shared."""
