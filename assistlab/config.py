@@ -54,6 +54,13 @@ NO_DIFFERENCE_BAND = 0.03
 CLEAR_MAX_REPEATS = 30
 CLEAR_MAX_TIME_S = 600.0
 
+# Load levels (issue 27): how many requests a server arm is sent at once, at most this many levels, each in 1..MAX.
+MAX_LOAD_LEVELS = 8
+MAX_CONCURRENCY = 256
+# Timed rounds per level when not given: [min, max] of 5 paired rounds is a 93.75% interval for the median.
+LOAD_ROUNDS = 5
+LIMITS["load_rounds"] = 20
+
 # Defaults that finish quickly on a CPU; on CUDA the reference benchmark's 256 tokens.
 CPU_DEFAULTS = {"max_new_tokens": 64, "repeats": 5, "warmup": 1}
 CUDA_DEFAULTS = {"max_new_tokens": 256, "repeats": 5, "warmup": 1}
@@ -119,6 +126,38 @@ def _as_float(name: str, value: object) -> float:
     return number
 
 
+def parse_levels(value: object, name: str = "concurrency") -> tuple[int, ...]:
+    """Load levels from "1,2,4,8" (spaces allowed) or a list of whole numbers: sorted, each once; () for none.
+
+    Each level is in 1..MAX_CONCURRENCY and there are at most MAX_LOAD_LEVELS; anything else is refused in one
+    sentence naming the field.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        if len(value) > 256:
+            raise InputError(f"{name} has {len(value):,} characters; give at most {MAX_LOAD_LEVELS} levels like 1,2,4,8.")
+        parts = [p for p in value.replace(";", ",").replace(" ", ",").split(",") if p.strip()]
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        parts = [value]
+    elif isinstance(value, (list, tuple)):
+        parts = list(value)
+    else:
+        raise InputError(f"{name} must be load levels like 1,2,4,8, got {value!r}.")
+    levels = []
+    for part in parts:
+        try:
+            levels.append(_as_int(name, part, 1, MAX_CONCURRENCY))
+        except InputError:
+            raise InputError(f"{name}: each load level is a whole number of requests at once from 1 to "
+                             f"{MAX_CONCURRENCY}, got {str(part).strip()[:20]!r}; write levels like 1,2,4,8.") from None
+    levels = tuple(sorted(set(levels)))
+    if len(levels) > MAX_LOAD_LEVELS:
+        raise InputError(f"{name}: at most {MAX_LOAD_LEVELS} load levels at once, got {len(levels)}; drop some "
+                         f"(1,2,4,8 shows the curve's shape).")
+    return levels
+
+
 def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise InputError(f"{name} must be one of {', '.join(choices)}; got {value!r}.")
@@ -174,6 +213,9 @@ class BenchRequest:
     engines: tuple[str, ...] = ("transformers",)
     stop_rule: str | None = None
     band: float = NO_DIFFERENCE_BAND
+    # Load levels for the server engines' arms (after the single-request rounds): () times one request at a time.
+    concurrency: tuple[int, ...] = ()
+    load_rounds: int = LOAD_ROUNDS
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, str) or not self.target.strip():
@@ -238,6 +280,13 @@ class BenchRequest:
             raise InputError(f"band is the share either side of 1x called no practical difference, between 0 and "
                              f"0.5 (0.03 means ±3%), got {band:g}.")
         object.__setattr__(self, "band", band)
+        levels = parse_levels(self.concurrency)
+        if levels and not any(arm.engine != "transformers" for arm in arms):
+            raise InputError("concurrency: load levels time a serving engine's arms (vLLM) with many requests at "
+                             "once; transformers' assisted generation runs one request at a time, so add a vLLM arm "
+                             "or leave concurrency empty.")
+        object.__setattr__(self, "concurrency", levels)
+        object.__setattr__(self, "load_rounds", _as_int("load_rounds", self.load_rounds, 1, LIMITS["load_rounds"]))
         _choice("device", self.device, DEVICES)
         _choice("dtype", self.dtype, DTYPES)
         for name in ("do_sample", "fixed_length", "chat_template", "device_map_auto"):
@@ -274,4 +323,5 @@ class BenchRequest:
         data = dataclasses.asdict(self)
         data["arms"] = [a.to_dict() for a in self.arms]
         data["engines"] = list(self.engines)
+        data["concurrency"] = list(self.concurrency)
         return data
