@@ -142,9 +142,12 @@ class Arm(ABC):
 
     loads: bool = False  # whether it can be timed under load (run_load), many requests at once
 
-    def run_load(self, prompt_ids: list[int], concurrency: int, round_index: int, clock: Clock,
-                 should_stop: Callable[[], bool], watch: Watch) -> LoadResult | RunFailure:
-        """Send `concurrency` requests for the prompt at once and time each; only arms with `loads`."""
+    def run_load(self, prompts: list[list[int]], round_index: int, clock: Clock, should_stop: Callable[[], bool],
+                 watch: Watch) -> LoadResult | RunFailure:
+        """Send one request per prompt (token ids), all at once, and time each; only arms with `loads`.
+
+        The level is len(prompts): a comparison sends its prompt that many times, a workload its prompts in turn.
+        """
         return RunFailure(f"{self.info.name} cannot be timed under load: its engine runs one request at a time")
 
     def with_info(self, info: ArmInfo) -> Arm:
