@@ -226,3 +226,69 @@ def test_a_level_whose_kv_cache_does_not_fit_is_refused_before_any_server_starts
     # 128 sequences of 2,048 tokens × 36,864 B × 1.5: 14.5 GB of KV cache
     assert "KV cache 15.0 GB" in endpoints[0].error and "this machine has 8.6 GB free" in endpoints[0].error
     assert endpoints[0].server is None and not log.exists()
+
+
+# ---------------------------------------------------------------- real vLLM (ASSISTLAB_VLLM_PYTHON)
+
+
+@pytest.mark.slow
+def test_real_plain_and_ngram_servers_under_load(real_vllm):
+    """The engine starts a plain and an ngram server for levels 1 and 4 (--max-num-seqs 4); a round of four
+    requests on each is timed, the ngram arm's acceptance comes per request; nothing is left after close."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from assistlab.engines import catalog
+    from assistlab.engines.base import Preparation
+    from assistlab.engines.transformers import bundled
+
+    folder = str(bundled.ensure_converted(catalog.BUNDLED_TARGET))
+    ids = AutoTokenizer.from_pretrained(folder)("Repeat after me: the cat sat on the mat, the cat sat on the mat, "
+                                                "the cat sat on the mat,")["input_ids"]
+    request = BenchRequest(target=catalog.BUNDLED_TARGET, arms=(VllmArm("plain"), VllmArm("ngram", 3)), prompt="p",
+                           max_new_tokens=8, engines=("vllm",), concurrency=(1, 4))
+    target = SimpleNamespace(name=catalog.BUNDLED_TARGET, folder=folder, tokenizer=None, context_length=None)
+    prep = Preparation(request, None, "cpu", "float32", lambda: False, time.monotonic,
+                       host=SimpleNamespace(target=target), prompt_tokens=lambda: len(ids))
+    before = set(vllm_processes())
+    began = time.monotonic()
+    vllm = engine.VllmEngine(prep)
+    try:
+        for _ in vllm.prepare():
+            pass
+        plain, ngram = vllm.arms()
+        assert [plain.info.error, ngram.info.error] == [None, None]
+        servers = vllm.environment()["servers"]
+        for arm in (plain, ngram):
+            argv = arm.endpoint.server.args
+            assert argv[argv.index("--max-num-seqs") + 1] == "4" and servers[arm.info.name]["max_num_seqs"] == 4
+        assert servers[ngram.info.name]["per_request_spec_decode_metrics"] == (
+            "summary" if server.has_per_request_metrics(real_vllm.vllm) else None)
+        ready = time.monotonic() - began
+        results = {}
+        for arm in (plain, ngram):
+            assert isinstance(arm.run_load([ids], 0, time.perf_counter, lambda: False, unwatched), LoadResult)
+            results[arm] = arm.run_load([ids] * 4, 1, time.perf_counter, lambda: False, unwatched)
+            assert isinstance(results[arm], LoadResult), results[arm]
+        body = client.completion_body(ngram.endpoint.model, ids, 8, usage=True)
+        raw = client.stream_completion(ngram.endpoint.url, None, body, time.perf_counter).spec  # for the log
+    finally:
+        vllm.close()
+    took = time.monotonic() - began
+    assert own_vllm_processes(before) == []
+    texts = {tuple(r.token_ids) for result in results.values() for r in result.requests}
+    assert len(texts) == 1  # greedy: every request of both arms gives the target's same 8 tokens
+    for result in results.values():
+        assert result.concurrency == 4 and result.memory > 0 and result.wall_s > 0
+        for r in result.requests:
+            assert r.tokens == 8 and len(r.itl) == 7 and 0 < r.ttft <= r.latency and r.client_cpu_s >= 0
+    assert results[plain].counts_source is None
+    if server.has_per_request_metrics(real_vllm.vllm):
+        assert results[ngram].counts_source == "per-request"
+        assert all(r.counts["draft_tokens"] >= r.counts["accepted_tokens"] >= 0 for r in results[ngram].requests)
+    else:
+        assert results[ngram].counts_source == "metrics"
+    print(f"\nservers ready in {ready:.0f} s, test {took:.0f} s; ngram per request: "
+          f"{[r.counts for r in results[ngram].requests]}; walls plain {results[plain].wall_s:.3f} s, ngram "
+          f"{results[ngram].wall_s:.3f} s; one request's own figures: {raw}")

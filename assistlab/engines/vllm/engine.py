@@ -1,5 +1,5 @@
 """The vLLM engine: where each arm's server is (started here or the operator's), the checks a person reads when
-one cannot run, and one timed request with the counters read around it."""
+one cannot run, and one timed request (or a load round, load.py) with the counters read around it."""
 
 from __future__ import annotations
 
@@ -263,7 +263,10 @@ def nothing() -> Iterator[None]:
 
 
 class ServerArm(Arm):
-    """One vLLM arm: a streamed request to its server, timed here, with the server's counters read around it."""
+    """One vLLM arm: a streamed request to its server, timed here, with the server's counters read around it;
+    under load a round of them at once (load_round), refused above what the server serves at once."""
+
+    loads = True
 
     def __init__(self, info: ArmInfo, endpoint: Endpoint, request):
         self.info, self.endpoint, self.request = info, endpoint, request
@@ -290,15 +293,15 @@ class ServerArm(Arm):
                          token_ids=list(streamed.token_ids), memory=outcome.memory, wall_window=streamed.wall_window,
                          counts=outcome.counts, origins=False)  # a server does not say which tokens were drafted
 
-    loads = True
-
     def run_load(self, prompts: list[list[int]], round_index: int, clock: Clock, should_stop: Callable[[], bool],
                  watch: Watch) -> LoadResult | RunFailure:
         endpoint, level = self.endpoint, len(prompts)
         if endpoint.max_num_seqs is not None and level > endpoint.max_num_seqs:
+            said = ("max_num_seqs in its /v1/models" if endpoint.settings.get("started_by") == "operator" else
+                    "the --max-num-seqs AssistLab started it with")
             return RunFailure(f"concurrency {level} is more than the {endpoint.max_num_seqs} requests at once that "
-                              f"the server {endpoint.label} at {endpoint.url} serves (its max_num_seqs), so this "
-                              f"level is not measured on it; choose levels up to {endpoint.max_num_seqs}.")
+                              f"the server {endpoint.label} at {endpoint.url} serves ({said}), so this level is not "
+                              f"measured on it; choose levels up to {endpoint.max_num_seqs}.")
         try:
             result = load_round(endpoint, prompts, self.request, clock, should_stop, watch)
         except AssistLabError as exc:
