@@ -266,9 +266,15 @@ def test_real_plain_and_ngram_servers_under_load(real_vllm):
         assert servers[ngram.info.name]["per_request_spec_decode_metrics"] == (
             "summary" if server.has_per_request_metrics(real_vllm.vllm) else None)
         ready = time.monotonic() - began
-        results = {}
+        results, single = {}, {}
         for arm in (plain, ngram):
             assert isinstance(arm.run_load([ids], 0, time.perf_counter, lambda: False, unwatched), LoadResult)
+            # Level 1 against today's single-request run of the same arm, alternated (printed, not asserted:
+            # the machine is shared).
+            pairs = [(arm.run(ids, 0, time.perf_counter, lambda: False, unwatched).latency,
+                      arm.run_load([ids], 0, time.perf_counter, lambda: False, unwatched).requests[0].latency)
+                     for _ in range(3)]
+            single[arm.info.name] = [sorted(side)[1] for side in zip(*pairs)]
             results[arm] = arm.run_load([ids] * 4, 1, time.perf_counter, lambda: False, unwatched)
             assert isinstance(results[arm], LoadResult), results[arm]
         body = client.completion_body(ngram.endpoint.model, ids, 8, usage=True)
@@ -291,4 +297,6 @@ def test_real_plain_and_ngram_servers_under_load(real_vllm):
         assert results[ngram].counts_source == "metrics"
     print(f"\nservers ready in {ready:.0f} s, test {took:.0f} s; ngram per request: "
           f"{[r.counts for r in results[ngram].requests]}; walls plain {results[plain].wall_s:.3f} s, ngram "
-          f"{results[ngram].wall_s:.3f} s; one request's own figures: {raw}")
+          f"{results[ngram].wall_s:.3f} s; one request's own figures: {raw}; median latency run() vs level 1: "
+          f"{single}; client CPU per request at 4: "
+          f"{[round(r.client_cpu_s, 4) for result in results.values() for r in result.requests]}")
