@@ -148,7 +148,7 @@ def _reservation(label: str, folder: str, speculative: dict | None, context: int
     if server.memory_override() or kv is None:
         return None
     weights = sum(memory.weights_bytes(f) for f in folders)
-    return memory.Reservation(label, kv, memory.cpu_space_gib(kv) * memory.GIB, weights)
+    return memory.Reservation(label, kv, memory.cpu_space_gib(kv) * memory.GIB, weights, sequences=sequences)
 
 
 def wait_all(endpoints: list[Endpoint], should_stop: Callable[[], bool], on_wait: Callable[[str, float], None]) -> None:
