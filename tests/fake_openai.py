@@ -19,8 +19,17 @@ class Behaviour:
     """What the fake serves: the model, the token ids, seconds per chunk, tokens per chunk, counters per request."""
 
     def __init__(self, model="target", root=None, token_ids=None, delay_s=0.01, per_chunk=1, drafts=None,
-                 metrics=True, api_key=None):
+                 metrics=True, api_key=None, max_num_seqs=None, spec_metrics=None, fail_above=None,
+                 fail_mode="503"):
         self.model, self.root = model, root or model
+        self.max_num_seqs = max_num_seqs  # advertised in /v1/models when set
+        # The `metrics.speculative_decoding` of a final usage chunk, sent when the body asks for its usage
+        # (stream_options.include_usage), as vLLM's --per-request-spec-decode-metrics does; None: no metrics.
+        self.spec_metrics = spec_metrics
+        # More than this many completions in flight at once: the extra one fails, with HTTP 503 ("503") or by
+        # dropping its connection mid-stream ("drop"). None: it serves any number.
+        self.fail_above, self.fail_mode = fail_above, fail_mode
+        self.in_flight = self.most_in_flight = 0
         self.token_ids = token_ids  # None: 7, 8, 9, ... as many as asked
         self.delay_s, self.per_chunk = delay_s, per_chunk
         self.drafts = drafts  # per request: (drafts, draft_tokens, accepted_tokens, [per position])
@@ -54,7 +63,10 @@ def _handler(b: Behaviour):
             if not self._authorised():
                 return
             if self.path == "/v1/models":
-                self._send(200, {"object": "list", "data": [{"id": b.model, "root": b.root, "object": "model"}]})
+                entry = {"id": b.model, "root": b.root, "object": "model"}
+                if b.max_num_seqs is not None:
+                    entry["max_num_seqs"] = b.max_num_seqs
+                self._send(200, {"object": "list", "data": [entry]})
             elif self.path == "/metrics" and b.metrics:
                 t = b.totals
                 lines = [f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="{b.model}"}} {t["drafts"]}.0',
@@ -77,6 +89,20 @@ def _handler(b: Behaviour):
             if body.get("model") != b.model:
                 self._send(404, {"error": f"The model `{body.get('model')}` does not exist."})
                 return
+            with b.lock:
+                b.in_flight += 1
+                b.most_in_flight = max(b.most_in_flight, b.in_flight)
+                over = b.fail_above is not None and b.in_flight > b.fail_above
+            try:
+                self._complete(body, over)
+            finally:
+                with b.lock:
+                    b.in_flight -= 1
+
+        def _complete(self, body, over):
+            if over and b.fail_mode == "503":
+                self._send(503, {"error": f"Server overloaded: more than {b.fail_above} requests at once"})
+                return
             n = int(body["max_tokens"])
             ids = list(b.token_ids[:n]) if b.token_ids is not None else [7 + i % 50 for i in range(n)]
             self.send_response(200)
@@ -91,6 +117,13 @@ def _handler(b: Behaviour):
                                           "finish_reason": "length" if last else None}]}
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
+                    if over:  # "drop": the server goes away mid-answer
+                        self.connection.shutdown(2)
+                        return
+                if b.spec_metrics is not None and (body.get("stream_options") or {}).get("include_usage"):
+                    usage = {"choices": [], "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens":
+                             len(ids)}, "metrics": {"speculative_decoding": b.spec_metrics}}
+                    self.wfile.write(f"data: {json.dumps(usage)}\n\n".encode())
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):

@@ -1,4 +1,4 @@
-"""Fixtures for the engines' tests: a mark every server a test starts inherits, and a fake vLLM Python."""
+"""Fixtures for the engines' tests: a mark every server a test starts inherits, a fake vLLM Python, the real one."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from vllm_processes import MARK
 
 from assistlab.engines.vllm import server
+from assistlab.errors import EngineError
 
 HERE = Path(__file__).resolve().parents[1]  # tests/, where fake_openai.py is
 
@@ -37,3 +38,24 @@ def fake_vllm_python(tmp_path, monkeypatch):
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv(server.PYTHON_VAR, str(script))
     return script
+
+
+SMALL_KV = "--kv-cache-memory-bytes 536870912"
+
+
+@pytest.fixture(scope="session")
+def real_vllm():
+    """Real-vLLM settings for the session: eager mode (compiling costs minutes on two cores) and a KV cache of
+    0.5 GiB (one sequence of 2048 tokens of the bundled target needs 0.04 GiB; a share of RAM reserves GiBs).
+    Skips, with the reason, where ASSISTLAB_VLLM_PYTHON is unset or has no working vLLM."""
+    if not os.environ.get(server.PYTHON_VAR):
+        pytest.skip(f"{server.PYTHON_VAR} is unset (install: {server.INSTALL_CPU})")
+    try:
+        python = server.find_python()
+    except EngineError as exc:
+        pytest.skip(str(exc))
+    mp = pytest.MonkeyPatch()
+    mp.setenv(server.ARGS_VAR, os.environ.get(server.ARGS_VAR, f"--enforce-eager {SMALL_KV}"))
+    mp.setenv(server.MEMORY_VAR, os.environ.get(server.MEMORY_VAR, "0.3"))
+    yield python
+    mp.undo()

@@ -33,9 +33,6 @@ from assistlab.results.report import RunRecord  # noqa: E402
 PROMPT = "write me a long essay on deep learning"
 
 
-SMALL_KV = "--kv-cache-memory-bytes 536870912"
-
-
 # ---------------------------------------------------------------- requests: the arms and their checks
 
 
@@ -458,17 +455,6 @@ def _real_vllm_reason() -> str | None:
 
 
 real = pytest.mark.skipif(_real_vllm_reason() is not None, reason=str(_real_vllm_reason()))
-
-
-@pytest.fixture(scope="session")
-def real_vllm():
-    """Real-vLLM settings for the session: eager mode (compiling costs minutes on two cores) and a KV cache of
-    0.5 GiB (one sequence of 2048 tokens of the bundled target needs 0.04 GiB; a share of RAM reserves GiBs)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv(server.ARGS_VAR, os.environ.get(server.ARGS_VAR, f"--enforce-eager {SMALL_KV}"))
-    mp.setenv(server.MEMORY_VAR, os.environ.get(server.MEMORY_VAR, "0.3"))
-    yield server.find_python()
-    mp.undo()
 
 
 @pytest.fixture(scope="session")

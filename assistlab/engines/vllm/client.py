@@ -249,17 +249,64 @@ class Streamed:
     stopped: bool = False
     wall_window: tuple[float, float] = (0.0, 0.0)
     finish_reason: str | None = None
+    began: float = 0.0  # the clock's reading just before sending: `times` and `latency` count from it
+    spec: dict | None = None  # the server's own speculative-decoding figures of this request (spec_figures)
 
 
 def completion_body(model: str, prompt_ids: list[int], max_tokens: int, *, seed: int = 0,
-                    temperature: float = 0.0, fixed_length: bool = True) -> dict:
-    """The request every vLLM arm sends: the prompt as token ids, greedy, exactly `max_tokens` new tokens."""
+                    temperature: float = 0.0, fixed_length: bool = True, usage: bool = False) -> dict:
+    """The request every vLLM arm sends: the prompt as token ids, greedy, exactly `max_tokens` new tokens.
+
+    With `usage` the stream ends with a usage chunk, where vLLM puts a request's own speculative-decoding
+    figures (--per-request-spec-decode-metrics).
+    """
     body = {"model": model, "prompt": list(prompt_ids), "max_tokens": max_tokens, "temperature": temperature,
             "stream": True, "return_token_ids": True, "seed": seed, "skip_special_tokens": True,
             "spaces_between_special_tokens": False}
     if fixed_length:
         body.update(ignore_eos=True, min_tokens=max_tokens)
+    if usage:
+        body["stream_options"] = {"include_usage": True}
     return body
+
+
+# vLLM's per-request figures (SpeculativeDecodingMetrics in entrypoints/generate/base/protocol.py): whole
+# counts, two ratios, and the histogram of verify steps by how many drafts each accepted.
+SPEC_COUNTS = ("num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens")
+SPEC_RATIOS = ("mean_acceptance_length", "draft_acceptance_rate")
+
+
+def _spec(chunk: dict, url: str, api_key: str | None) -> dict | None:
+    """A chunk's metrics.speculative_decoding, checked: whole counts and ratios, none negative; None when absent."""
+    metrics = chunk.get("metrics")
+    spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else metrics
+    if spec is None:
+        return None
+
+    def whole(v: object) -> bool:
+        return (type(v) is int or (type(v) is float and v.is_integer())) and 0 <= v <= LARGEST_ID
+
+    histogram = spec.get("acceptance_histogram") if isinstance(spec, dict) else None
+    if (not isinstance(spec, dict) or not all(whole(spec.get(k)) for k in SPEC_COUNTS)
+            or not all(type(spec.get(k)) in (int, float) and 0 <= spec[k] < float("inf") for k in SPEC_RATIOS)
+            or not isinstance(histogram, list) or not all(whole(v) for v in histogram)):
+        raise EngineError(f"The server at {url} sent per-request speculative-decoding metrics that are not "
+                          f"non-negative numbers with a histogram of whole counts ({_shown(spec, api_key)}), so "
+                          f"AssistLab cannot read this request's acceptance.")
+    return {**{k: int(spec[k]) for k in SPEC_COUNTS}, **{k: float(spec[k]) for k in SPEC_RATIOS},
+            "acceptance_histogram": [int(v) for v in histogram]}
+
+
+def spec_counts(spec: dict | None) -> dict | None:
+    """A request's own figures as the counts counts_between gives: steps, drafted, accepted, by position (a
+    step that accepted j drafts accepted positions 0 .. j-1)."""
+    if spec is None:
+        return None
+    histogram = spec["acceptance_histogram"]
+    length = max(spec["num_spec_tokens"], len(histogram) - 1)
+    return {"drafts": spec["num_spec_steps"], "draft_tokens": spec["num_draft_tokens"],
+            "accepted_tokens": spec["num_accepted_draft_tokens"],
+            "accepted_per_position": [sum(histogram[i + 1:]) for i in range(length)]}
 
 
 def _kind(value: object) -> str:
@@ -318,7 +365,7 @@ def stream_completion(url: str, api_key: str | None, body: dict, clock: Callable
     try:
         with watch:
             out.wall_window = (time.time(), 0.0)
-            start = clock()
+            start = out.began = clock()
             conn.connect()
             watch.connected()
             conn.request("POST", base + "/v1/completions", body=payload, headers=_headers(api_key))
@@ -353,7 +400,9 @@ def stream_completion(url: str, api_key: str | None, body: dict, clock: Callable
                 if isinstance(chunk, dict) and chunk.get("error"):
                     raise EngineError(redact(f"The server at {url} failed the request: {str(chunk['error'])[:300]}",
                                              api_key))
-                for choice in _choices(chunk, url, api_key):
+                choices = _choices(chunk, url, api_key)
+                out.spec = _spec(chunk, url, api_key) or out.spec
+                for choice in choices:
                     ids = choice.get("token_ids")
                     text = choice.get("text") or ""
                     out.text += text

@@ -1,5 +1,5 @@
 """The vLLM engine: where each arm's server is (started here or the operator's), the checks a person reads when
-one cannot run, and one timed request with the counters read around it."""
+one cannot run, and one timed request (or a load round, load.py) with the counters read around it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
 from ...errors import AssistLabError, EngineError
-from ..base import Arm, ArmInfo, Clock, Engine, RunFailure, RunResult, Status, Watch, sampling_flags, while_loading
+from ..base import (Arm, ArmInfo, Clock, Engine, LoadResult, RunFailure, RunResult, Status, Watch, sampling_flags,
+                    while_loading)
 from ..transformers import models as transformer_models
 from ..transformers.paths import same_tokenizer
-from . import answers, client, memory, methods, server
+from . import answers, client, load, memory, methods, server
 from .arms import VllmArm
 
 # What the runs through a server cannot give, in every report that has such an arm.
@@ -45,6 +46,9 @@ class Endpoint:
     unavailable: list[dict] = field(default_factory=list)
     error: str | None = None
     vocab_size: int | None = None  # the target's, to check the ids of every answer against
+    # The most requests it serves at once: what an operator's /v1/models advertises, or what AssistLab started
+    # it with; None when unknown. A load level above it is refused (ServerArm.run_load).
+    max_num_seqs: int | None = None
 
     @property
     def api_key(self) -> str | None:
@@ -85,17 +89,21 @@ def operator_endpoint(arm: VllmArm, target_names: tuple[str, ...],
         return endpoint
     endpoint.model = found[0]
     endpoint.settings["served_model"] = found[0]
+    seqs = next(e for e in entries if e["id"] == found[0]).get("max_num_seqs")
+    if type(seqs) is int and seqs >= 1:
+        endpoint.max_num_seqs = endpoint.settings["max_num_seqs"] = seqs
     return endpoint
 
 
 def start_servers(endpoints: list[Endpoint], python: server.VllmPython, folder: str, dtype: str,
-                  max_model_len: int | None, draft_folders: dict[str, str], served_name: str) -> None:
+                  max_model_len: int | None, draft_folders: dict[str, str], served_name: str,
+                  sequences: int = 1) -> None:
     """Start a server for every endpoint that has none and no error yet (all at once: they load side by side).
 
     What a method needs (an EAGLE head, the target's MTP layers, arctic-inference) is checked first: an arm
-    whose method cannot work gets its sentence and no server. Each server's KV cache is sized for the context
-    (memory.kv_cache_bytes); when all of them together do not fit in the free memory none starts, and each
-    arm says so with the figures.
+    whose method cannot work gets its sentence and no server. Each server serves `sequences` requests at once
+    (the highest load level) with a KV cache sized for that many of the context (memory.kv_cache_bytes); when
+    all of them together do not fit in the free memory none starts, and each arm says so with the figures.
     """
     planned = []
     for endpoint in endpoints:
@@ -111,7 +119,7 @@ def start_servers(endpoints: list[Endpoint], python: server.VllmPython, folder: 
         if speculative is not None:
             speculative.update(needs)
         planned.append((endpoint, speculative, _reservation(endpoint.label, folder, speculative, max_model_len,
-                                                            dtype)))
+                                                            dtype, sequences)))
     reservations = [r for _, _, r in planned if r is not None]
     refused = memory.refusal(reservations, memory.available_bytes())
     for endpoint, speculative, reservation in planned:
@@ -121,25 +129,26 @@ def start_servers(endpoints: list[Endpoint], python: server.VllmPython, folder: 
             continue
         try:
             endpoint.server = server.start(python, endpoint.label, folder, served_name, dtype, speculative,
-                                           max_model_len, reservation=reservation)
+                                           max_model_len, reservation=reservation, max_num_seqs=sequences)
         except (OSError, AssistLabError) as exc:
             endpoint.error = f"The vLLM server for {endpoint.label} could not be started: {exc}"
             continue
-        endpoint.url, endpoint.model = endpoint.server.url, served_name
+        endpoint.url, endpoint.model, endpoint.max_num_seqs = endpoint.server.url, served_name, sequences
         endpoint.settings = {**endpoint.server.settings, "started_by": "assistlab", "vllm": python.vllm}
         endpoint.unavailable = list(SERVER_UNAVAILABLE)
 
 
 def _reservation(label: str, folder: str, speculative: dict | None, context: int | None,
-                 dtype: str) -> memory.Reservation | None:
-    """What one server will reserve; None under the operator's ASSISTLAB_VLLM_MEMORY (vLLM sizes it then)."""
+                 dtype: str, sequences: int = 1) -> memory.Reservation | None:
+    """What one server will reserve for `sequences` requests at once; None under the operator's
+    ASSISTLAB_VLLM_MEMORY (vLLM sizes it then)."""
     draft = (speculative or {}).get("model")
     folders = [folder] + ([draft] if isinstance(draft, str) and os.path.isdir(draft) else [])
-    kv = memory.kv_cache_bytes(folders, context or 2048, dtype)
+    kv = memory.kv_cache_bytes(folders, context or 2048, dtype, sequences)
     if server.memory_override() or kv is None:
         return None
     weights = sum(memory.weights_bytes(f) for f in folders)
-    return memory.Reservation(label, kv, memory.cpu_space_gib(kv) * memory.GIB, weights)
+    return memory.Reservation(label, kv, memory.cpu_space_gib(kv) * memory.GIB, weights, sequences=sequences)
 
 
 def wait_all(endpoints: list[Endpoint], should_stop: Callable[[], bool], on_wait: Callable[[str, float], None]) -> None:
@@ -222,13 +231,42 @@ def run_once(endpoint: Endpoint, prompt_ids: list[int], max_tokens: int, clock: 
     return Outcome(streamed, counts, _memory(endpoint), metrics=before is not None and before.get("drafts") is not None)
 
 
+def load_round(endpoint: Endpoint, prompts: list[list[int]], request, clock: Clock, should_stop: Callable[[], bool],
+               watch: Watch) -> LoadResult | RunFailure:
+    """One round of requests sent at once (load.send_all) inside the watch; acceptance from each request's own
+    figures when the server gives them all, else from /metrics read before and after (outside the timing)."""
+    assisted = endpoint.arm.assisted
+    try:
+        before = client.read_metrics(endpoint.url, endpoint.api_key, should_stop=should_stop) if assisted else None
+        bodies = load.bodies_for(endpoint.model, prompts, request.max_new_tokens, request.fixed_length, request.seed)
+        check = load.checker(endpoint.url, request.max_new_tokens, request.fixed_length, endpoint.vocab_size)
+        with watch(endpoint.pids):
+            round_start, sent = load.send_all(endpoint.url, endpoint.api_key, bodies, clock, should_stop, check)
+        failed = load.failure(sent, should_stop)
+        if failed:
+            return RunFailure(failed[0], stopped=failed[1])
+        records = [load.record(i, s, round_start) for i, s in enumerate(sent)]
+        source, counts = None, None
+        if assisted and all(r.counts is not None for r in records):
+            source, counts = "per-request", load.summed([r.counts for r in records])
+        elif assisted:
+            counts = client.counts_between(before, _settled_metrics(endpoint, should_stop=should_stop))
+            source = "metrics" if counts is not None else None
+    except client.Stopped:
+        return RunFailure("stopped", stopped=True)
+    return LoadResult(len(prompts), load.wall(records), records, source, counts, _memory(endpoint))
+
+
 @contextlib.contextmanager
 def nothing() -> Iterator[None]:
     yield
 
 
 class ServerArm(Arm):
-    """One vLLM arm: a streamed request to its server, timed here, with the server's counters read around it."""
+    """One vLLM arm: a streamed request to its server, timed here, with the server's counters read around it;
+    under load a round of them at once (load_round), refused above what the server serves at once."""
+
+    loads = True
 
     def __init__(self, info: ArmInfo, endpoint: Endpoint, request):
         self.info, self.endpoint, self.request = info, endpoint, request
@@ -254,6 +292,26 @@ class ServerArm(Arm):
         return RunResult(latency=streamed.latency, times=list(streamed.times), tokens=list(streamed.tokens),
                          token_ids=list(streamed.token_ids), memory=outcome.memory, wall_window=streamed.wall_window,
                          counts=outcome.counts, origins=False)  # a server does not say which tokens were drafted
+
+    def run_load(self, prompts: list[list[int]], round_index: int, clock: Clock, should_stop: Callable[[], bool],
+                 watch: Watch) -> LoadResult | RunFailure:
+        endpoint, level = self.endpoint, len(prompts)
+        if endpoint.max_num_seqs is not None and level > endpoint.max_num_seqs:
+            said = ("max_num_seqs in its /v1/models" if endpoint.settings.get("started_by") == "operator" else
+                    "the --max-num-seqs AssistLab started it with")
+            return RunFailure(f"concurrency {level} is more than the {endpoint.max_num_seqs} requests at once that "
+                              f"the server {endpoint.label} at {endpoint.url} serves ({said}), so this level is not "
+                              f"measured on it; choose levels up to {endpoint.max_num_seqs}.")
+        try:
+            result = load_round(endpoint, prompts, self.request, clock, should_stop, watch)
+        except AssistLabError as exc:
+            return RunFailure(str(exc))
+        except Exception as exc:  # noqa: BLE001 - one arm failing must not lose the others' results
+            return RunFailure(f"failed: {type(exc).__name__}: {str(exc)[:200]}")
+        if (isinstance(result, LoadResult) and self.info.assisted and result.counts_source is None
+                and NO_METRICS not in self.info.unavailable):
+            self.info.unavailable.append(NO_METRICS)
+        return result
 
 
 class VllmEngine(Engine):
@@ -306,7 +364,8 @@ class VllmEngine(Engine):
         max_len = min(needed, target.context_length) if target.context_length else needed
         if python is not None:
             start_servers(endpoints, python, target.folder, transformer_models.dtype_name(prep.dtype), max_len,
-                          {text: m.folder for text, m in drafts.items()}, served_name=target.name)
+                          {text: m.folder for text, m in drafts.items()}, served_name=target.name,
+                          sequences=request.concurrency[-1] if request.concurrency else 1)
             step = "Starting the vLLM servers"
             began = prep.elapsed()
             waiting = {"label": ""}

@@ -81,6 +81,7 @@ class Reservation:
     reserved_kv_bytes: int
     weights_bytes: int
     overhead_bytes: int = OVERHEAD_BYTES
+    sequences: int = 1  # the requests at once its KV cache holds (the highest load level)
 
     @property
     def total(self) -> int:
@@ -89,7 +90,7 @@ class Reservation:
     def to_dict(self) -> dict:
         return {"kv_cache_bytes": self.kv_cache_bytes, "reserved_kv_bytes": self.reserved_kv_bytes,
                 "weights_bytes": self.weights_bytes, "overhead_bytes": self.overhead_bytes,
-                "reserved_bytes": self.total}
+                "reserved_bytes": self.total, "sequences": self.sequences}
 
 
 def available_bytes() -> int | None:
@@ -112,8 +113,10 @@ def refusal(reservations: list[Reservation], available: int | None) -> str | Non
     need = sum(r.total for r in reservations)
     if need <= available:
         return None
-    each = "; ".join(f"{r.label} {_gb(r.total)} (KV cache {_gb(r.reserved_kv_bytes)}, weights {_gb(r.weights_bytes)}, "
-                     f"processes about {_gb(r.overhead_bytes)})" for r in reservations)
+    each = "; ".join(f"{r.label} {_gb(r.total)} (KV cache {_gb(r.reserved_kv_bytes)}"
+                     f"{f' for {r.sequences} requests at once' if r.sequences > 1 else ''}, weights "
+                     f"{_gb(r.weights_bytes)}, processes about {_gb(r.overhead_bytes)})" for r in reservations)
+    fewer = ", lower load levels (concurrency)" if any(r.sequences > 1 for r in reservations) else ""
     return (f"The {len(reservations)} vLLM server(s) AssistLab would start need about {_gb(need)} together and "
-            f"this machine has {_gb(available)} free, so none was started: {each}. Run fewer vLLM arms at once, a "
-            f"shorter context (fewer new tokens), or free memory.")
+            f"this machine has {_gb(available)} free, so none was started: {each}. Run fewer vLLM arms at once"
+            f"{fewer}, a shorter context (fewer new tokens), or free memory.")

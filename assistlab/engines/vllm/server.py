@@ -263,11 +263,13 @@ def _group_alive(group: int) -> bool:
 
 
 def server_args(model_folder: str, served_name: str, port: int, dtype: str, speculative: dict | None,
-                max_model_len: int | None, memory: float, kv_cache_bytes: int | None = None) -> list[str]:
-    """The command line after `python -m vllm.entrypoints.openai.api_server`: loopback, one sequence at a time,
-    a KV cache of `kv_cache_bytes` when given (else vLLM's share `memory` of the device)."""
+                max_model_len: int | None, memory: float, kv_cache_bytes: int | None = None,
+                max_num_seqs: int = 1, per_request_metrics: bool = False) -> list[str]:
+    """The command line after `python -m vllm.entrypoints.openai.api_server`: loopback, `max_num_seqs`
+    sequences at a time (the highest load level; 1 without), a KV cache of `kv_cache_bytes` when given (else
+    vLLM's share `memory` of the device), and each request's own acceptance figures when `per_request_metrics`."""
     args = ["--model", model_folder, "--served-model-name", served_name, "--host", "127.0.0.1",
-            "--port", str(port), "--max-num-seqs", "1", "--gpu-memory-utilization", f"{memory:g}",
+            "--port", str(port), "--max-num-seqs", str(max_num_seqs), "--gpu-memory-utilization", f"{memory:g}",
             "--dtype", dtype, "--seed", "0", "--disable-uvicorn-access-log"]
     if kv_cache_bytes:
         args += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
@@ -275,7 +277,24 @@ def server_args(model_folder: str, served_name: str, port: int, dtype: str, spec
         args += ["--max-model-len", str(max_model_len)]
     if speculative:
         args += ["--speculative-config", json.dumps(speculative)]
+        if per_request_metrics:
+            args += ["--per-request-spec-decode-metrics", "summary"]
     return args + extra_args()
+
+
+PER_REQUEST_METRICS_SINCE = (0, 32)  # vLLM's --per-request-spec-decode-metrics
+
+
+def has_per_request_metrics(version: str | None) -> bool:
+    """Whether a vLLM of `version` ("0.32.0", "0.32.1+cpu", "1.0.0rc1") has --per-request-spec-decode-metrics;
+    False for a version that does not start with two numbers (unknown, a fake)."""
+    match = re.fullmatch(r"\s*(\d+)\.(\d+)((?:\.\d+)*)(\S*)\s*", str(version or ""))
+    if not match:
+        return False
+    release = (int(match[1]), int(match[2]))
+    if release == PER_REQUEST_METRICS_SINCE and "dev" in match[4]:
+        return False  # a development build before 0.32's release may predate the flag
+    return release >= PER_REQUEST_METRICS_SINCE
 
 
 def extra_args() -> list[str]:
@@ -288,14 +307,17 @@ def extra_args() -> list[str]:
 
 def start(python: VllmPython, label: str, model_folder: str, served_name: str, dtype: str,
           speculative: dict | None, max_model_len: int | None, env: dict | None = None,
-          reservation: memory.Reservation | None = None) -> Server:
+          reservation: memory.Reservation | None = None, max_num_seqs: int = 1) -> Server:
     """Start one server in a new process group that ends when this process ends, however it ends (stopped by
     Server.stop, at exit, or by its watcher when this process is killed). With a `reservation` its KV cache
-    is that size (--kv-cache-memory-bytes, and VLLM_CPU_KVCACHE_SPACE on the CPU backend)."""
+    is that size (--kv-cache-memory-bytes, and VLLM_CPU_KVCACHE_SPACE on the CPU backend). A speculative
+    server reports each request's acceptance where `python`'s vLLM can (has_per_request_metrics)."""
     share = memory_share()
     port = free_port()
     kv = reservation.kv_cache_bytes if reservation is not None else None
-    args = server_args(model_folder, served_name, port, dtype, speculative, max_model_len, share, kv)
+    per_request = bool(speculative) and has_per_request_metrics(python.vllm)
+    args = server_args(model_folder, served_name, port, dtype, speculative, max_model_len, share, kv,
+                       max_num_seqs=max_num_seqs, per_request_metrics=per_request)
     server_env = _server_env(os.environ if env is None else env)
     if reservation is not None:
         server_env.setdefault(memory.CPU_SPACE_VAR, str(memory.cpu_space_gib(reservation.reserved_kv_bytes)))
@@ -314,7 +336,8 @@ def start(python: VllmPython, label: str, model_folder: str, served_name: str, d
         raise
     finally:
         os.close(read_end)
-    settings = {"speculative_config": speculative, "max_num_seqs": 1,
+    settings = {"speculative_config": speculative, "max_num_seqs": max_num_seqs,
+                "per_request_spec_decode_metrics": "summary" if per_request else None,
                 "gpu_memory_utilization": None if reservation is not None else share,
                 "memory": reservation.to_dict() if reservation is not None else None,
                 "dtype": dtype, "max_model_len": max_model_len, "extra_args": extra_args(),
