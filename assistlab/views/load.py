@@ -10,8 +10,9 @@ from ..results.report import interval_cell, level_words
 from . import charts
 from .markup import dot
 
-SPEEDUP_TITLE = "Speedup under load (above 1× the assistant pays off)"
-PARETO_TITLE = "Tokens/s per user against the server's"
+# Short enough for a phone-wide chart (about 370 px); the subtitle says what the marks are.
+SPEEDUP_TITLE = "Speedup under load (above 1× helps)"
+PARETO_TITLE = "Per user against server tokens/s"
 TABLE_HEAD = ("Arm", "Requests at once", "Server tokens/s", "Per-user tokens/s", "First token p50", "Between tokens p50",
               "End to end p50 / p99", "Accepted", "Throughput speedup (interval, its level)")
 
@@ -55,13 +56,21 @@ def _interval_words(speedup: dict) -> str:
     return f"{cell}, over {rounds} rounds" if cell else f"no interval ({rounds} round{'s' if rounds != 1 else ''})"
 
 
-def _bars_title(speedups: list[dict]) -> str:
+def _bars_words(speedups: list[dict]) -> str:
     """What the error bars are, when every point's interval has one level and one count of rounds."""
-    kinds = {(s.get("level"), s.get("n")) for s in speedups if interval_cell(s) and s.get("level") is not None}
-    if len(kinds) != 1:
-        return ""
+    if not any(interval_cell(s) for s in speedups):
+        return "no intervals: too few rounds" if speedups else ""
+    kinds = {(s.get("level"), s.get("n")) for s in speedups if interval_cell(s)}
+    if len(kinds) != 1 or None in next(iter(kinds)):
+        return "bars: each level's interval (hover for its level and rounds)"
     level, rounds = kinds.pop()
-    return f"<br><sup>bars: {level_words(level)} intervals over {rounds} rounds</sup>"
+    return f"bars: {level_words(level)} intervals over {rounds} rounds"
+
+
+def _subtitle(fig: go.Figure, text: str) -> None:
+    """A small line under the title: what the marks mean."""
+    if text:
+        fig.update_layout(title={"subtitle": {"text": text, "font": {"size": 11, "color": charts.INK}}})
 
 
 def load_speedup_figure(report: dict) -> go.Figure:
@@ -100,7 +109,9 @@ def load_speedup_figure(report: dict) -> go.Figure:
                 hovertemplate="<b>%{fullData.name}</b><br>%{customdata[0]}: failed<br>%{customdata[1]}<extra></extra>",
                 showlegend=False,
             ))
-    charts._style(fig, SPEEDUP_TITLE + _bars_title(shown), "requests at once (concurrency)", "throughput speedup")
+    charts._style(fig, SPEEDUP_TITLE, "requests at once (concurrency)", "throughput speedup")
+    failed_any = any(t.name.endswith("(failed)") for t in fig.data)
+    _subtitle(fig, " · ".join(w for w in (_bars_words(shown), "✕ failed" if failed_any else "") if w))
     if not fig.data:
         return charts._waiting(fig, "No load level measured")
     fig.add_hline(y=1.0, line={"color": charts.FAINT, "dash": "dash", "width": 1.5})
@@ -139,10 +150,13 @@ def load_pareto_figure(report: dict) -> go.Figure:
             hovertemplate=("<b>%{fullData.name}</b><br>%{customdata[0]}<br>server %{x:.1f} tokens/s, "
                            "each user %{y:.1f} tokens/s<br>%{customdata[1]} requests<extra></extra>"),
         ))
-    charts._style(fig, PARETO_TITLE + "<br><sup>labels: requests at once</sup>", "server output tokens/s",
-                  "tokens/s per user")
+    charts._style(fig, PARETO_TITLE, "server output tokens/s", "tokens/s per user")
+    _subtitle(fig, "labels: requests at once; up and right is better")
     if not fig.data:
         return charts._waiting(fig, "No load level measured")
+    # From 0, so the gaps between arms read as ratios; headroom for the labels above the top points.
+    fig.update_xaxes(range=[0, 1.08 * max(x for t in fig.data for x in t.x)])
+    fig.update_yaxes(range=[0, 1.15 * max(y for t in fig.data for y in t.y)])
     fig.update_layout(showlegend=True, height=charts.CHART_HEIGHT + charts.LEGEND_ROW * len(fig.data),
                       margin={"t": 72})
     return fig

@@ -31,7 +31,7 @@ def test_the_speedup_chart_has_one_line_per_assisted_arm_with_intervals_and_the_
     ones = [s for s in fig.layout.shapes if s.y0 == 1.0 and s.y1 == 1.0]
     assert len(ones) == 1  # the 1x line
     assert fig.layout.xaxis.type == "log" and list(fig.layout.xaxis.tickvals) == [1, 2, 4, 8]
-    assert "93.7% intervals over 5 rounds" in fig.layout.title.text
+    assert fig.layout.title.subtitle.text == "bars: 93.7% intervals over 5 rounds · ✕ failed"
     hover = line.customdata[1]
     assert hover[0] == "2 requests at once" and "1.08–1.30×, 93.7%" in hover[1] and "5 rounds" in hover[1]
     failed = [t for t in fig.data if t.name.endswith("(failed)")]
@@ -88,5 +88,11 @@ def test_a_level_without_an_interval_is_drawn_without_claiming_one(report):
     fig = load.load_speedup_figure(thin)
     (line,) = _lines(fig)
     assert list(line.error_y.array) == [0, 0, 0]
-    assert "intervals over" not in fig.layout.title.text
+    assert fig.layout.title.subtitle.text.startswith("no intervals: too few rounds")
     assert "no interval" in line.customdata[0][1]
+
+
+def test_the_pareto_axes_start_at_zero_with_room_for_the_labels(report):
+    fig = load.load_pareto_figure(report)
+    assert fig.layout.xaxis.range[0] == 0 and fig.layout.xaxis.range[1] > 90.0
+    assert fig.layout.yaxis.range[0] == 0 and fig.layout.yaxis.range[1] > 28.0 * 0.95 * 1.1
