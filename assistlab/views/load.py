@@ -23,7 +23,11 @@ def has_load(report: dict) -> bool:
 
 
 def _entries(report: dict) -> list[dict]:
-    return [e for e in report.get("load") or [] if isinstance(e, dict)]
+    """The load entries that name an arm and a level (a saved report is read as it was kept)."""
+    load = report.get("load")
+    return [e for e in (load if isinstance(load, list) else []) if isinstance(e, dict) and isinstance(e.get("arm"), str)
+            and isinstance(e.get("concurrency"), int) and not isinstance(e.get("concurrency"), bool)
+            and e["concurrency"] >= 1]
 
 
 def _by_arm(report: dict) -> dict[str, list[dict]]:
@@ -35,9 +39,11 @@ def _by_arm(report: dict) -> dict[str, list[dict]]:
 
 
 def _levels(report: dict) -> list[int]:
-    summary = report.get("load_summary") or {}
-    levels = summary.get("levels") or sorted({e["concurrency"] for e in _entries(report)})
-    return [int(level) for level in levels]
+    summary = report.get("load_summary") if isinstance(report.get("load_summary"), dict) else {}
+    levels = summary.get("levels")
+    if not isinstance(levels, list) or not all(isinstance(v, int) and v >= 1 for v in levels) or not levels:
+        levels = sorted({e["concurrency"] for e in _entries(report)})
+    return levels
 
 
 def _requests_words(level: int) -> str:
@@ -206,7 +212,7 @@ def load_html(report: dict) -> str:
     '' when the report timed no load level."""
     if not has_load(report):
         return ""
-    summary = report.get("load_summary") or {}
+    summary = report.get("load_summary") if isinstance(report.get("load_summary"), dict) else {}
     parts = []
     if summary.get("sentence"):
         parts.append(f'<p class="al-load-sentence"><strong>{html.escape(summary["sentence"])}</strong></p>')

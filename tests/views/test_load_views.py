@@ -96,3 +96,12 @@ def test_the_pareto_axes_start_at_zero_with_room_for_the_labels(report):
     fig = load.load_pareto_figure(report)
     assert fig.layout.xaxis.range[0] == 0 and fig.layout.xaxis.range[1] > 90.0
     assert fig.layout.yaxis.range[0] == 0 and fig.layout.yaxis.range[1] > 28.0 * 0.95 * 1.1
+
+
+def test_a_kept_report_with_odd_load_entries_still_draws(report):
+    odd = copy.deepcopy(report)
+    odd["load"] += ["junk", {"arm": None, "concurrency": 2}, {"arm": "x", "concurrency": True}]
+    odd["load_summary"]["levels"] = "1,2"
+    assert len(_lines(load.load_speedup_figure(odd))) == 1
+    assert list(load.load_speedup_figure(odd).layout.xaxis.tickvals) == [1, 2, 4, 8]
+    assert load.load_html(odd).count("<tr") == 9  # the head and the eight real entries
