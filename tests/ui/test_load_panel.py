@@ -25,3 +25,14 @@ def test_both_places_carry_the_panel():
 
     for fields in (compare_tab.Results.__dataclass_fields__, history_tab.Side.__dataclass_fields__):
         assert {"load_panel", "load_summary", "load_speedup", "load_pareto"} <= set(fields)
+
+
+def test_the_workloads_tab_carries_the_panel_for_a_workloads_load_phase():
+    from assistlab.ui import suite_tab
+
+    with gr.Blocks():
+        view = suite_tab.build()
+    parts = view.load_parts()
+    assert all(p in view.outputs() for p in parts) and all(p in suite_tab.saved_outputs(view) for p in parts)
+    shown = load_updates(*parts, load_report())
+    assert shown[view.load_panel]["visible"] is True and "concurrent requests" in shown[view.load_summary]
