@@ -84,3 +84,19 @@ def test_a_saved_comparison_with_load_draws_both_charts(browser, saved, width):
         table = summary.locator("table.al-load-table")
         assert table.locator("tbody tr").count() == 8
         _no_sideways_scroll(page, width)  # a wide table scrolls in its own box on a phone
+
+
+def test_levels_for_transformers_only_are_refused_in_one_sentence_naming_the_box(browser, saved):
+    url, _ = saved
+    with opened(browser, url, 1440, 900) as page:
+        page.locator("#al-settings").get_by_text("Settings", exact=True).click()
+        engines = page.locator("#al-engines")
+        engines.get_by_text("Engines", exact=True).click()
+        box = engines.get_by_label("Load (requests at once)")
+        box.fill("1,4")
+        box.press("Tab")
+        page.click("#al-run")
+        page.wait_for_selector("#al-progress .al-failed")
+        progress = page.inner_text("#al-progress")
+        assert "Load (requests at once): load levels time a serving engine's arms (vLLM)" in progress
+        assert "Traceback" not in progress
