@@ -1,6 +1,6 @@
 """The history of comparisons: a SQLite or PostgreSQL store, its queries and the leaderboard."""
 
-from .derive import arm_rows, canonical_model, canonical_report, clean_text, runs_csv, savable, summary_columns
+from .derive import arm_rows, board_rows, canonical_model, canonical_report, clean_text, runs_csv, savable, summary_columns
 from .leaderboard import build_board, has_interval
 from .records import (
     ID_PATTERN,
@@ -36,7 +36,7 @@ __all__ = [
     "ID_PATTERN", "INTERVAL_KINDS", "MAX_NAME_CHARS", "MAX_OWNER_CHARS", "MAX_PAGE_SIZE", "MAX_PREVIEW_CHARS",
     "SCHEMA_VERSION",
     "BoardRow", "BoardSection", "Entry", "History", "HistoryError", "Page", "SaveResult",
-    "arm_rows", "arms_table", "build_board", "canonical_model", "canonical_report", "check_id", "clean_text",
+    "arm_rows", "arms_table", "board_rows", "build_board", "canonical_model", "canonical_report", "check_id", "clean_text",
     "comparisons", "current_version", "data_dir", "database_url", "has_interval", "history_max", "metadata",
     "runs_csv", "savable", "schema_table", "summary_columns", "upgrade",
 ]

@@ -190,13 +190,6 @@ def arm_rows(report: dict) -> list[dict]:
         settings = arm.get("settings") if isinstance(arm.get("settings"), dict) else None
         assistant, setting, label = _pairing(strategy, spec, kinds, settings)
         entry = by_name.get(arm.get("name")) or {}
-        speed = entry.get("speedup") if isinstance(entry.get("speedup"), dict) else {}
-        n = speed.get("n") if isinstance(speed.get("n"), int) else 0
-        low, high, level = _number(speed.get("ci_low")), _number(speed.get("ci_high")), _number(speed.get("level"))
-        kind = speed.get("interval")
-        if kind is None:  # reports from before exact intervals: a 95% bootstrap interval when n > 1
-            kind, level = ("bootstrap", 0.95) if n > 1 and low is not None else ("none", None)
-        kind = clean_text(kind, 16)
         identical = entry.get("outputs_identical")
         rows.append({
             "arm_index": index,
@@ -205,16 +198,67 @@ def arm_rows(report: dict) -> list[dict]:
             "assistant": assistant,
             "setting": setting,
             "engine": engine_of(arm),
-            "speedup": _number(speed.get("median")),
-            "ci_low": low if n > 1 else None,
-            "ci_high": high if n > 1 else None,
-            "ci_level": level if n > 1 else None,
-            "ci_kind": kind,
-            "n": n,
+            **_speed_columns(entry.get("speedup")),
             "acceptance_rate": _number(entry.get("acceptance_rate")),
             "outputs_identical": identical if isinstance(identical, bool) else None,
         })
     return rows
+
+
+def _speed_columns(speed: object) -> dict:
+    """A speedup dict (stats.speedup's) as the arm row's columns: median, interval with its level and kind, n."""
+    speed = speed if isinstance(speed, dict) else {}
+    n = speed.get("n") if isinstance(speed.get("n"), int) else 0
+    low, high, level = _number(speed.get("ci_low")), _number(speed.get("ci_high")), _number(speed.get("level"))
+    kind = speed.get("interval")
+    if kind is None:  # reports from before exact intervals: a 95% bootstrap interval when n > 1
+        kind, level = ("bootstrap", 0.95) if n > 1 and low is not None else ("none", None)
+    return {"speedup": _number(speed.get("median")), "ci_low": low if n > 1 else None,
+            "ci_high": high if n > 1 else None, "ci_level": level if n > 1 else None,
+            "ci_kind": clean_text(kind, 16), "n": n}
+
+
+# A load row's arm_index: LOAD_ROW_BASE × its level + the arm's index, unique beside the arms' own (issue 27).
+LOAD_ROW_BASE = 1000
+MAX_LOAD_LEVEL = 256  # config.MAX_CONCURRENCY; a level past it is not a level AssistLab measured
+
+
+def load_rows(report: dict) -> list[dict]:
+    """One row per assisted arm and load level above 1, its throughput speedup over its engine's plain at that
+    level, with `concurrency`: the leaderboard ranks each level apart. Level 1 is the comparison's own result
+    (arm_rows: one request at a time), so a load run at 1 adds no second row for the same pairing."""
+    if is_workload(report) or not isinstance(report.get("load"), list):
+        return []
+    kinds = _model_kinds(report)
+    arms = [a if isinstance(a, dict) else {} for a in report.get("arms") or []]
+    index_of = {a.get("name"): i for i, a in enumerate(arms) if a.get("name")}
+    rows = []
+    for entry in report["load"]:
+        if not isinstance(entry, dict) or entry.get("baseline") is None or entry.get("failed"):
+            continue
+        level, index = entry.get("concurrency"), index_of.get(entry.get("arm"))
+        if index is None or not isinstance(level, int) or isinstance(level, bool) or not 1 < level <= MAX_LOAD_LEVEL:
+            continue
+        arm = arms[index]
+        if arm.get("strategy") in (None, "plain"):
+            continue
+        strategy = clean_text(arm.get("strategy"), 32)
+        spec = {**(arm.get("spec") if isinstance(arm.get("spec"), dict) else {}), "engine": engine_of(arm)}
+        settings = arm.get("settings") if isinstance(arm.get("settings"), dict) else None
+        assistant, setting, label = _pairing(strategy, spec, kinds, settings)
+        acceptance = entry.get("acceptance") if isinstance(entry.get("acceptance"), dict) else {}
+        rows.append({
+            "arm_index": LOAD_ROW_BASE * level + index, "label": label, "strategy": strategy,
+            "assistant": assistant, "setting": setting, "engine": engine_of(arm),
+            **_speed_columns(entry.get("speedup")),
+            "acceptance_rate": _number(acceptance.get("rate")), "outputs_identical": None, "concurrency": level,
+        })
+    return rows
+
+
+def board_rows(report: dict) -> list[dict]:
+    """Every row the leaderboard keeps for a report: its arms one request at a time, then its load levels."""
+    return [{**row, "concurrency": 1} for row in arm_rows(report)] + load_rows(report)
 
 
 def device_label(environment: dict) -> str:

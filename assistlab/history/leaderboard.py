@@ -1,5 +1,5 @@
-"""The leaderboard: per target, device, engine and what was measured, the pairings tried, ranked by their median
-speedup over that engine's plain, with plain on the board as the line to beat."""
+"""The leaderboard: per target, device, engine, what was measured and requests at once, the pairings tried, ranked
+by their median speedup over that engine's plain, with plain on the board as the line to beat."""
 
 from __future__ import annotations
 
@@ -58,12 +58,15 @@ def build_board(rows: list) -> tuple[BoardSection, ...]:
     groups: dict[tuple, dict[tuple, list]] = {}
     for r in rows:
         key = (r["strategy"], r["assistant"], r["setting"])
-        # Each engine's arms were timed against that engine's plain: a board per engine, never one mixing them.
+        # Each engine's arms were timed against that engine's plain: a board per engine, never one mixing them;
+        # and a board per load level, so a pairing at 8 requests at once is never ranked with one at a time.
         engine = r.get("engine") or DEFAULT_ENGINE
-        groups.setdefault((r["target"], r["device_name"], *_measured(r), engine), {}).setdefault(key, []).append(r)
+        level = r.get("concurrency") or 1
+        groups.setdefault((r["target"], r["device_name"], *_measured(r), engine, level), {}).setdefault(
+            key, []).append(r)
     sections = []
-    for (target, device, new_tokens, workload, _prompt, sampling, status, engine), pairings in sorted(
-            groups.items(), key=lambda item: tuple(str(v) for v in item[0])):
+    for (target, device, new_tokens, workload, _prompt, sampling, status, engine, level), pairings in sorted(
+            groups.items(), key=lambda item: (tuple(str(v) for v in item[0][:-1]), item[0][-1])):
         board, newest = [], None
         for (strategy, assistant, setting), tried in pairings.items():
             latest = tried[-1]
@@ -88,5 +91,6 @@ def build_board(rows: list) -> tuple[BoardSection, ...]:
             target, device, tuple(board), new_tokens=new_tokens or None, workload=workload or None,
             prompt_preview=None if workload else last.get("prompt_preview"),
             sampling=bool(sampling) if sampling != "" else None, stopped=status == "stopped", engine=engine,
+            concurrency=level,
         ))
     return tuple(sections)

@@ -130,6 +130,7 @@ class BoardSection:
     sampling: bool | None = None
     stopped: bool = False
     engine: str = "transformers"
+    concurrency: int = 1  # requests at once: 1 is a comparison's own result, more a load level's (issue 27)
 
     @property
     def plain(self) -> str:
@@ -154,6 +155,8 @@ class BoardSection:
             parts.append("sampling" if self.sampling else "greedy")
         if self.stopped:
             parts.append("stopped before every repetition ran")
+        if self.concurrency > 1:
+            parts.append(f"at {self.concurrency} requests at once (throughput)")
         return " · ".join(parts)
 
     @property
@@ -174,6 +177,7 @@ class BoardSection:
 
     def to_dict(self) -> dict:
         return {"target": self.target, "device_name": self.device_name, "engine": self.engine,
+                "concurrency": self.concurrency,
                 "new_tokens": self.new_tokens,
                 "workload": self.workload, "prompt_preview": self.prompt_preview, "sampling": self.sampling,
                 "stopped": self.stopped, "measured": self.measured, "beaten": self.beaten, "note": self.note,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from .derive import DEFAULT_ENGINE, MAX_ENGINES_CHARS, arm_rows, engine_of, summary_columns
+from .derive import DEFAULT_ENGINE, MAX_ENGINES_CHARS, arm_rows, engine_of, load_rows, summary_columns
 from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS, HistoryError
 
 # The final shape, used by queries. The whole JSON report is kept; the columns beside it (canonical model
@@ -68,6 +68,8 @@ arms_table = sa.Table(
     sa.Column("acceptance_rate", sa.Float),
     sa.Column("outputs_identical", sa.Boolean),
     sa.Column("engine", sa.String(16), nullable=False, server_default=DEFAULT_ENGINE),
+    # Requests at once: 1 for a comparison's own result, a load level's for its rows (derive.load_rows).
+    sa.Column("concurrency", sa.Integer, nullable=False, server_default="1"),
 )
 
 
@@ -201,9 +203,36 @@ def _migration_4(conn: sa.Connection) -> None:
             conn.execute(arms.insert(), [{**arm, "comparison_seq": seq} for arm in rebuilt])
 
 
+def _migration_5(conn: sa.Connection) -> None:
+    """Version 5: the requests at once each arm row was timed at (issue 27). Rows saved before are one request
+    at a time; a report that timed load levels gets a row per assisted arm and level above 1, from its report."""
+    conn.execute(sa.text("ALTER TABLE comparison_arms ADD COLUMN concurrency INTEGER NOT NULL DEFAULT 1"))
+    md = sa.MetaData()
+    arms = sa.Table(
+        "comparison_arms", md,
+        sa.Column("comparison_seq", sa.Integer, primary_key=True), sa.Column("arm_index", sa.Integer, primary_key=True),
+        sa.Column("label", sa.String(400)), sa.Column("strategy", sa.String(32)), sa.Column("assistant", sa.String(200)),
+        sa.Column("setting", sa.String(200)), sa.Column("speedup", sa.Float), sa.Column("ci_low", sa.Float),
+        sa.Column("ci_high", sa.Float), sa.Column("ci_level", sa.Float), sa.Column("ci_kind", sa.String(16)),
+        sa.Column("n", sa.Integer), sa.Column("acceptance_rate", sa.Float), sa.Column("outputs_identical", sa.Boolean),
+        sa.Column("engine", sa.String(16)), sa.Column("concurrency", sa.Integer),
+    )
+    # Only a report with a load summary can have load rows; the rest keep theirs as they are.
+    rows = conn.execute(sa.text("SELECT seq, report FROM comparisons WHERE report LIKE :load"),
+                        {"load": '%"load_summary"%'}).all()
+    for seq, text in rows:
+        try:
+            report = json.loads(text)
+        except ValueError:
+            continue
+        added = [{k: v for k, v in row.items() if k in arms.c} for row in load_rows(report)]
+        if added:
+            conn.execute(arms.insert(), [{**row, "comparison_seq": seq} for row in added])
+
+
 # Ordered: (version it brings the database to, what it does). Append; never edit a released step.
 MIGRATIONS: tuple[tuple[int, Callable[[sa.Connection], None]], ...] = (
-    (1, _migration_1), (2, _migration_2), (3, _migration_3), (4, _migration_4),
+    (1, _migration_1), (2, _migration_2), (3, _migration_3), (4, _migration_4), (5, _migration_5),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

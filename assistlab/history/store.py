@@ -27,7 +27,7 @@ from . import queries
 from .derive import (
     _report_text,
     _sanitize_json,
-    arm_rows,
+    board_rows,
     canonical_report,
     owner_name,
     savable,
@@ -333,7 +333,7 @@ class History:
             report = canonical_report(_sanitize_json(report))
             text, note = _report_text(report)
             row = dict(report=text, **summary_columns(report))
-            arms = arm_rows(report)
+            arms = board_rows(report)  # the arms one request at a time, and each load level's apart
             row["id"] = run_id = secrets.token_hex(8)
             row["created_at"] = now or datetime.now(timezone.utc)
             row["owner"] = owner_name(owner)

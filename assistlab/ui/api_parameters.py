@@ -50,6 +50,7 @@ FORM_PARAMETERS = (
     ApiParameter("vllm_lookup_max", int | None, None),
     ApiParameter("servers", str, ""),
     ApiParameter("server_api_key", str, ""),
+    ApiParameter("concurrency", str, ""),  # load levels for the vLLM arms, "1,2,4,8"; empty: none
 )
 FORM_FIELDS = tuple(p.name for p in FORM_PARAMETERS)
 # /compare_suite's own: which workload, then the comparison's fields but the prompt (the workload brings its

@@ -141,6 +141,8 @@ def build_app(
             ASSISTLAB_VLLM_URLS, else the servers AssistLab
             starts for vLLM's plain arm and each of vllm_methods ('ngram,draft_model'; draft_model drafts with the
             assistant), with vllm_speculative_tokens, vllm_lookup_min and vllm_lookup_max (empty: 5, 2, 4).
+            concurrency ('1,2,4,8'; empty: one request at a time only) also times the vLLM arms at each level, that
+            many requests at once, into report["load"] and report["load_summary"].
             """
             if values["prompt"] is None:
                 values["prompt"] = catalog.default_prompt(values["target"])
@@ -193,6 +195,7 @@ def build_app(
             drafting knobs); the suite's own defaults fill new tokens and repetitions. vLLM arms (engines,
             vllm_methods, ..., servers, server_api_key, as for /compare) are served by the same servers for every
             prompt: AssistLab starts its own once, before the first prompt, and stops them at the end.
+            concurrency ('1,2,4,8') adds load levels for the vLLM arms, as for /compare.
             """
             suite_names = {p.name for p in SUITE_PARAMETERS}
             suite = {name: values.pop(name) for name in list(values) if name in suite_names}

@@ -13,6 +13,7 @@ from ..views.progress import event_progress, progress_html
 from ..views.texts import texts_html
 from .fields import INTRO
 from .history_tab import save_after
+from .load_panel import load_section, load_updates
 from .session import LIGHT, Page, repetition_end
 
 
@@ -38,6 +39,11 @@ class Results:
     environment_json: gr.JSON
     download_json: gr.DownloadButton
     download_csv: gr.DownloadButton
+    # Under load (issue 27): shown only for a report that timed load levels.
+    load_panel: gr.Column
+    load_summary: gr.HTML
+    load_speedup: gr.Plot
+    load_pareto: gr.Plot
 
     def outputs(self) -> list:
         return [getattr(self, name) for name in self.__dataclass_fields__ if name not in ("run", "stop")]
@@ -61,6 +67,7 @@ def build() -> Results:
         with gr.Row(equal_height=True):
             timeline = gr.Plot(show_label=False, min_width=300, elem_id="al-plot-timeline")
             acceptance = gr.Plot(show_label=False, min_width=300, elem_id="al-plot-acceptance")
+        load_panel, load_summary, load_speedup, load_pareto = load_section("al-load")
         gr.Markdown("#### Why this speed")
         why = gr.HTML()
         ranking = gr.HTML()
@@ -75,7 +82,8 @@ def build() -> Results:
             download_json = gr.DownloadButton("Download report (JSON)", visible=False, elem_id="al-download-json")
             download_csv = gr.DownloadButton("Download runs (CSV)", visible=False, elem_id="al-download-csv")
     return Results(run, stop, intro, progress, panel, headline, latency, speedup, timeline, acceptance, why, ranking,
-                   numbers, texts, environment, environment_json, download_json, download_csv)
+                   numbers, texts, environment, environment_json, download_json, download_csv, load_panel,
+                   load_summary, load_speedup, load_pareto)
 
 
 def _report_updates(results: Results, report: dict) -> dict:
@@ -94,6 +102,7 @@ def _report_updates(results: Results, report: dict) -> dict:
         results.texts: texts_html(report),
         results.environment: environment_markdown(report),
         results.environment_json: report.get("environment", {}),
+        **load_updates(results.load_panel, results.load_summary, results.load_speedup, results.load_pareto, report),
     }
 
 

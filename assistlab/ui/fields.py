@@ -18,6 +18,8 @@ from ..config import (
     DEFAULT_MAX_TIME_S,
     DEFAULT_PROMPT,
     LIMITS,
+    MAX_CONCURRENCY,
+    MAX_LOAD_LEVELS,
     NO_DIFFERENCE_BAND,
     PROMPT_LOOKUP_DEFAULT,
     SCHEDULES,
@@ -165,6 +167,10 @@ HINTS.update({
     "servers": "vLLM (or other OpenAI-compatible) servers that already run, one name=URL per line, one named "
     "plain (the baseline of the others), e.g. plain=http://10.0.0.5:8000. AssistLab then starts none.",
     "server_api_key": "Sent to the servers above as a bearer token; never written into a report or the history.",
+    "concurrency": "Also time the vLLM arms under load: at each level, that many requests at once against each "
+    "arm's server, to see where the assistant stops paying off. Applies to vLLM arms only (transformers runs one "
+    f"request at a time). Comma-separated, at most {MAX_LOAD_LEVELS} levels from 1 to {MAX_CONCURRENCY}; empty = "
+    "one request at a time only.",
 })
 
 SWEEP_VALUES = "1,2,3,5,8"
@@ -252,6 +258,7 @@ def request_from_form(
     vllm_lookup_max=None,
     servers="",
     server_api_key="",
+    concurrency="",
 ) -> BenchRequest:
     """The request the form (or the API) describes; the dataclasses check every value.
 
@@ -265,6 +272,7 @@ def request_from_form(
     with `server_api_key`) are the operator's servers; without them AssistLab starts vLLM's plain arm and one
     per `vllm_methods` (a draft_model arm per model in the assistant boxes). The vLLM boxes are not read when
     vLLM is not among the engines, as the assistant box is not read by a strategy without an assistant.
+    `concurrency` ("1,2,4,8"; empty: none) adds load levels for the vLLM arms; the request parses and checks it.
     """
     measure = "quick" if _blank(measure) else measure
     if measure not in MEASURES:
@@ -310,6 +318,7 @@ def request_from_form(
         precision=CAREFUL_PRECISION if measure == "careful" else None,
         max_time_s=DEFAULT_MAX_TIME_S if measure == "careful" else None,
         engines=chosen,
+        concurrency=() if _blank(concurrency) else concurrency,
     )
 
 
@@ -404,6 +413,7 @@ LABELS = {
     "vllm_lookup_max": "vLLM lookup max (prompt_lookup_max)",
     "servers": "Servers that already run",
     "server_api_key": "Servers' API key",
+    "concurrency": "Load (requests at once)",
 }
 # Names the request (and so its messages) uses where the form's field has another name.
 REQUEST_NAMES = {

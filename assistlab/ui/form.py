@@ -65,6 +65,7 @@ class Form:
     vllm_lookup_max: gr.Textbox
     servers: gr.Textbox
     server_api_key: gr.Textbox
+    concurrency: gr.Textbox
 
     def inputs(self) -> list:
         return [getattr(self, name) for name in FORM_FIELDS]
@@ -202,9 +203,12 @@ def engines_accordion() -> dict:
         # A password box: the browser does not show it, and the report and the history keep only "set".
         server_api_key = gr.Textbox("", label=LABELS["server_api_key"], type="password", max_lines=1,
                                     info=HINTS["server_api_key"], elem_id="al-vllm-api-key")
+        # Text, empty by default: empty is no load phase; the request parses the levels and names the box.
+        concurrency = gr.Textbox("", label=LABELS["concurrency"], max_lines=1, placeholder="1,2,4,8",
+                                 info=HINTS["concurrency"], elem_id="al-load")
     return {"engines": engines, "vllm_methods": vllm_methods, "vllm_speculative_tokens": vllm_speculative_tokens,
             "vllm_lookup_min": vllm_lookup_min, "vllm_lookup_max": vllm_lookup_max, "servers": servers,
-            "server_api_key": server_api_key}
+            "server_api_key": server_api_key, "concurrency": concurrency}
 
 
 

@@ -20,6 +20,7 @@ from ..views import charts
 from ..views.history_html import board_html, chooser_label, entries_html, entry_caption_html
 from ..views.panels import headline_html, numbers_html, ranking_html, sweep_html, why_html
 from ..views.texts import texts_html
+from .load_panel import load_section, load_updates
 from .session import LIGHT, Page, user_errors, write_private
 
 SIDES = ("left", "right")
@@ -102,6 +103,10 @@ class Side:
     environment: gr.HTML
     download_json: gr.DownloadButton
     download_csv: gr.DownloadButton
+    load_panel: gr.Column  # Under load: shown only for a comparison that timed load levels
+    load_summary: gr.HTML
+    load_speedup: gr.Plot
+    load_pareto: gr.Plot
 
     def outputs(self) -> list:
         return [getattr(self, name) for name in self.__dataclass_fields__]
@@ -170,6 +175,7 @@ def _side(name: str) -> Side:
         latency = gr.Plot(show_label=False)
         timeline = gr.Plot(show_label=False)
         acceptance = gr.Plot(show_label=False)
+        load_parts = load_section(f"al-saved-{name}-load")
         why = gr.HTML()
         ranking = gr.HTML()
         sweep = gr.HTML()
@@ -180,7 +186,7 @@ def _side(name: str) -> Side:
             download_json = gr.DownloadButton("Download report (JSON)", visible=False)
             download_csv = gr.DownloadButton("Download runs (CSV)", visible=False)
     return Side(column, caption, headline, speedup, latency, timeline, acceptance, why, ranking, sweep, numbers, texts,
-                environment, download_json, download_csv)
+                environment, download_json, download_csv, *load_parts)
 
 
 def build_history() -> dict:
@@ -239,6 +245,7 @@ def _side_updates(side: Side, entry, report: dict, folder: Path) -> dict:
         side.environment: environment_html(report),
         side.download_json: gr.update(value=str(json_path), visible=True),
         side.download_csv: gr.update(value=str(csv_path), visible=True),
+        **load_updates(side.load_panel, side.load_summary, side.load_speedup, side.load_pareto, report),
     }
 
 

@@ -32,6 +32,7 @@ from ..views.panels import warnings_html
 from .api_parameters import FORM_FIELDS
 from .fields import request_from_form
 from .history_tab import save_report
+from .load_panel import load_section, load_updates
 from .session import LIGHT, Page, SuitePlan, write_private
 
 SOURCE_CHOICES = [("Spec-Bench (bundled)", SPEC_BENCH), ("My prompts (a file)", "file")]
@@ -82,6 +83,13 @@ class SuiteView:
     download_json: gr.DownloadButton
     download_csv: gr.DownloadButton
     per_prompt: gr.State
+    load_panel: gr.Column  # Under load: the workload's load phase, shown only when it had levels
+    load_summary: gr.HTML
+    load_speedup: gr.Plot
+    load_pareto: gr.Plot
+
+    def load_parts(self) -> list:
+        return [self.load_panel, self.load_summary, self.load_speedup, self.load_pareto]
 
     def settings(self) -> list:
         return [self.source, self.categories, self.per_category, self.selection, self.selection_seed, self.turns,
@@ -89,7 +97,7 @@ class SuiteView:
 
     def outputs(self) -> list:
         return [self.progress, self.panel, self.plot, self.summary, self.table, self.prompts, self.pick, self.texts,
-                self.download_json, self.download_csv, self.per_prompt]
+                self.download_json, self.download_csv, self.per_prompt, *self.load_parts()]
 
 
 def build() -> SuiteView:
@@ -125,6 +133,7 @@ def build() -> SuiteView:
         plot = gr.Plot(show_label=False, elem_id="al-plot-suite")
         summary = gr.HTML()
         table = gr.HTML()
+        load_parts = load_section("al-suite-load")
         gr.Markdown("#### Every prompt")
         prompts = gr.HTML()
         pick = gr.Dropdown([], label="Open a prompt's texts", elem_id="al-suite-pick", interactive=True)
@@ -134,7 +143,8 @@ def build() -> SuiteView:
                                               elem_id="al-suite-download-json")
             download_csv = gr.DownloadButton("Download runs (CSV)", visible=False, elem_id="al-suite-download-csv")
     return SuiteView(source, categories, per_category, selection, selection_seed, turns, file, run, stop, progress,
-                     panel, plot, summary, table, prompts, pick, texts, download_json, download_csv, gr.State({}))
+                     panel, plot, summary, table, prompts, pick, texts, download_json, download_csv, gr.State({}),
+                     *load_parts)
 
 
 def per_category_placeholder(source: str) -> str:
@@ -255,7 +265,7 @@ def _choices(report: SuiteReport) -> list[tuple[str, str]]:
 def saved_outputs(view: SuiteView) -> list:
     """The Workloads panels a saved workload is opened in (from History or its link)."""
     return [view.progress, view.panel, view.plot, view.summary, view.table, view.prompts, view.pick, view.texts,
-            view.per_prompt, view.download_json, view.download_csv]
+            view.per_prompt, view.download_json, view.download_csv, *view.load_parts()]
 
 
 def saved_updates(view: SuiteView, run_id: str, data: dict) -> dict:
@@ -279,6 +289,7 @@ def saved_updates(view: SuiteView, run_id: str, data: dict) -> dict:
         view.texts: texts_html(per_prompt[first]) if first else "",
         view.download_json: gr.update(visible=False),
         view.download_csv: gr.update(visible=False),
+        **load_updates(*view.load_parts(), data),
     }
 
 
@@ -331,6 +342,7 @@ def wire(page: Page, view: SuiteView) -> None:
                     view.summary: summary_html(data_),
                     view.table: table_html(data_),
                     view.prompts: prompts_html(data_),
+                    **load_updates(*view.load_parts(), data_),
                 })
                 if event.kind == "done":
                     per_prompt = {r.item.id: r.report_dict() for r in report.results if r.report is not None}

@@ -202,7 +202,9 @@ def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
         )
     parts.append(
         '<p class="al-sub">Each table holds comparisons that measured the same thing (target, device, engine, new '
-        "tokens, prompt or workload, sampling, finished or stopped). Median speedup: the median, over the comparisons "
+        "tokens, prompt or workload, sampling, finished or stopped, requests at once). A comparison's own figures "
+        "are one request at a time; a table marked “at 4 requests at once” ranks the load runs at that level by "
+        "their throughput speedup, never beside another level's. Median speedup: the median, over the comparisons "
         "that tried a pairing, of each one's median speedup over its engine's plain; that plain is 1×, the line to "
         "beat (a vLLM pairing is never ranked against transformers' plain). The latest "
         "comparison's own speedup stands beside its own interval, at its true level; a pairing has beaten plain "

@@ -782,7 +782,7 @@ def test_schema_upgrade_from_version_3_keeps_old_rows_and_gives_vllm_arms_their_
         assert [(r.label, r.comparisons) for r in transformers.rows] == [("assistant: org/a (k=5)", 2)]
         assert [(r.label, r.speedup) for r in vllm.rows] == [("vllm ngram (k=5, lookup 2-4)", 1.6)]
         with store._ready().connect() as conn:
-            assert hist.current_version(conn) == hist.SCHEMA_VERSION == 4
+            assert hist.current_version(conn) == hist.SCHEMA_VERSION == 5
             inspector = sa.inspect(conn)
             for table in (hist.comparisons, hist.arms_table):
                 assert {c["name"] for c in inspector.get_columns(table.name)} == {c.name for c in table.columns}

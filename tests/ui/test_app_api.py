@@ -24,6 +24,7 @@ API_PARAMETERS = [
     # The Engines accordion's, after it for the same reason.
     "engines", "vllm_methods", "vllm_speculative_tokens", "vllm_lookup_min", "vllm_lookup_max", "servers",
     "server_api_key",
+    "concurrency",  # load levels for the vLLM arms (issue 27), last for the same reason
 ]
 
 
