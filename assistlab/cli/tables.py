@@ -250,6 +250,7 @@ def format_suite_table(data: dict) -> str:
     for row in suite["prompts"]:
         if row["status"] == "failed":
             out.append(f"  failed {row['id']} ({row['category']}): {row['reason']}")
+    out += load_lines(data)
     out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
     out.append(f"{data['message']} ({data['elapsed_s']:.0f} s)")
     return "\n".join(out)
