@@ -122,7 +122,8 @@ def load_lines(data: dict) -> list[str]:
         widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
         line = lambda r: "  " + " | ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))  # noqa: E731
         width = len(line(header))
-        title = f" Under load: {summary['rounds']} rounds per level after one warm-up "
+        rounds = summary["rounds"]
+        title = f" Under load: {rounds} round{'' if rounds == 1 else 's'} per level after one warm-up "
         out += [f"[{title:-^{width - 2}}]", line(header), "  " + "-" * (width - 2), *(line(r) for r in rows)]
         out.append("Speedup under load = median over rounds of assisted/plain server tokens per second, paired by "
                    "round, with the order-statistic interval at the level it has.")

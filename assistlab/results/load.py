@@ -233,9 +233,9 @@ def summary(record: LoadRecord | None, arms: list[ArmInfo], load: list[dict]) ->
         mine = [e for e in load if e["arm_index"] == index]
         base = baseline_of(arms, index)
         out_arms.append(arm_summary(arms[index].name, None if base is None else arms[base].name, mine))
-    notes = []
+    notes = [] if record is not None else ["The load phase did not run."]
     loading = set() if record is None else set(record.arms)
-    for engine in dict.fromkeys(a.engine for i, a in enumerate(arms) if i not in loading):
+    for engine in dict.fromkeys(a.engine for i, a in enumerate(arms) if i not in loading and record is not None):
         names = [a.name for i, a in enumerate(arms) if a.engine == engine and i not in loading]
         notes.append(f"The {engine} arms ({', '.join(names)}) stay at one request at a time: their generation "
                      f"does not batch requests, so they are not timed under load.")
@@ -260,14 +260,16 @@ def report_parts(record: LoadRecord | None, arms: list[ArmInfo]) -> dict:
 
 
 def raw(record: LoadRecord | None) -> dict | None:
-    """The raw rounds and failures, as stored in a report (every figure above is derived from these)."""
+    """The raw rounds and failures (every figure above is derived from these); the requests' token ids are left
+    out, as they would make a report of many levels megabytes long."""
     if record is None:
         return None
     return {
         "levels": list(record.levels), "rounds_asked": record.rounds_asked, "arms": record.arms, "done": record.done,
         "orders": record.orders,
         "rounds": [{**{k: v for k, v in asdict(r).items() if k != "requests"},
-                    "requests": [asdict(q) for q in r.requests]} for r in record.rounds],
+                    "requests": [{k: v for k, v in asdict(q).items() if k != "token_ids"} for q in r.requests]}
+                   for r in record.rounds],
         "failures": [{"arm": a, "concurrency": c, "reason": why} for (a, c), why in sorted(record.failures.items())],
     }
 

@@ -296,7 +296,7 @@ class Report:
             data["sweep"] = self.sweep
         if self.request.get("concurrency"):  # only a request with load levels has a load phase
             data.update(load_mod.report_parts(self.load, self.arms))
-            data["load_rounds"] = load_mod.raw(self.load)
+            data["load_raw"] = load_mod.raw(self.load)
         return data
 
     def to_json(self, indent: int | None = 2) -> str:

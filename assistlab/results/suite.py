@@ -286,7 +286,7 @@ class SuiteReport:
         if self.request.get("concurrency"):  # the load phase, run once over the workload's prompts in turn
             data.update(load_mod.report_parts(self.load, self.load_arms))
             data["load_summary"]["notes"] += [self.load_note] if self.load_note else []
-            data["load_rounds"] = load_mod.raw(self.load)
+            data["load_raw"] = load_mod.raw(self.load)
         return data
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -123,5 +123,8 @@ def test_a_workload_runs_its_load_phase_once_over_its_prompts_in_turn(allowed_mo
     (pattern,) = rounds
     assert len(set(pattern[:3])) == 3 and pattern[3] == pattern[0]  # three prompts in turn, then the first again
     assert all("load" not in r.report.to_dict() for r in final.report.results)  # the suite's phase, not a prompt's
+    from assistlab.cli.tables import format_suite_table
+
+    assert "Under load: 1 round per level" in format_suite_table(data)
     rows = final.report.to_csv().splitlines()
     assert rows[0].endswith(",concurrency,request") and sum(r.startswith("load,") for r in rows) == 8

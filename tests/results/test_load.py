@@ -150,11 +150,20 @@ def test_the_report_has_every_contract_field():
     assert summary["notes"] == ["The transformers arms (plain) stay at one request at a time: their generation does "
                                 "not batch requests, so they are not timed under load."]
     assert "The client's own CPU time was" in summary["client"]
-    raw = data["load_rounds"]
+    raw = data["load_raw"]
     assert len(raw["rounds"]) == 20 and raw["rounds"][0]["requests"][0]["client_cpu_s"] == 0.001
+    assert raw["failures"] == [] and "token_ids" not in raw["rounds"][0]["requests"][0]
     import json
 
     json.dumps(data)  # every figure is plain JSON
+
+
+def test_a_comparison_that_ended_before_its_load_phase_says_so():
+    report = report_with_load()
+    report.load = None
+    data = report.to_dict()
+    assert data["load"] == [] and data["load_summary"]["notes"] == ["The load phase did not run."]
+    assert data["load_summary"]["arms"] == [] and data["load_summary"]["client"] is None
 
 
 def test_a_report_without_levels_has_no_load():
