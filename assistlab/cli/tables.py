@@ -129,8 +129,8 @@ def load_lines(data: dict) -> list[str]:
                    "round, with the order-statistic interval at the level it has.")
     if summary.get("sentence"):
         out.append("  " + summary["sentence"])
-    for e in entries or []:
-        if e["failed"]:
+    for e in entries or []:  # the failures the sentence does not already give
+        if e["failed"] and e["failed"].rstrip(".") not in (summary.get("sentence") or ""):
             out.append(f"  {e['arm']} at {e['concurrency']}: {e['failed']}")
     out += [f"  {note}" for note in summary.get("notes") or []]
     if summary.get("client"):

@@ -165,7 +165,7 @@ def entries(record: LoadRecord | None, arms: list[ArmInfo]) -> list[dict]:
 
 
 def _x(speedup: dict | None) -> str:
-    return "no figure" if not speedup or speedup.get("median") is None else f"{speedup['median']:.2f}x"
+    return "no figure" if not speedup or speedup.get("median") is None else f"{speedup['median']:.2f}×"
 
 
 def _plural(level: int) -> str:
@@ -213,11 +213,12 @@ def arm_summary(name: str, baseline: str | None, mine: list[dict]) -> dict:
         elif not stats.has_interval(s):
             parts.append(f"is not clearly faster at {level} ({_x(s)}: {_too_few(s.get('n') or 0)})")
         else:
-            parts.append(f"is not clearly faster at {level} ({_x(s)}, interval {s['ci_low']:.2f}-{s['ci_high']:.2f}x "
-                         f"at {_pct(s['level'])}, which contains 1x)")
+            parts.append(f"is not clearly faster at {level} ({_x(s)}, interval {s['ci_low']:.2f}–{s['ci_high']:.2f}× "
+                         f"at {_pct(s['level'])}, which contains 1×)")
         more = [] if from_on else [c for c in costs if c > level]
         if more:
-            parts.append(f"costs throughput at {', '.join(map(str, more))}")
+            by_level = {e["concurrency"]: e["speedup"] for e in mine}
+            parts.append("costs throughput at " + ", ".join(f"{c} ({_x(by_level[c])})" for c in more))
         sentence = f"{name} " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + "."
     return {"arm": name, "baseline": baseline, "stops_paying_at": None if stops is None else stops["concurrency"],
             "helps_at": helps, "costs_at": costs, "sentence": sentence}

@@ -113,8 +113,8 @@ def test_each_level_warms_up_once_then_times_rotated_rounds_watched():
     summary = data["load_summary"]
     assert summary["arms"][0]["stops_paying_at"] == 4 and summary["arms"][0]["helps_at"] == [1, 2]
     assert summary["arms"][0]["costs_at"] == [4, 8]
-    assert summary["sentence"] == ("vllm ngram helps up to 2 concurrent requests (1.16x at 2) and costs throughput "
-                                   "from 4 on (0.94x at 4).")
+    assert summary["sentence"] == ("vllm ngram helps up to 2 concurrent requests (1.16× at 2) and costs throughput "
+                                   "from 4 on (0.94× at 4).")
     assert any("transformers arms (plain) stay at one request at a time" in n for n in summary["notes"])
     assert ngram[4]["acceptance"]["rate"] == 0.5 and ngram[4]["acceptance"]["source"] == "per-request"
 

@@ -49,20 +49,20 @@ def test_it_helps_at_every_level_measured():
     parts = load.report_parts(record({1: (2.0, 1.0), 2: (2.0, 1.5), 4: (2.0, 1.8)}), ARMS)
     arm = parts["load_summary"]["arms"][0]
     assert arm["stops_paying_at"] is None and arm["helps_at"] == [1, 2, 4] and arm["costs_at"] == []
-    assert arm["sentence"].startswith("vllm ngram helps at every level measured (1, 2, 4: 2.00x at 1, 1.33x at 2")
+    assert arm["sentence"].startswith("vllm ngram helps at every level measured (1, 2, 4: 2.00× at 1, 1.33× at 2")
     assert parts["load_summary"]["sentence"] == arm["sentence"] and arm["baseline"] == "vllm plain"
 
 
 def test_it_stops_paying_where_the_interval_reaches_one():
     arm = load.report_parts(record({1: (2.0, 1.0), 2: (2.0, 2.0), 4: (2.0, 4.0)}), ARMS)["load_summary"]["arms"][0]
     assert arm["stops_paying_at"] == 2 and arm["helps_at"] == [1] and arm["costs_at"] == [4]
-    assert arm["sentence"] == ("vllm ngram helps up to 1 concurrent request (2.00x at 1), is not clearly faster at 2 "
-                               "(1.00x, interval 1.00-1.00x at 93.75%, which contains 1x) and costs throughput at 4.")
+    assert arm["sentence"] == ("vllm ngram helps up to 1 concurrent request (2.00× at 1), is not clearly faster at 2 "
+                               "(1.00×, interval 1.00–1.00× at 93.75%, which contains 1×) and costs throughput at 4 (0.50×).")
 
 
 def test_costs_from_the_first_level_on():
     arm = load.report_parts(record({1: (1.0, 2.0), 2: (1.0, 2.0), 4: (1.0, 2.0)}), ARMS)["load_summary"]["arms"][0]
-    assert arm["stops_paying_at"] == 1 and arm["sentence"] == "vllm ngram costs throughput from 1 on (0.50x at 1)."
+    assert arm["stops_paying_at"] == 1 and arm["sentence"] == "vllm ngram costs throughput from 1 on (0.50× at 1)."
 
 
 def test_too_few_rounds_have_no_real_interval_and_say_so():
@@ -81,7 +81,7 @@ def test_a_failed_level_has_its_sentence_and_no_figures():
     assert entry["speedup"]["median"] is None and entry["ttft_s"] == {"p50": None, "p90": None, "p99": None}
     arm = load.summary(rec, ARMS, load.entries(rec, ARMS))["arms"][0]
     assert arm["stops_paying_at"] == 4 and arm["helps_at"] == [1, 2]
-    assert arm["sentence"] == ("vllm ngram helps up to 2 concurrent requests (2.00x at 2) and has no result at 4: "
+    assert arm["sentence"] == ("vllm ngram helps up to 2 concurrent requests (2.00× at 2) and has no result at 4: "
                                "its server answered 503.")
 
 
