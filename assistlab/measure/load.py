@@ -86,7 +86,7 @@ def run_load(
     if not loading or not request.concurrency:
         return False
     pace = _Pace()
-    broken: dict[int, int] = {}  # arm -> the level it failed at
+    broken: dict[int, str] = {}  # arm -> why its higher levels are not tried
 
     def event(kind: str, message: str, step: str, eta_s: float | None, round_done: bool) -> Event:
         return Event(kind, message, progress.done, progress.total, report, step=step,
@@ -100,14 +100,15 @@ def run_load(
         return pace.left([(level, runs_here), *later])
 
     def fail(index: int, level: int, reason: str) -> None:
+        at = f"{level} concurrent request{'' if level == 1 else 's'}"
         record.failures[(index, level)] = reason
-        broken[index] = level
+        broken[index] = f"not tried: it failed at {at}."
         info = arms[index].info
         if not info.assisted:  # its engine's assisted arms have nothing to be compared with at this level
             for other in loading:
                 if other not in broken and arms[other].info.engine == info.engine and arms[other].info.assisted:
                     record.failures[(other, level)] = f"its baseline, {info.name}, {reason.rstrip('.')}."
-                    broken[other] = level
+                    broken[other] = f"not tried: its baseline, {info.name}, failed at {at}."
 
     def discard(level: int, kept: int) -> bool:
         del record.rounds[kept:]
@@ -119,8 +120,7 @@ def run_load(
         kept, orders_kept = len(record.rounds), len(record.orders)
         for index in loading:
             if index in broken:
-                record.failures[(index, level)] = (f"not tried: it failed at {broken[index]} concurrent request"
-                                                   f"{'' if broken[index] == 1 else 's'}.")
+                record.failures[(index, level)] = broken[index]
         runs_left = (1 + request.load_rounds) * sum(1 for i in loading if i not in broken)
         for r in range(-1, request.load_rounds):  # round -1 is the level's warm-up, not counted
             warmup = r < 0

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..engines.base import ArmInfo, RequestRecord
-from . import stats
+from . import busy, stats
 
 PERCENTILES = (50, 90, 99)
 METRICS_NOTE = ("Counted from the growth of the server's /metrics around each round: another client of the same "
@@ -224,8 +224,10 @@ def arm_summary(name: str, baseline: str | None, mine: list[dict]) -> dict:
             "helps_at": helps, "costs_at": costs, "sentence": sentence}
 
 
-def summary(record: LoadRecord | None, arms: list[ArmInfo], load: list[dict]) -> dict:
-    """The report's `load_summary`: each assisted arm's verdict, the sentence, notes, and the client's CPU share."""
+def summary(record: LoadRecord | None, arms: list[ArmInfo], load: list[dict], contention: dict | None = None) -> dict:
+    """The report's `load_summary`: each assisted arm's verdict, the sentence, notes, and the client's CPU share.
+
+    `contention` is what the busy-machine watch saw during the timed load rounds (environment.load_contention)."""
     done = [] if record is None else list(record.done)
     out_arms = []
     for index in [] if record is None else record.arms:
@@ -242,6 +244,10 @@ def summary(record: LoadRecord | None, arms: list[ArmInfo], load: list[dict]) ->
                      f"does not batch requests, so they are not timed under load.")
     if record is not None and not done:
         notes.append("No load level was measured to the end.")
+    during = busy.reasons(contention, "while the load rounds were timed")
+    if during:
+        notes.append(f"The machine was busy: {'; '.join(during)}, so the figures under load may not hold on an "
+                     f"idle one.")
     cpu = sum(e["client_cpu_s"]["total"] for e in load)
     walls = sum(sum(e["wall_s_rounds"]) for e in load)
     per = [e["client_cpu_s"]["per_request"] for e in load if e["client_cpu_s"]["per_request"] is not None]
@@ -254,10 +260,10 @@ def summary(record: LoadRecord | None, arms: list[ArmInfo], load: list[dict]) ->
             "sentence": " ".join(a["sentence"] for a in out_arms), "notes": notes, "client": client}
 
 
-def report_parts(record: LoadRecord | None, arms: list[ArmInfo]) -> dict:
+def report_parts(record: LoadRecord | None, arms: list[ArmInfo], contention: dict | None = None) -> dict:
     """{"load": [...], "load_summary": {...}} for Report.to_dict."""
     load = entries(record, arms)
-    return {"load": load, "load_summary": summary(record, arms, load)}
+    return {"load": load, "load_summary": summary(record, arms, load, contention)}
 
 
 def raw(record: LoadRecord | None) -> dict | None:

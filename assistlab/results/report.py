@@ -295,7 +295,7 @@ class Report:
         if self.sweep is not None:
             data["sweep"] = self.sweep
         if self.request.get("concurrency"):  # only a request with load levels has a load phase
-            data.update(load_mod.report_parts(self.load, self.arms))
+            data.update(load_mod.report_parts(self.load, self.arms, self.environment.get("load_contention")))
             data["load_raw"] = load_mod.raw(self.load)
         return data
 

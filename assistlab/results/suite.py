@@ -284,7 +284,7 @@ class SuiteReport:
             "suite": suite,
         }
         if self.request.get("concurrency"):  # the load phase, run once over the workload's prompts in turn
-            data.update(load_mod.report_parts(self.load, self.load_arms))
+            data.update(load_mod.report_parts(self.load, self.load_arms, self.environment.get("load_contention")))
             data["load_summary"]["notes"] += [self.load_note] if self.load_note else []
             data["load_raw"] = load_mod.raw(self.load)
         return data

@@ -139,8 +139,10 @@ def test_a_failure_at_one_level_keeps_the_lower_ones_and_skips_the_higher():
 def test_a_failing_plain_arm_takes_its_assisted_arms_with_it():
     now, arms, report, progress = setup()
     arms[1].fail_at = 2
-    drive(bench("1,2"), arms, report, progress)
+    drive(bench("1,2,4"), arms, report, progress)
     assert report.load.failures[(2, 2)] == "its baseline, vllm plain, its server answered 503 Service Unavailable."
+    assert report.load.failures[(2, 4)] == "not tried: its baseline, vllm plain, failed at 2 concurrent requests."
+    assert report.load.failures[(1, 4)] == "not tried: it failed at 2 concurrent requests."
     assert {c for c, _r, _w in arms[2].calls} == {1}
 
 

@@ -158,6 +158,16 @@ def test_the_report_has_every_contract_field():
     json.dumps(data)  # every figure is plain JSON
 
 
+def test_a_busy_machine_during_the_load_rounds_is_a_note():
+    busy = {"other_cpu_cores": 0.6, "other_cpu_percent": 30.0, "cpu_count": 2}
+    notes = load.report_parts(record({1: (2.0, 1.0), 2: (2.0, 1.0), 4: (2.0, 1.0)}), ARMS, busy)["load_summary"]["notes"]
+    assert any(n.startswith("The machine was busy: other processes used 0.60 CPU cores on average (30% of this "
+                            "machine's 2) while the load rounds were timed") for n in notes)
+    idle = {"other_cpu_cores": 0.01, "other_cpu_percent": 0.5, "cpu_count": 2}
+    assert not any("busy" in n for n in load.report_parts(record({1: (2.0, 1.0), 2: (2.0, 1.0), 4: (2.0, 1.0)}),
+                                                            ARMS, idle)["load_summary"]["notes"])
+
+
 def test_a_comparison_that_ended_before_its_load_phase_says_so():
     report = report_with_load()
     report.load = None
