@@ -157,11 +157,30 @@ def entry(record: LoadRecord, arms: list[ArmInfo], index: int, level: int) -> di
     return data
 
 
-def entries(record: LoadRecord | None, arms: list[ArmInfo]) -> list[dict]:
-    """The report's `load` list: one entry per (arm timed under load, level measured), level order then arm order."""
+def entries(record: LoadRecord | None, arms: list[ArmInfo], single: dict[int, float] | None = None) -> list[dict]:
+    """The report's `load` list: one entry per (arm timed under load, level measured), level order then arm order.
+
+    `single` is each arm's median latency of the single-request runs: at level 1 an entry gives its median
+    end-to-end time over that (`single_request_ratio`), which should be 1 within noise."""
     if record is None:
         return []
-    return [entry(record, arms, index, level) for level in record.done for index in record.arms]
+    out = [entry(record, arms, index, level) for level in record.done for index in record.arms]
+    for e in out:
+        alone = (single or {}).get(e["arm_index"])
+        if e["concurrency"] == 1 and alone and e["e2e_s"]["p50"] is not None:
+            e["single_request_ratio"] = e["e2e_s"]["p50"] / alone
+    return out
+
+
+def agreement(load: list[dict]) -> str | None:
+    """At one request at once, how the load rounds' end-to-end time compares with the single-request runs'."""
+    ratios = [(e["arm"], e["single_request_ratio"]) for e in load if e.get("single_request_ratio")]
+    if not ratios:
+        return None
+    worst = max(abs(r - 1) for _, r in ratios)
+    each = ", ".join(f"{name} {r:.2f}×" for name, r in ratios)
+    return (f"At 1 request at once the load rounds' median end-to-end time was within {worst:.0%} of the "
+            f"single-request runs' median ({each}).")
 
 
 def _x(speedup: dict | None) -> str:
@@ -244,6 +263,8 @@ def summary(record: LoadRecord | None, arms: list[ArmInfo], load: list[dict], co
                      f"does not batch requests, so they are not timed under load.")
     if record is not None and not done:
         notes.append("No load level was measured to the end.")
+    if agreement(load):
+        notes.append(agreement(load))
     during = busy.reasons(contention, "while the load rounds were timed")
     if during:
         notes.append(f"The machine was busy: {'; '.join(during)}, so the figures under load may not hold on an "
@@ -260,9 +281,10 @@ def summary(record: LoadRecord | None, arms: list[ArmInfo], load: list[dict], co
             "sentence": " ".join(a["sentence"] for a in out_arms), "notes": notes, "client": client}
 
 
-def report_parts(record: LoadRecord | None, arms: list[ArmInfo], contention: dict | None = None) -> dict:
-    """{"load": [...], "load_summary": {...}} for Report.to_dict."""
-    load = entries(record, arms)
+def report_parts(record: LoadRecord | None, arms: list[ArmInfo], contention: dict | None = None,
+                 single: dict[int, float] | None = None) -> dict:
+    """{"load": [...], "load_summary": {...}} for Report.to_dict (`single`: as `entries` takes it)."""
+    load = entries(record, arms, single)
     return {"load": load, "load_summary": summary(record, arms, load, contention)}
 
 

@@ -295,7 +295,9 @@ class Report:
         if self.sweep is not None:
             data["sweep"] = self.sweep
         if self.request.get("concurrency"):  # only a request with load levels has a load phase
-            data.update(load_mod.report_parts(self.load, self.arms, self.environment.get("load_contention")))
+            alone = {i: arm["latency_summary"]["median"] for i, arm in enumerate(data["arms"])
+                     if arm["latency_summary"]["median"]}  # each arm's single-request median, to compare with C=1
+            data.update(load_mod.report_parts(self.load, self.arms, self.environment.get("load_contention"), alone))
             data["load_raw"] = load_mod.raw(self.load)
         return data
 

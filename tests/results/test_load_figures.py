@@ -147,8 +147,12 @@ def test_the_report_has_every_contract_field():
     assert set(summary) == {"levels", "rounds", "arms", "sentence", "notes", "client"}
     assert summary["levels"] == [1, 2] and summary["rounds"] == 5
     assert set(summary["arms"][0]) == {"arm", "baseline", "stops_paying_at", "helps_at", "costs_at", "sentence"}
-    assert summary["notes"] == ["The transformers arms (plain) stay at one request at a time: their generation does "
-                                "not batch requests, so they are not timed under load."]
+    assert summary["notes"][0] == ("The transformers arms (plain) stay at one request at a time: their generation "
+                                   "does not batch requests, so they are not timed under load.")
+    # single-request runs of 1.0 s against load rounds' median end-to-end of 2.04 s and 1.02 s at C=1
+    assert data["load"][0]["single_request_ratio"] == pytest.approx(2.04)
+    assert summary["notes"][1] == ("At 1 request at once the load rounds' median end-to-end time was within 104% of "
+                                   "the single-request runs' median (vllm plain 2.04×, vllm ngram 1.02×).")
     assert "The client's own CPU time was" in summary["client"]
     raw = data["load_raw"]
     assert len(raw["rounds"]) == 20 and raw["rounds"][0]["requests"][0]["client_cpu_s"] == 0.001
