@@ -17,6 +17,9 @@ from ..config import (
     DEFAULT_MAX_TIME_S,
     DEFAULT_PROMPT,
     LIMITS,
+    LOAD_ROUNDS,
+    MAX_CONCURRENCY,
+    MAX_LOAD_LEVELS,
     MIN_PRECISION_REPEATS,
     NO_DIFFERENCE_BAND,
     PROMPT_LOOKUP_DEFAULT,
@@ -103,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     engines.add_argument("--vllm-lookup-max", default=None, help=f"vLLM ngram prompt_lookup_max (default {vllm_arms_mod.DEFAULT_LOOKUP[1]})")
     engines.add_argument("--server", action="append", default=None, metavar="NAME=URL", help="time a server that already runs (e.g. a multi-node deployment) instead of starting vLLM; name one 'plain', the baseline of the others")
     engines.add_argument("--server-api-key", default=None, help="API key sent to every --server (default: $ASSISTLAB_VLLM_API_KEY)")
+    engines.add_argument("--concurrency", default="", metavar="LEVELS", help=f"after the usual timing, time the vLLM arms under load: this many requests at once per level, e.g. 1,2,4,8 (1..{MAX_CONCURRENCY}, at most {MAX_LOAD_LEVELS} levels; transformers arms stay at one request; default: none)")
+    engines.add_argument("--load-rounds", default=LOAD_ROUNDS, help=f"timed rounds per load level, after one warm-up round (default %(default)s, max {LIMITS['load_rounds']}; 5 give a 93.75%% interval)")
     workload = bench.add_argument_group("workloads (a suite of prompts instead of one)")
     suite_source = workload.add_mutually_exclusive_group()
     suite_source.add_argument("--suite", choices=("spec-bench",), default=None, help="measure a Spec-Bench subset, one comparison per prompt, with per-category figures")
@@ -168,6 +173,8 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
         dtype=args.dtype,
         device_map_auto=args.device_map_auto,
         engines=engines,
+        concurrency=args.concurrency,
+        load_rounds=args.load_rounds,
     )
 
 

@@ -97,6 +97,47 @@ def engine_lines(data: dict) -> list[str]:
     return out
 
 
+def load_lines(data: dict) -> list[str]:
+    """The load levels, one row per arm and level, then the summary sentence and its notes; [] without levels."""
+    from ..results.report import interval_cell
+
+    entries, summary = data.get("load"), data.get("load_summary")
+    if summary is None:
+        return []
+    header = ["arm", "level", "server tok/s", "per-user tok/s", "TTFT p50 s", "E2E p50 s", "speedup"]
+    rows = []
+    for e in entries or []:
+        if e["failed"]:
+            rows.append([e["arm"], str(e["concurrency"]), "-", "-", "-", "-", "failed"])
+            continue
+        s = e["speedup"]
+        speed = "-" if s is None or s.get("median") is None else f"{s['median']:.2f}×"
+        if s is not None and interval_cell(s):
+            speed += f" ({interval_cell(s)})"
+        rows.append([e["arm"], str(e["concurrency"]), _cell(e["output_tokens_per_s"], "{:.1f}"),
+                     _cell(e["per_user_tokens_per_s"], "{:.1f}"), _cell(e["ttft_s"]["p50"]), _cell(e["e2e_s"]["p50"]),
+                     speed])
+    out = []
+    if rows:
+        widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+        line = lambda r: "  " + " | ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))  # noqa: E731
+        width = len(line(header))
+        rounds = summary["rounds"]
+        title = f" Under load: {rounds} round{'' if rounds == 1 else 's'} per level after one warm-up "
+        out += [f"[{title:-^{width - 2}}]", line(header), "  " + "-" * (width - 2), *(line(r) for r in rows)]
+        out.append("Speedup under load = median over rounds of assisted/plain server tokens per second, paired by "
+                   "round, with the order-statistic interval at the level it has.")
+    if summary.get("sentence"):
+        out.append("  " + summary["sentence"])
+    for e in entries or []:  # the failures the sentence does not already give
+        if e["failed"] and e["failed"].rstrip(".") not in (summary.get("sentence") or ""):
+            out.append(f"  {e['arm']} at {e['concurrency']}: {e['failed']}")
+    out += [f"  {note}" for note in summary.get("notes") or []]
+    if summary.get("client"):
+        out.append(f"  {summary['client']}")
+    return out
+
+
 def format_table(data: dict) -> str:
     """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
     # Imported here: the report brings numpy, which --help, presets and history do not need.
@@ -166,6 +207,7 @@ def format_table(data: dict) -> str:
     out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
     if data.get("sweep"):
         out.append(f"Sweep of {data['sweep']['param']}: {data['sweep']['best_text']}")
+    out += load_lines(data)
     for arm in data["arms"]:
         if arm["error"]:
             out.append(f"  {arm['name']}: {arm['error']}")
@@ -209,6 +251,7 @@ def format_suite_table(data: dict) -> str:
     for row in suite["prompts"]:
         if row["status"] == "failed":
             out.append(f"  failed {row['id']} ({row['category']}): {row['reason']}")
+    out += load_lines(data)
     out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
     out.append(f"{data['message']} ({data['elapsed_s']:.0f} s)")
     return "\n".join(out)

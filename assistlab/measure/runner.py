@@ -17,6 +17,7 @@ from ..results import estimate, explain, stats
 from ..results.events import Event
 from ..results.report import Report, RunRecord
 from . import contention, setup
+from . import load as load_phase
 from . import stopping as stop_rules
 from .progress import Clock, Pace, Progress
 
@@ -343,6 +344,24 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
                           f"repetitions were measured.")
         yield progress.event("done", report.message, report, step="Stopped", eta_s=0.0)
         return
+
+    if request.concurrency:  # the load phase, after the single-request answer: many requests at once per arm
+        progress.total += load_phase.runs_of_phase(request, arms)
+        watch = contention.Monitor(device)
+        report.environment["load_contention"] = watch.record
+        try:
+            stopped = yield from load_phase.run_load(request, load_phase.same_prompt(ids), arms, report, clock,
+                                                     should_stop, progress, rotation, watch)
+        finally:
+            watch.close()
+        if stopped:
+            report.status = "stopped"
+            report.message = (f"Stopped during the load phase, after all {stopping['repetitions']} repetitions were "
+                              f"measured; {load_phase.kept_words(report.load)}.")
+            if cap is not None and time.monotonic() > deadline:
+                report.message += f" This server stops a comparison after {cap:g} s ({MAX_RUN_ENV})."
+            yield progress.event("done", report.message, report, step="Stopped", eta_s=0.0)
+            return
 
     report.status = "complete"
     report.message = stop_rules.finish_message(report, request)

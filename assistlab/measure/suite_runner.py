@@ -16,8 +16,9 @@ from ..results.report import Report
 from ..results.suite import PromptResult, SuiteReport
 from ..results.suite_inputs import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, Selection
 from . import contention, setup
+from . import load as load_phase
 from .progress import Clock, Pace, Progress
-from .runner import run_round
+from .runner import rotation, run_round
 
 
 def suite_bench(bench: BenchRequest, device_type: str) -> BenchRequest:
@@ -147,6 +148,7 @@ def _run_suite(
     failed_arms: dict[int, str] = {}  # arms that failed their warm-up: not run on any prompt
     answers: dict[str, list[str]] = {}  # prompt id -> the plain arm's answers to its turns so far
     turn = 0  # counted rounds so far over the whole suite: the order keeps rotating from prompt to prompt
+    measured_ids: list[list[int]] = []  # the measured prompts' ids, for the load phase's requests in turn
 
     progress.rough_s = estimate.suite_seconds(
         device.type, described["target"].get("parameters") or 0,
@@ -211,7 +213,8 @@ def _run_suite(
             mine = [a.with_info(dataclasses.replace(a.info, error=failed_arms.get(i, a.info.error)))
                     for i, a in enumerate(arms)]
             report = Report(
-                request={**bench.to_dict(), "prompt": item.text},
+                # The workload's load phase is the suite's, after every prompt, not this prompt's.
+                request={**bench.to_dict(), "prompt": item.text, "concurrency": []},
                 environment={"prompt_tokens": result.prompt_tokens},
                 arms=[a.info for a in mine],
                 planned_repeats=bench.repeats,
@@ -256,15 +259,26 @@ def _run_suite(
             plain = report.plain
             if plain:
                 answers[item.prompt_id] = earlier + [plain[-1].text]
+            if result.status == "measured":
+                measured_ids.append(ids)
             if stopped:
                 break
     finally:
         monitor.close()
 
+    load_stopped = False
+    if bench.concurrency and not should_stop():
+        load_stopped = yield from _suite_load(bench, arms, failed_arms, measured_ids, suite, clock, should_stop,
+                                              progress, device, began)
+
     measured = sum(1 for r in suite.results if r.status in ("measured", "stopped"))
     skipped = sum(1 for r in suite.results if r.status == "skipped")
     failed = sum(1 for r in suite.results if r.status == "failed")
-    if should_stop() and any(r.status in ("pending", "stopped") for r in suite.results):
+    if load_stopped:
+        suite.status = "stopped"
+        suite.message = (f"Stopped during the load phase, after {measured} of {n_items} prompts were measured; "
+                         f"{load_phase.kept_words(suite.load)}.")
+    elif should_stop() and any(r.status in ("pending", "stopped") for r in suite.results):
         suite.status = "stopped"
         suite.message = f"Stopped after {measured} of {n_items} prompts; the figures use what was measured."
     else:
@@ -279,6 +293,39 @@ def _run_suite(
     suite.elapsed_s = clock() - began
     yield Event("done", suite.message, progress.done, progress.total, suite, prompt=n_items, prompts=n_items,
                 eta_s=0.0, elapsed_s=suite.elapsed_s)
+
+
+def _suite_load(bench: BenchRequest, arms: list, failed_arms: dict[int, str], measured_ids: list[list[int]],
+                suite: SuiteReport, clock: Clock, should_stop: Callable[[], bool], progress: Progress, device,
+                began: float) -> Iterator[Event]:
+    """The workload's load phase, once after its prompts: each round's requests take the measured prompts in turn.
+
+    Its rounds go into `suite.load`; returns True when a stop cut it short (whole levels are kept)."""
+    suite.load_arms = [a.info for a in arms]
+    if not measured_ids:
+        suite.load_note = "No prompt was measured, so the load phase did not run."
+        return False
+    mine = [a.with_info(dataclasses.replace(a.info, error=failed_arms.get(i, a.info.error)))
+            for i, a in enumerate(arms)]
+    scratch = Report(request=suite.request, environment={}, arms=[a.info for a in mine])
+    progress.total += load_phase.runs_of_phase(bench, mine)
+    n_items = len(suite.results)
+
+    def emit(kind: str, message: str, step: str, eta_s: float | None, round_done: bool) -> Event:
+        suite.elapsed_s = clock() - began
+        return Event(kind, message, progress.done, progress.total, suite, prompt=n_items, prompts=n_items,
+                     eta_s=eta_s, elapsed_s=suite.elapsed_s, step=step, where="Under load", round_done=round_done,
+                     eta_busy=progress.busy())
+
+    watch = contention.Monitor(device)
+    suite.environment["load_contention"] = watch.record
+    try:
+        stopped = yield from load_phase.run_load(bench, load_phase.prompts_in_turn(measured_ids), mine, scratch,
+                                                 clock, should_stop, progress, rotation, watch, emit)
+    finally:
+        watch.close()
+        suite.load = scratch.load
+    return stopped
 
 
 def run_suite_to_report(bench: BenchRequest, selection: Selection, store, **kwargs) -> SuiteReport:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ..engines.base import ArmInfo, sampling_flags
 from . import cells, explain, ranking, sequential, stats
+from . import load as load_mod
 from .busy import probe_warning
 from .busy import warnings as busy_warnings
 
@@ -89,6 +90,7 @@ class Report:
     stopping: dict | None = None  # how the number of repetitions was decided (runner._stopping_record)
     orders: list[list[int]] = field(default_factory=list)  # arm indices in run order, per counted repetition
     warmup_orders: list[list[int]] = field(default_factory=list)  # the same for warm-up rounds
+    load: load_mod.LoadRecord | None = None  # the load phase's raw rounds (measure.load), when levels were asked
 
     def runs_of(self, arm: int) -> list[RunRecord]:
         return sorted((r for r in self.runs if r.arm == arm), key=lambda r: r.repetition)
@@ -292,18 +294,24 @@ class Report:
         ]
         if self.sweep is not None:
             data["sweep"] = self.sweep
+        if self.request.get("concurrency"):  # only a request with load levels has a load phase
+            alone = {i: arm["latency_summary"]["median"] for i, arm in enumerate(data["arms"])
+                     if arm["latency_summary"]["median"]}  # each arm's single-request median, to compare with C=1
+            data.update(load_mod.report_parts(self.load, self.arms, self.environment.get("load_contention"), alone))
+            data["load_raw"] = load_mod.raw(self.load)
         return data
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
     def to_csv(self) -> str:
-        """One row per counted run."""
+        """One row per counted run, then one per request of the load phase (`concurrency` 1 and `request` 0 for
+        a single-request run)."""
         buf = io.StringIO()
         writer = cells.Writer(buf)
         writer.writerow(
             ["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
-             "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes", "engine", "position"]
+             "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes", "engine", "position", "concurrency", "request"]
         )
         for run in sorted(self.runs, key=lambda r: (r.repetition, r.arm)):
             info = self.arms[run.arm]
@@ -312,8 +320,10 @@ class Report:
                 f"{run.tokens_per_s:.3f}", "" if run.ttft_s is None else f"{run.ttft_s:.6f}",
                 run.drafted_total if info.assisted else "", run.accepted_total if info.assisted else "",
                 len(run.step_tokens), "" if run.memory_bytes is None else run.memory_bytes,
-                info.engine, "" if run.position is None else run.position,
+                info.engine, "" if run.position is None else run.position, 1, 0,
             ])
+        for row in load_mod.csv_rows(self.load, self.arms):
+            writer.writerow(row)
         return buf.getvalue()
 
 

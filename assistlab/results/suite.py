@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import cells
+from . import load as load_mod
 from .busy import warnings as busy_warnings
 from .report import Report, level_words
 from .suite_inputs import Item, Selection
@@ -212,6 +213,9 @@ class SuiteReport:
     status: str = "running"
     message: str = ""
     elapsed_s: float = 0.0
+    load: load_mod.LoadRecord | None = None  # the workload's load phase, once after its prompts
+    load_arms: list = field(default_factory=list)  # every arm's ArmInfo, for the load figures
+    load_note: str | None = None  # why the load phase did not run, when levels were asked
 
     def prompt_rows(self) -> list[dict]:
         rows = []
@@ -265,7 +269,7 @@ class SuiteReport:
             "skipped": [{"id": r["id"], "category": r["category"], "reason": r["reason"]} for r in rows if r["status"] == "skipped"],
             "prompts": rows,
         }
-        return {
+        data = {
             "schema": 1,
             "kind": "suite",
             "status": self.status,
@@ -279,6 +283,11 @@ class SuiteReport:
             "arms": self.arm_names,
             "suite": suite,
         }
+        if self.request.get("concurrency"):  # the load phase, run once over the workload's prompts in turn
+            data.update(load_mod.report_parts(self.load, self.load_arms, self.environment.get("load_contention")))
+            data["load_summary"]["notes"] += [self.load_note] if self.load_note else []
+            data["load_raw"] = load_mod.raw(self.load)
+        return data
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -299,6 +308,8 @@ class SuiteReport:
                 writer.writerow([result.item.id, result.item.category, result.item.turn, *row])
         if not header_written:
             writer.writerow(["prompt_id", "category", "turn"])
+        for row in load_mod.csv_rows(self.load, self.load_arms) if header_written else []:
+            writer.writerow(["load", "", "", *row])  # the load phase's requests, over the prompts in turn
         return out.getvalue()
 
     @property

@@ -151,7 +151,7 @@ def test_runs_are_interleaved_in_rotated_order_and_warmup_comes_first(allowed_mo
     assert data["orders"] == [[0, 1], [1, 0], [0, 1]]
     assert data["warmup_orders"] == [[0, 1], [1, 0]]
     assert data["arms"][0]["positions"] == [0, 1, 0] and data["arms"][1]["positions"] == [1, 0, 1]
-    assert [row.split(",")[-1] for row in events[-1].report.to_csv().splitlines()[1:]] == ["0", "1", "1", "0", "0", "1"]
+    assert [row.split(",")[-3] for row in events[-1].report.to_csv().splitlines()[1:]] == ["0", "1", "1", "0", "0", "1"]
 
 
 def test_stop_between_runs_keeps_what_was_measured(allowed_models, store):
