@@ -397,10 +397,15 @@ def canonical_report(report: dict) -> dict:
             new = clean_text(_MARKUP.sub("", arm["name"]), MAX_NAME_CHARS * 2)
             renamed[arm["name"]] = new
             arm["name"] = new
-    for key in ("comparison", "ranking"):
+    for key in ("comparison", "ranking", "load"):
         for entry in report.get(key) or []:
             if isinstance(entry, dict) and entry.get("arm") in renamed:
                 entry["arm"] = renamed[entry["arm"]]
+    summary = report.get("load_summary") if isinstance(report.get("load_summary"), dict) else {}
+    for entry in summary.get("arms") or []:
+        for key in ("arm", "baseline"):
+            if isinstance(entry, dict) and entry.get(key) in renamed:
+                entry[key] = renamed[entry[key]]
     return report
 
 
@@ -409,7 +414,8 @@ def runs_csv(report: dict) -> str:
     buf = io.StringIO()
     writer = cells.Writer(buf)
     writer.writerow(["arm", "strategy", "repetition", "latency_s", "new_tokens", "tokens_per_s", "ttft_s",
-                     "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes", "engine", "position"])
+                     "drafted_tokens", "accepted_tokens", "target_forwards", "memory_bytes", "engine", "position",
+                     "concurrency", "request"])
     for arm in report.get("arms") or []:
         assisted = arm.get("strategy") != "plain"
         for i, latency in enumerate(arm.get("latencies_s") or []):
@@ -421,9 +427,35 @@ def runs_csv(report: dict) -> str:
                 "" if pick("ttft_s") is None else f"{pick('ttft_s'):.6f}",
                 pick("drafted_tokens") if assisted else "", pick("accepted_tokens") if assisted else "",
                 len(trace.get("tokens") or []), "" if pick("memory_bytes") is None else pick("memory_bytes"),
-                engine_of(arm), "" if pick("positions") is None else pick("positions"),
+                engine_of(arm), "" if pick("positions") is None else pick("positions"), 1, 0,
             ])
+    for row in _load_rows(report):
+        writer.writerow(row)
     return buf.getvalue()
+
+
+def _load_rows(report: dict) -> list[list]:
+    """One row per request of the load phase, from the kept raw rounds (`load_raw`), as the live CSV has them."""
+    raw = report.get("load_raw") if isinstance(report.get("load_raw"), dict) else {}
+    arms = [a for a in report.get("arms") or [] if isinstance(a, dict)]
+    failed = {(f.get("arm"), f.get("concurrency")) for f in raw.get("failures") or [] if isinstance(f, dict)}
+    rounds = [r for r in raw.get("rounds") or [] if isinstance(r, dict) and isinstance(r.get("arm"), int)
+              and 0 <= r["arm"] < len(arms) and (r["arm"], r.get("concurrency")) not in failed]
+    rows = []
+    for rnd in sorted(rounds, key=lambda r: (r.get("concurrency") or 0, r.get("round") or 0, r["arm"])):
+        arm = arms[rnd["arm"]]
+        assisted = arm.get("strategy") != "plain"
+        for q in [q for q in rnd.get("requests") or [] if isinstance(q, dict)]:
+            latency, tokens, ttft = q.get("latency") or 0.0, q.get("tokens") or 0, q.get("ttft")
+            counts = q.get("counts") if isinstance(q.get("counts"), dict) else {}
+            rows.append([
+                arm.get("name"), arm.get("strategy"), rnd.get("round"), f"{latency:.6f}", tokens,
+                f"{tokens / latency:.3f}" if latency > 0 else "0.000", "" if ttft is None else f"{ttft:.6f}",
+                counts.get("draft_tokens", "") if assisted else "", counts.get("accepted_tokens", "") if assisted else "",
+                "", "", engine_of(arm), "" if rnd.get("position") is None else rnd["position"],
+                rnd.get("concurrency"), q.get("index"),
+            ])
+    return rows
 
 
 def _sanitize_json(value):
