@@ -105,6 +105,16 @@ def acceptance(rounds: list[LoadRound]) -> dict:
     }
 
 
+def identical(reference: list[LoadRound], rounds: list[LoadRound]) -> bool | None:
+    """Whether every request of `rounds` got the tokens of the first request of `reference` (greedy decoding
+    keeps the target's tokens whatever the batch); None when either has no token ids (a report read back)."""
+    first = next((q.token_ids for r in reference for q in r.requests if q.token_ids), None)
+    mine = [q.token_ids for r in rounds for q in r.requests]
+    if first is None or not mine or not all(mine):
+        return None
+    return all(ids == first for ids in mine)
+
+
 def _paired(plain: list[LoadRound], mine: list[LoadRound], figure) -> tuple[list[float], list[float]]:
     by_round = {r.round: r for r in plain}
     pairs = [(figure(by_round[r.round]), figure(r)) for r in mine if r.round in by_round]
@@ -140,6 +150,7 @@ def entry(record: LoadRecord, arms: list[ArmInfo], index: int, level: int) -> di
         "ttft_s": percentiles([q.ttft for q in requests if q.ttft is not None]),
         "itl_s": percentiles([gap for q in requests for gap in q.itl]),
         "e2e_s": percentiles([q.latency for q in requests]),
+        "outputs_identical": identical(rounds, rounds),  # a plain arm: all its requests alike
         "speedup": None,
         "latency_speedup": None,
         "acceptance": None,
@@ -154,6 +165,7 @@ def entry(record: LoadRecord, arms: list[ArmInfo], index: int, level: int) -> di
         slow, fast = _paired(plain, rounds, _median_e2e)
         data["latency_speedup"] = stats.speedup(slow, fast)
         data["acceptance"] = acceptance(rounds)
+        data["outputs_identical"] = identical(plain, rounds)
     return data
 
 
@@ -263,6 +275,10 @@ def summary(record: LoadRecord | None, arms: list[ArmInfo], load: list[dict], co
                      f"does not batch requests, so they are not timed under load.")
     if record is not None and not done:
         notes.append("No load level was measured to the end.")
+    differ = [f"{e['arm']} at {e['concurrency']}" for e in load if e.get("outputs_identical") is False]
+    if differ:
+        notes.append(f"Not every request got the same tokens as its engine's plain arm ({', '.join(differ)}): "
+                     f"greedy decoding should keep them, so compare the texts before trusting those speedups.")
     if agreement(load):
         notes.append(agreement(load))
     during = busy.reasons(contention, "while the load rounds were timed")

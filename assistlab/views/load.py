@@ -198,6 +198,9 @@ def _row(entry: dict) -> str:
     if entry.get("failed"):
         return (f'<tr class="al-load-failed"><td>{first} <span class="al-badge al-failed-badge">failed</span></td>'
                 f'<td>{level}</td><td colspan="{len(TABLE_HEAD) - 2}">{html.escape(str(entry["failed"]))}</td></tr>')
+    if entry.get("outputs_identical") is False:  # greedy should keep the target's tokens at every level
+        first += (' <span class="al-badge al-failed-badge" title="Not every request got the same tokens as its '
+                  'engine\'s plain arm">other tokens</span>')
     acceptance = entry.get("acceptance") or {}
     e2e = entry.get("e2e_s")
     cells = [first, level, _number(entry.get("output_tokens_per_s"), ".1f"),
