@@ -141,6 +141,8 @@ class Arm(ABC):
         return None
 
     loads: bool = False  # whether it can be timed under load (run_load), many requests at once
+    # Waits, before a timed run, for the engines' busy processes to go quiet (set by measure.setup); None: no wait.
+    quiet: Callable[[Callable[[], bool]], None] | None = None
 
     def run_load(self, prompts: list[list[int]], round_index: int, clock: Clock, should_stop: Callable[[], bool],
                  watch: Watch) -> LoadResult | RunFailure:
@@ -201,6 +203,11 @@ class Engine(ABC):
     def environment(self) -> dict:
         """What the report records of this engine (versions, servers); {} for nothing."""
         return {}
+
+    def busy_processes(self) -> tuple[int, ...]:
+        """Processes on this machine that may still be working after a run (a server polling after its last
+        request): every timed run waits for them to go quiet first, whichever engine it is on."""
+        return ()
 
     def close(self) -> None:
         """Stop what `prepare` started; called once, however the comparison ends."""

@@ -141,6 +141,75 @@ def settle(
     return waited
 
 
+# A process using less than this share of one core over one step is idle. vLLM's CPU server keeps a core busy for
+# about a second after each request (measured here: 0.9-1.1 cores for 1.0 s, then 0.0); the next timed run, on
+# another server on the same cores, would share that core with it.
+QUIET_SHARE = 0.15
+QUIET_STEP_S = 0.1
+QUIET_MOST_S = 3.0
+
+
+def processes_cpu_s(pids: Sequence[int]) -> float:
+    """The CPU seconds the processes have used so far (those that ended count 0)."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(pid).cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def wait_quiet(
+    pids: Sequence[int],
+    should_stop: Callable[[], bool] = lambda: False,
+    most_s: float = QUIET_MOST_S,
+    step_s: float = QUIET_STEP_S,
+    share: float = QUIET_SHARE,
+    read: Callable[[Sequence[int]], float] = processes_cpu_s,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[float, bool]:
+    """Wait until the processes together use less than `share` of a core over one `step_s`, at most `most_s` or
+    until `should_stop()`; (seconds waited, whether they went quiet). Nothing to wait for without pids or psutil."""
+    if not pids:
+        return 0.0, True
+    try:
+        before = read(pids)
+    except Exception:  # noqa: BLE001 - psutil missing or /proc unreadable: nothing to wait for
+        return 0.0, True
+    began = last = clock()
+    while not should_stop():
+        sleep(step_s)
+        now, after = clock(), read(pids)
+        if now - last > 0 and (after - before) / (now - last) < share:
+            return now - began, True
+        if now - began >= most_s:
+            return now - began, False
+        before, last = after, now
+    return clock() - began, False
+
+
+class Quiet:
+    """Before each timed run, the wait for the engines' own busy processes (a server's poll after its last
+    request) to go quiet; `record` counts the waits for the report."""
+
+    def __init__(self, pids: Callable[[], Sequence[int]], wait: Callable[..., tuple[float, bool]] = wait_quiet):
+        self.pids, self.wait = pids, wait
+        self.record = {"rule": f"before each run, until the servers on this machine use under {QUIET_SHARE:.0%} of "
+                               f"a core over {QUIET_STEP_S:g} s, at most {QUIET_MOST_S:g} s",
+                       "waits": 0, "waited_s": 0.0, "longest_s": 0.0, "not_quiet": 0}
+
+    def __call__(self, should_stop: Callable[[], bool]) -> None:
+        waited, quiet = self.wait(tuple(self.pids()), should_stop)
+        record = self.record
+        record["waits"] += 1
+        record["waited_s"] = round(record["waited_s"] + waited, 3)
+        record["longest_s"] = round(max(record["longest_s"], waited), 3)
+        record["not_quiet"] += 0 if quiet else 1
+
+
 class _Nvml:
     """The GPU a device index names, through NVML; `status` says why not when it cannot be read."""
 

@@ -138,6 +138,8 @@ def run_load(
                 what = "warm-up (not counted)" if warmup else f"round {r + 1} of {request.load_rounds}"
                 step = f"Under load: {level} request{'s' if level > 1 else ''} at once, {what}, {name}"
                 yield emit("status", f"{step}...", step, left(level, runs_left), False)
+                if arms[index].quiet is not None:  # another server's poll after its last round shares the cores
+                    arms[index].quiet(should_stop)
                 began = progress.pace.elapsed()
                 watch = unwatched if warmup or monitor is None else monitor.window
                 outcome = arms[index].run_load(prompts(level), max(r, 0), clock, should_stop, watch)

@@ -174,6 +174,8 @@ def run_round(
         if not warmup and (report.stopping or {}).get("waiting_for"):  # what the stopping rule waits for
             step = f"{step} · {report.stopping['waiting_for']}"
         yield emit("status", announce, None, warmup, step)
+        if arm.quiet is not None:  # another server's poll after its last request would share the cores
+            arm.quiet(should_stop)
         began = progress.pace.elapsed()
         outcome = arm.run(prompt_ids, round_index, clock, should_stop, watch)
         if isinstance(outcome, RunFailure) and outcome.stopped:
@@ -269,6 +271,8 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
     report.environment["load_messages"] = ready.messages
     report.environment["changes_from_transformers"] = host.changes(request, {a.info.strategy for a in arms})
     report.environment["engines"] = ready.engines_env
+    if ready.quiet is not None:
+        report.environment["servers_quiet"] = ready.quiet
     report.stopping = stopping = stop_rules.record(request, report)
     progress = Progress(total=(request.warmup + request.repeats) * len(arms), pace=pace,
                         assisted=tuple(i for i, a in enumerate(arms) if a.info.assisted and a.probes))

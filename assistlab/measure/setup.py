@@ -10,6 +10,7 @@ from ..engines import registry
 from ..engines.base import Arm, Engine, Host, Preparation, Status
 from ..errors import EngineError
 from ..results.events import Event
+from . import contention
 
 
 @dataclass
@@ -23,6 +24,7 @@ class Setup:
     described: dict  # the loaded models by role, for the environment and the rough estimate
     machine: dict  # the machine and versions, read by the host where the runs happen
     engines_env: dict = field(default_factory=dict)  # per engine with arms: what it records (versions, servers)
+    quiet: dict | None = None  # the waits for busy processes before each run (contention.Quiet), when any
 
 
 def place(request: BenchRequest):
@@ -67,9 +69,14 @@ def prepare(
     arms = named_apart([arm for engine in engines for arm in engine.arms()])
     if arms and all(a.info.error for a in arms):
         raise EngineError(next(a.info.error for a in arms))
+    quiet = None
+    if any(e.busy_processes() for e in engines):
+        quiet = contention.Quiet(lambda: [pid for e in engines for pid in e.busy_processes()])
+        for arm in arms:
+            arm.quiet = quiet
     described = host.described()
     return Setup(host, list(engines), arms, preparation.messages, described, host.machine(described),
-                 {e.name: e.environment() for e in engines if e.wanted(request)})
+                 {e.name: e.environment() for e in engines if e.wanted(request)}, None if quiet is None else quiet.record)
 
 
 def named_apart(arms: list[Arm]) -> list[Arm]:

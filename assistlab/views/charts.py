@@ -90,6 +90,15 @@ def _waiting(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
+def rests_on(fig: go.Figure, arms: list[dict]) -> None:
+    """Under the title, how many counted runs the chart rests on (a spread or a rate from few runs is uncertain)."""
+    counts = sorted({len(a.get("latencies_s") or []) for a in arms} - {0})
+    if counts:
+        one = f"over {counts[0]} run{'s' * (counts[0] > 1)}" + " per arm" * (len(arms) > 1)
+        text = one if len(counts) == 1 else f"over {counts[0]}–{counts[-1]} runs"
+        fig.update_layout(title_subtitle={"text": text, "font": {"size": 11, "color": FAINT}})
+
+
 def latency_figure(report: dict) -> go.Figure:
     """Every counted run's latency per arm, as a box with each run shown as a point."""
     fig = go.Figure()
@@ -110,6 +119,7 @@ def latency_figure(report: dict) -> go.Figure:
             )
         )
     _style(fig, "Latency of each run (lower is faster)", "seconds per generation", "")
+    rests_on(fig, [arm for _, arm in _counted(report)])
     return fig if fig.data else _waiting(fig, "Waiting for the first repetition")
 
 
@@ -267,6 +277,7 @@ def acceptance_figure(report: dict) -> go.Figure:
             )
         )
     _style(fig, "Acceptance by draft position", "position in the draft (1 = first drafted token)", "accepted")
+    rests_on(fig, [arm for _, arm, comp in _assisted(report) if comp.get("acceptance_by_position")])
     if not fig.data:
         return _waiting(fig, "No drafts yet")
     fig.update_yaxes(range=[-0.03, 1.05], tickformat=".0%")

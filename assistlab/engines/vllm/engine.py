@@ -418,5 +418,10 @@ class VllmEngine(Engine):
     def environment(self) -> dict:
         return self.record
 
+    def busy_processes(self) -> tuple[int, ...]:
+        """The servers AssistLab started (an operator's run elsewhere): each polls a core for about a second
+        after its last request."""
+        return tuple(pid for e in self.endpoints for pid in e.pids)
+
     def close(self) -> None:
         stop_all(self.endpoints)
