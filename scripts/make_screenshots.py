@@ -3,10 +3,11 @@
 Starts the app with the bundled models and drives it in Chromium: a default comparison at 1440 px
 (assets/screenshot.png), a short one at a phone's 390 px (assets/screenshot-phone.png, two screens from Run
 down), and the default
-Spec-Bench workload on the Workloads tab (assets/workloads.png). Every figure on them is measured on this
+Spec-Bench workload on the Workloads tab (assets/workloads.png). With `--only load --report R.json` (a report
+of `bench --concurrency ...`), the Under load panel of that report as a saved comparison (assets/under-load.png). Every figure on them is measured on this
 machine at the time. Takes about as long as the three runs (minutes on a CPU).
 
-Run: python scripts/make_screenshots.py [--out assets] [--only desktop|phone|workloads]
+Run: python scripts/make_screenshots.py [--out assets] [--only desktop|phone|workloads|load [--report R.json]]
 Not collected by pytest.
 """
 
@@ -61,18 +62,41 @@ def workloads(browser, url: str, path: Path) -> float:
         return took
 
 
+def under_load(browser, url: str, run_id: str, path: Path) -> None:
+    """The Under load panel of a saved comparison (the left of two), in a window wide enough for its table."""
+    with opened(browser, f"{url}?run={run_id}", 2300, 1000, timeout_ms=60_000) as page:  # its half is the table's width
+        page.wait_for_selector("#al-saved-left-load-pareto .js-plotly-plot")
+        page.wait_for_timeout(1500)  # plotly finishes drawing
+        page.locator("#al-saved-left-load-panel").screenshot(path=str(path))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "assets")
-    parser.add_argument("--only", choices=("desktop", "phone", "workloads"), help="take one screenshot")
+    parser.add_argument("--only", choices=("desktop", "phone", "workloads", "load"), help="take one screenshot")
+    parser.add_argument("--report", type=Path, help="for --only load: a report with load levels (bench --json)")
     args = parser.parse_args()
+    if args.only == "load" and args.report is None:
+        parser.error("--only load needs --report, a report of bench --concurrency ... --json")
 
     from playwright.sync_api import sync_playwright
 
     from assistlab import ui
     from assistlab.engines.transformers.models import ModelStore
 
-    demo = ui.build_app(ModelStore())
+    history, run_id = None, None
+    if args.only == "load":
+        import json
+        import tempfile
+
+        from assistlab.history import History
+
+        history = History(f"sqlite:///{Path(tempfile.mkdtemp()) / 'h.sqlite3'}")
+        saved = history.save(json.loads(args.report.read_text()))
+        if not saved.saved:
+            raise SystemExit(f"the report could not be saved to show it: {saved.warning}")
+        run_id = saved.id
+    demo = ui.build_app(ModelStore(), history=history)
     _app, url, _share = demo.launch(prevent_thread_lock=True, server_port=free_port(), quiet=True,
                                     **ui.launch_options({}))
     try:
@@ -88,6 +112,9 @@ def main() -> int:
             if args.only in (None, "workloads"):
                 took = workloads(browser, url, args.out / "workloads.png")
                 print(f"workloads.png: the default Spec-Bench workload took {took:.0f} s")
+            if args.only == "load":
+                under_load(browser, url, run_id, args.out / "under-load.png")
+                print(f"under-load.png: the Under load panel of {args.report}")
             browser.close()
     finally:
         demo.close()
