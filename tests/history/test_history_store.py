@@ -14,7 +14,6 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pgcluster
 import pytest
 import sqlalchemy as sa
 from sample_reports import minimal_report
@@ -33,25 +32,6 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 # --- databases --------------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="session")
-def pg_server():
-    reason = pgcluster.why_unavailable()
-    if reason:
-        pytest.skip(f"PostgreSQL tests skipped: {reason}")
-    with pgcluster.cluster() as server:
-        yield server
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request, tmp_path):
-    """A fresh, empty database of each kind."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'data' / hist.DB_FILENAME}"
-    socket_dir, user = request.getfixturevalue("pg_server")
-    name = "t_" + request.node.name.split("[")[0][-40:].lower().replace("-", "_")
-    return pgcluster.fresh_database(socket_dir, user, name)
-
 
 @pytest.fixture
 def db(db_url):
@@ -748,7 +728,7 @@ def test_vllm_arms_are_saved_listed_and_ranked_only_against_vllm_plain(sqlite_db
     assert db.list().entries[-1].to_dict()["engines"] == "transformers, vllm"
     # the saved report's runs CSV says each run's engine
     rows = hist.runs_csv(db.get(both)[1]).splitlines()
-    assert rows[0].split(",")[-2:] == ["engine", "position"] and rows[-1].split(",")[-2] == "vllm"
+    assert rows[0].split(",")[-4:] == ["engine", "position", "concurrency", "request"] and rows[-1].split(",")[-4] == "vllm"
 
 
 def test_schema_upgrade_from_version_3_keeps_old_rows_and_gives_vllm_arms_their_engine(db_url):

@@ -7,7 +7,6 @@ import copy
 import json
 from datetime import datetime, timezone
 
-import pgcluster
 import pytest
 import sqlalchemy as sa
 from sample_reports import LOAD_NGRAM, load_report
@@ -17,23 +16,6 @@ from assistlab.views import history_html
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 LABEL = "vllm ngram (k=5, lookup 2-4)"
-
-
-@pytest.fixture(scope="module")
-def pg_server():
-    reason = pgcluster.why_unavailable()
-    if reason:
-        pytest.skip(f"PostgreSQL tests skipped: {reason}")
-    with pgcluster.cluster() as server:
-        yield server
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'h.sqlite3'}"
-    socket_dir, user = request.getfixturevalue("pg_server")
-    return pgcluster.fresh_database(socket_dir, user, "t_load_" + request.node.name.split("[")[0][-30:].lower())
 
 
 def _rows(sections):

@@ -121,15 +121,6 @@ def test_a_file_cut_short_in_place_is_caught_before_a_save(tmp_path):
 
 # ---------------------------------------------------------------- PostgreSQL paused
 
-@pytest.fixture(scope="module")
-def pg_server():
-    reason = pgcluster.why_unavailable()
-    if reason:
-        pytest.skip(f"PostgreSQL tests skipped: {reason}")
-    with pgcluster.cluster() as server:
-        yield server
-
-
 def _server_processes(socket_dir: str) -> list[int]:
     """The postmaster and every process it started (its backends among them)."""
     postmaster = int((Path(socket_dir) / "data" / "postmaster.pid").read_text().split()[0])
@@ -144,8 +135,8 @@ def _server_processes(socket_dir: str) -> list[int]:
     return [postmaster, *children]
 
 
-def test_reads_from_a_paused_postgresql_say_the_history_is_busy(pg_server):
-    socket_dir, user = pg_server
+def test_reads_from_a_paused_postgresql_say_the_history_is_busy(own_pg_server):
+    socket_dir, user = own_pg_server
     store = hist.History(pgcluster.fresh_database(socket_dir, user, "t_paused"), max_entries=None,
                          busy_timeout_s=1.0)
     assert store.save(report()).saved and store.count() == 1
