@@ -102,6 +102,19 @@ class RequestRecord:
     token_ids: list[int] = field(default_factory=list)
 
 
+def sum_counts(counts: list[dict]) -> dict:
+    """Speculative-decoding counts added up (drafts, draft_tokens, accepted_tokens, and by position)."""
+    out = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "accepted_per_position": []}
+    for c in counts:
+        for key in ("drafts", "draft_tokens", "accepted_tokens"):
+            out[key] += int(c.get(key) or 0)
+        per, mine = list(c.get("accepted_per_position") or []), out["accepted_per_position"]
+        mine.extend([0] * (len(per) - len(mine)))
+        for i, value in enumerate(per):
+            mine[i] += int(value)
+    return out
+
+
 @dataclass
 class LoadResult:
     """One round of `concurrency` requests sent at once to one arm: each request, and the round's wall time."""

@@ -12,7 +12,7 @@ import re
 import unicodedata
 
 from ..errors import InputError
-from ..results import cells
+from ..results import cells, load
 from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS
 
 # The largest report one comparison may store (issue 10, as the limits in records); only _report_text reads it.
@@ -429,33 +429,10 @@ def runs_csv(report: dict) -> str:
                 len(trace.get("tokens") or []), "" if pick("memory_bytes") is None else pick("memory_bytes"),
                 engine_of(arm), "" if pick("positions") is None else pick("positions"), 1, 0,
             ])
-    for row in _load_rows(report):
+    arms = [a for a in report.get("arms") or [] if isinstance(a, dict)]
+    for row in load.csv_rows(report.get("load_raw"), [(a.get("name"), a.get("strategy"), engine_of(a)) for a in arms]):
         writer.writerow(row)
     return buf.getvalue()
-
-
-def _load_rows(report: dict) -> list[list]:
-    """One row per request of the load phase, from the kept raw rounds (`load_raw`), as the live CSV has them."""
-    raw = report.get("load_raw") if isinstance(report.get("load_raw"), dict) else {}
-    arms = [a for a in report.get("arms") or [] if isinstance(a, dict)]
-    failed = {(f.get("arm"), f.get("concurrency")) for f in raw.get("failures") or [] if isinstance(f, dict)}
-    rounds = [r for r in raw.get("rounds") or [] if isinstance(r, dict) and isinstance(r.get("arm"), int)
-              and 0 <= r["arm"] < len(arms) and (r["arm"], r.get("concurrency")) not in failed]
-    rows = []
-    for rnd in sorted(rounds, key=lambda r: (r.get("concurrency") or 0, r.get("round") or 0, r["arm"])):
-        arm = arms[rnd["arm"]]
-        assisted = arm.get("strategy") != "plain"
-        for q in [q for q in rnd.get("requests") or [] if isinstance(q, dict)]:
-            latency, tokens, ttft = q.get("latency") or 0.0, q.get("tokens") or 0, q.get("ttft")
-            counts = q.get("counts") if isinstance(q.get("counts"), dict) else {}
-            rows.append([
-                arm.get("name"), arm.get("strategy"), rnd.get("round"), f"{latency:.6f}", tokens,
-                f"{tokens / latency:.3f}" if latency > 0 else "0.000", "" if ttft is None else f"{ttft:.6f}",
-                counts.get("draft_tokens", "") if assisted else "", counts.get("accepted_tokens", "") if assisted else "",
-                "", "", engine_of(arm), "" if rnd.get("position") is None else rnd["position"],
-                rnd.get("concurrency"), q.get("index"),
-            ])
-    return rows
 
 
 def _sanitize_json(value):

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..engines.base import ArmInfo, RequestRecord
+from ..engines.base import ArmInfo, RequestRecord, sum_counts
 from . import busy, stats
 
 PERCENTILES = (50, 90, 99)
@@ -39,7 +39,7 @@ class LoadRound:
         if self.counts is not None:
             return self.counts
         own = [r.counts for r in self.requests if r.counts is not None]
-        return _sum_counts(own) if own else None
+        return sum_counts(own) if own else None
 
 
 @dataclass
@@ -56,19 +56,6 @@ class LoadRecord:
 
     def rounds_of(self, arm: int, level: int) -> list[LoadRound]:
         return sorted((r for r in self.rounds if r.arm == arm and r.concurrency == level), key=lambda r: r.round)
-
-
-def _sum_counts(counts: list[dict]) -> dict:
-    out = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "accepted_per_position": []}
-    for c in counts:
-        for key in ("drafts", "draft_tokens", "accepted_tokens"):
-            out[key] += int(c.get(key) or 0)
-        per = list(c.get("accepted_per_position") or [])
-        mine = out["accepted_per_position"]
-        mine.extend([0] * (len(per) - len(mine)))
-        for i, value in enumerate(per):
-            mine[i] += int(value)
-    return out
 
 
 def percentiles(values: list[float]) -> dict:
@@ -89,7 +76,7 @@ def acceptance(rounds: list[LoadRound]) -> dict:
     """Drafted and accepted over the level's rounds, the rate by position, and the spread over requests."""
     sources = {r.counts_source for r in rounds}
     source = None if not rounds or None in sources else "metrics" if "metrics" in sources else "per-request"
-    totals = _sum_counts([c for r in rounds if (c := r.round_counts()) is not None])
+    totals = sum_counts([c for r in rounds if (c := r.round_counts()) is not None])
     drafted, accepted, drafts = totals["draft_tokens"], totals["accepted_tokens"], totals["drafts"]
     own = [r.counts for rnd in rounds for r in rnd.requests if r.counts and (r.counts.get("draft_tokens") or 0) > 0]
     spread = percentiles([c["accepted_tokens"] / c["draft_tokens"] for c in own]) if own else None
@@ -319,21 +306,27 @@ def raw(record: LoadRecord | None) -> dict | None:
     }
 
 
-def csv_rows(record: LoadRecord | None, arms: list[ArmInfo]) -> list[list]:
-    """One CSV row per load request, in the runs' columns (report.to_csv), concurrency and request index last."""
+def csv_rows(raw_rounds: dict | None, arms: list[tuple[str, str, str]]) -> list[list]:
+    """One CSV row per load request, in the runs' columns (report.to_csv), concurrency and request index last.
+
+    From the raw rounds (`raw`, or a saved report's `load_raw`, read defensively) and each arm's (name, strategy,
+    engine), so the live CSV and the history's are written by this one function."""
+    raw_rounds = raw_rounds if isinstance(raw_rounds, dict) else {}
+    failed = {(f.get("arm"), f.get("concurrency")) for f in raw_rounds.get("failures") or [] if isinstance(f, dict)}
+    rounds = [r for r in raw_rounds.get("rounds") or [] if isinstance(r, dict) and isinstance(r.get("arm"), int)
+              and 0 <= r["arm"] < len(arms) and (r["arm"], r.get("concurrency")) not in failed]
     rows = []
-    for rnd in [] if record is None else sorted(record.rounds, key=lambda r: (r.concurrency, r.round, r.arm)):
-        if (rnd.arm, rnd.concurrency) in record.failures:
-            continue
-        info = arms[rnd.arm]
-        for q in rnd.requests:
-            counts = q.counts or {}
+    for rnd in sorted(rounds, key=lambda r: (r.get("concurrency") or 0, r.get("round") or 0, r["arm"])):
+        name, strategy, engine = arms[rnd["arm"]]
+        assisted = strategy != "plain"
+        for q in [q for q in rnd.get("requests") or [] if isinstance(q, dict)]:
+            latency, tokens, ttft = q.get("latency") or 0.0, q.get("tokens") or 0, q.get("ttft")
+            counts = q.get("counts") if isinstance(q.get("counts"), dict) else {}
             rows.append([
-                info.name, info.strategy, rnd.round, f"{q.latency:.6f}", q.tokens,
-                f"{q.tokens / q.latency:.3f}" if q.latency > 0 else "0.000",
-                "" if q.ttft is None else f"{q.ttft:.6f}",
-                counts.get("draft_tokens", "") if info.assisted else "",
-                counts.get("accepted_tokens", "") if info.assisted else "",
-                "", "", info.engine, "" if rnd.position is None else rnd.position, rnd.concurrency, q.index,
+                name, strategy, rnd.get("round"), f"{latency:.6f}", tokens,
+                f"{tokens / latency:.3f}" if latency > 0 else "0.000", "" if ttft is None else f"{ttft:.6f}",
+                counts.get("draft_tokens", "") if assisted else "",
+                counts.get("accepted_tokens", "") if assisted else "", "", "", engine, "" if rnd.get("position") is None else rnd["position"], rnd.get("concurrency"),
+                q.get("index"),
             ])
     return rows

@@ -322,7 +322,7 @@ class Report:
                 len(run.step_tokens), "" if run.memory_bytes is None else run.memory_bytes,
                 info.engine, "" if run.position is None else run.position, 1, 0,
             ])
-        for row in load_mod.csv_rows(self.load, self.arms):
+        for row in load_mod.csv_rows(load_mod.raw(self.load), [(a.name, a.strategy, a.engine) for a in self.arms]):
             writer.writerow(row)
         return buf.getvalue()
 

@@ -308,7 +308,8 @@ class SuiteReport:
                 writer.writerow([result.item.id, result.item.category, result.item.turn, *row])
         if not header_written:
             writer.writerow(["prompt_id", "category", "turn"])
-        for row in load_mod.csv_rows(self.load, self.load_arms) if header_written else []:
+        arms = [(a.name, a.strategy, a.engine) for a in self.load_arms or []]
+        for row in load_mod.csv_rows(load_mod.raw(self.load), arms) if header_written else []:
             writer.writerow(["load", "", "", *row])  # the load phase's requests, over the prompts in turn
         return out.getvalue()
 

@@ -21,6 +21,11 @@ def vocab_size(folder: str | None) -> int | None:
     return value if type(value) is int and value > 0 else None
 
 
+def no_token_ids(url: str) -> str:
+    """Why an answer without token ids is not a measurement (they are what is checked and compared)."""
+    return f"the server at {url} sent no token ids (return_token_ids); a vLLM 0.10 or later sends them"
+
+
 def problem(streamed: Streamed, url: str, asked: int, fixed_length: bool, vocab: int | None) -> str | None:
     """Why `streamed` is not a measurement of `asked` new tokens of the target, or None when it is one.
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ...errors import AssistLabError, EngineError
 from ..base import (Arm, ArmInfo, Clock, Engine, LoadResult, RunFailure, RunResult, Status, Watch, sampling_flags,
-                    while_loading)
+                    sum_counts, while_loading)
 from ..transformers import models as transformer_models
 from ..transformers.paths import same_tokenizer
 from . import answers, client, load, memory, methods, server
@@ -248,7 +248,7 @@ def load_round(endpoint: Endpoint, prompts: list[list[int]], request, clock: Clo
         records = [load.record(i, s, round_start) for i, s in enumerate(sent)]
         source, counts = None, None
         if assisted and all(r.counts is not None for r in records):
-            source, counts = "per-request", load.summed([r.counts for r in records])
+            source, counts = "per-request", sum_counts([r.counts for r in records])
         elif assisted:
             counts = client.counts_between(before, _settled_metrics(endpoint, should_stop=should_stop))
             source = "metrics" if counts is not None else None
@@ -285,8 +285,7 @@ class ServerArm(Arm):
         if streamed.stopped:
             return RunFailure("stopped", stopped=True)
         if streamed.token_ids is None:
-            return RunFailure(f"the server at {endpoint.url} sent no token ids (return_token_ids); a vLLM 0.10 or "
-                              f"later sends them")
+            return RunFailure(answers.no_token_ids(endpoint.url))
         if not outcome.metrics and self.info.assisted and NO_METRICS not in self.info.unavailable:
             self.info.unavailable.append(NO_METRICS)
         return RunResult(latency=streamed.latency, times=list(streamed.times), tokens=list(streamed.tokens),

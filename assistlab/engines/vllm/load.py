@@ -114,7 +114,7 @@ def checker(url: str, max_tokens: int, fixed_length: bool, vocab: int | None) ->
     """The check of each answer that run_once makes (answers.problem), and that the server sent token ids."""
     def check(streamed: client.Streamed) -> str | None:
         if streamed.token_ids is None:
-            return (f"the server at {url} sent no token ids (return_token_ids); a vLLM 0.10 or later sends them")
+            return answers.no_token_ids(url)
         return answers.problem(streamed, url, max_tokens, fixed_length, vocab)
 
     return check
@@ -123,12 +123,3 @@ def checker(url: str, max_tokens: int, fixed_length: bool, vocab: int | None) ->
 def wall(records: list[RequestRecord]) -> float:
     """From the first request sent to the last one finished."""
     return max(r.started + r.latency for r in records) - min(r.started for r in records)
-
-
-def summed(counts: list[dict]) -> dict:
-    """The round's acceptance: every request's own counts added up, by position too."""
-    length = max(len(c["accepted_per_position"]) for c in counts)
-    out = {k: sum(c[k] for c in counts) for k in ("drafts", "draft_tokens", "accepted_tokens")}
-    out["accepted_per_position"] = [sum(c["accepted_per_position"][i] for c in counts
-                                        if i < len(c["accepted_per_position"])) for i in range(length)]
-    return out
