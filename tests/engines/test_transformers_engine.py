@@ -136,6 +136,34 @@ def test_fake_clock_gives_exact_latencies(allowed_models, store):
     assert report["comparison"][0]["speedup"]["median"] == pytest.approx((TOKENS + 1) / (steps + 1))
 
 
+def test_no_collection_during_a_timed_run_and_no_full_one_before_each(allowed_models, store, monkeypatch):
+    # A full collection walks every object of the process (0.33 s with gradio loaded) before each run: only the
+    # young generations are collected before a run, and none at all while it is timed.
+    import gc
+
+    from assistlab.engines.transformers import timing
+
+    asked, enabled_while_timed = [], []
+    real_collect = timing.gc.collect
+
+    def collect(generation=2):
+        asked.append(generation)
+        return real_collect(generation)
+
+    class Watching(timing.StepStreamer):
+        def put(self, value) -> None:
+            enabled_while_timed.append(gc.isenabled())
+            super().put(value)
+
+    monkeypatch.setattr(timing.gc, "collect", collect)
+    monkeypatch.setattr(timing, "StepStreamer", Watching)
+    runner.run_to_report(BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), prompt=PROMPT,
+                                      max_new_tokens=TOKENS, repeats=2, warmup=1), store)
+    assert len(enabled_while_timed) > TOKENS and not any(enabled_while_timed)
+    assert len(asked) >= 6 and all(generation < 2 for generation in asked)
+    assert gc.isenabled()
+
+
 def test_runs_are_interleaved_in_rotated_order_and_warmup_comes_first(allowed_models, store):
     request = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"),), prompt=PROMPT,
                            max_new_tokens=4, repeats=3, warmup=2)
