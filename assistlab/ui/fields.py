@@ -99,10 +99,15 @@ HINTS = {
         f"at most {LIMITS['repeats']}. More runs narrow the interval."
     ),
     "measure": (
-        "Quick stops once each assistant is clearly faster or slower than plain, or within "
-        f"±{NO_DIFFERENCE_BAND:.0%} of it. Careful keeps measuring until every speedup is known to within "
+        "Quick stops once each assistant is clearly faster or slower than plain, or within the band of no "
+        f"practical difference of it (±{NO_DIFFERENCE_BAND:.0%} unless set below). Careful keeps measuring until every speedup is known to within "
         f"±{CAREFUL_PRECISION:.0%} (its confidence interval), so small differences can be told apart; the "
         "progress bar counts against the most that may run."
+    ),
+    "band_percent": (
+        f"When the runs stop once the answer is clear (Quick, Repetitions empty): an assistant whose speedup is "
+        f"known to lie within ± this many percent of plain is called no practical difference, and its runs end. "
+        f"Empty = {NO_DIFFERENCE_BAND:.0%}."
     ),
     "warmup": (
         f"Untimed runs first, so start-up costs are not counted; {CPU_DEFAULTS['warmup']} is usually enough, "
@@ -259,6 +264,7 @@ def request_from_form(
     servers="",
     server_api_key="",
     concurrency="",
+    band_percent=None,
 ) -> BenchRequest:
     """The request the form (or the API) describes; the dataclasses check every value.
 
@@ -273,6 +279,8 @@ def request_from_form(
     per `vllm_methods` (a draft_model arm per model in the assistant boxes). The vLLM boxes are not read when
     vLLM is not among the engines, as the assistant box is not read by a strategy without an assistant.
     `concurrency` ("1,2,4,8"; empty: none) adds load levels for the vLLM arms; the request parses and checks it.
+    `band_percent` (empty: NO_DIFFERENCE_BAND) is the band, in percent either side of 1x, that the rule "clear"
+    calls no practical difference.
     """
     measure = "quick" if _blank(measure) else measure
     if measure not in MEASURES:
@@ -319,7 +327,22 @@ def request_from_form(
         max_time_s=DEFAULT_MAX_TIME_S if measure == "careful" else None,
         engines=chosen,
         concurrency=() if _blank(concurrency) else concurrency,
+        band=_band(band_percent),
     )
+
+
+def _band(percent) -> float:
+    """The band-of-no-difference box, in percent (3 means ±3%), as the request's share of 1x; empty: the default."""
+    if _blank(percent):
+        return NO_DIFFERENCE_BAND
+    try:
+        value = float(percent.strip() if isinstance(percent, str) else percent)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not 0.0 < value < 50.0:  # also refuses nan
+        raise InputError(f"band_percent must be a number of percent above 0 and below 50 (3 means within ±3% of "
+                         f"plain), got {percent!r}.")
+    return value / 100.0
 
 
 def _engines(value) -> tuple[str, ...]:
@@ -414,6 +437,7 @@ LABELS = {
     "servers": "Servers that already run",
     "server_api_key": "Servers' API key",
     "concurrency": "Load (requests at once)",
+    "band_percent": "No practical difference within (±%)",
 }
 # Names the request (and so its messages) uses where the form's field has another name.
 REQUEST_NAMES = {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from ..config import CPU_DEFAULTS, DEVICES, DTYPES, LIMITS
+from ..config import CPU_DEFAULTS, DEVICES, DTYPES, LIMITS, NO_DIFFERENCE_BAND
 from ..engines import catalog
 from .api_parameters import FORM_FIELDS
 from .fields import (
@@ -66,6 +66,7 @@ class Form:
     servers: gr.Textbox
     server_api_key: gr.Textbox
     concurrency: gr.Textbox
+    band_percent: gr.Textbox
 
     def inputs(self) -> list:
         return [getattr(self, name) for name in FORM_FIELDS]
@@ -134,6 +135,9 @@ def build() -> Form:
         gr.Markdown("**How much to measure**")
         measure = gr.Radio(MEASURE_CHOICES, value="quick", label="How sure", info=HINTS["measure"],
                            elem_id="al-measure")
+        # Text, empty by default: empty is the default band, which the placeholder shows.
+        band_percent = gr.Textbox("", label=LABELS["band_percent"], placeholder=f"{NO_DIFFERENCE_BAND * 100:g}",
+                                  max_lines=1, info=HINTS["band_percent"], elem_id="al-band")
         with gr.Row():
             # Text boxes, not number boxes: a number box shows an empty value as 0 once the accordion opens, and
             # empty must stay empty here (it means the device default). The request parses what is typed and
@@ -174,7 +178,7 @@ def build() -> Form:
         target, assistant, strategy, prompt, max_new_tokens, repeats, warmup, also_prompt_lookup,
         extra_assistants, chat_template, do_sample, seed, device, dtype, num_assistant_tokens, schedule,
         confidence_threshold, prompt_lookup_num_tokens, early_exit_layer, device_map_auto, measure, preset,
-        preset_note, **engines,
+        preset_note, **engines, band_percent=band_percent,
     )
 
 

@@ -204,6 +204,8 @@ def test_opening_settings_and_pressing_run_with_nothing_typed_uses_the_defaults(
     page.wait_for_timeout(500)  # the accordion has mounted its boxes
     for label in ("New tokens per run", "Repetitions"):
         assert page.get_by_label(label).input_value() == ""  # empty stays empty: it means the device default
+    band = page.locator("#al-band textarea, #al-band input")
+    assert band.input_value() == "" and band.get_attribute("placeholder") == "3"  # empty: the default ±3%
     page.click("#al-run")
     # 2 arms x (1 warm-up + at most CLEAR_MAX_REPEATS repetitions): empty repetitions stop once the answer is clear
     # (issue 28); the run is under way with the defaults, not refused.
