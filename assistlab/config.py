@@ -53,6 +53,9 @@ STOP_RULES = ("fixed", "clear", "precision")
 NO_DIFFERENCE_BAND = 0.03
 CLEAR_MAX_REPEATS = 30
 CLEAR_MAX_TIME_S = 600.0
+# A workload whose prompts each run until their answer is clear: the budget of timed runs for the whole workload
+# when none is given, shared out among the prompts not yet measured.
+SUITE_CLEAR_MAX_TIME_S = 1800.0
 
 # Load levels (issue 27): how many requests a server arm is sent at once, at most this many levels, each in 1..MAX.
 MAX_LOAD_LEVELS = 8

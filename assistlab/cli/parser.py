@@ -24,6 +24,7 @@ from ..config import (
     NO_DIFFERENCE_BAND,
     PROMPT_LOOKUP_DEFAULT,
     SCHEDULES,
+    SUITE_CLEAR_MAX_TIME_S,
     BenchRequest,
 )
 from ..engines import catalog
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     workload.add_argument("--selection", choices=("first", "sample"), default="first", help="the first N of each category, or a seeded sample (default: %(default)s)")
     workload.add_argument("--selection-seed", default=0, help="seed of --selection sample (default: %(default)s)")
     workload.add_argument("--turns", choices=("first", "both"), default="first", help="multi-turn prompts: the first turn only, or every turn after the target's own answers (default: %(default)s)")
+    workload.add_argument("--until-clear", action="store_true", help=f"run each prompt until its answer is clear, as a comparison without --repeats does, instead of a fixed count: at most --repeats repetitions per prompt (default {CLEAR_MAX_REPEATS}) within --max-time seconds of timed runs for the whole workload (default {SUITE_CLEAR_MAX_TIME_S:g}), shared among the prompts not yet measured")
     bench.add_argument("--json", type=Path, default=None, help="write the report as JSON here")
     bench.add_argument("--csv", type=Path, default=None, help="write one row per run as CSV here")
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -165,6 +167,7 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
         precision=args.precision,
         max_time_s=args.max_time,
         band=args.band,
+        stop_rule=_stop_rule(args),
         do_sample=args.sample,
         seed=args.seed,
         fixed_length=args.fixed_length,
@@ -176,6 +179,16 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
         concurrency=args.concurrency,
         load_rounds=args.load_rounds,
     )
+
+
+def _stop_rule(args: argparse.Namespace) -> str | None:
+    """--until-clear as the request's rule "clear" (None: the rule follows from --repeats and --precision)."""
+    if not args.until_clear:
+        return None
+    if args.precision is not None:
+        raise InputError("--until-clear stops once the answer is clear, --precision once every speedup is known to "
+                         "a precision; choose one.")
+    return "clear"
 
 
 def _engines(args: argparse.Namespace) -> tuple[str, ...]:

@@ -107,6 +107,35 @@ def answer_message(report: Report) -> str:
     return f"The timed repetitions are done ({n})."
 
 
+def prompt_words(stopping: dict) -> str:
+    """What ended one prompt of a workload run until clear, in a few words: 'clear after 7 repetitions'."""
+    n, ended = stopping["repetitions"], stopping["ended_by"]
+    runs = f"{n} repetition{'s' if n != 1 else ''}"
+    if ended == "clear":
+        return f"clear after {runs}"
+    if ended == "time budget":
+        return f"its share of the time budget ran out after {runs}"
+    if ended == "repetitions":
+        return f"not clear after {runs}, the most allowed"
+    if ended == "no assisted arm":
+        return f"no assisted arm left after {runs}"
+    return runs
+
+
+def suite_words(stopping: dict) -> str:
+    """A workload's rule "clear" in one sentence: how many prompts settled and what ended the others."""
+    prompts = list(stopping["prompts"].values())
+    settled = sum(1 for p in prompts if p["ended_by"] == "clear")
+    budget = sum(1 for p in prompts if p["ended_by"] == "time budget")
+    most = sum(1 for p in prompts if p["ended_by"] == "repetitions")
+    parts = [f"{settled} of {len(prompts)} prompts reached a clear answer"]
+    if budget:
+        parts.append(f"{budget} ran out of their share of the {stopping['max_time_s']:g} s budget")
+    if most:
+        parts.append(f"{most} were not clear after {stopping['max_repetitions']} repetitions")
+    return "; ".join(parts) + f" ({stopping['spent_s']:.0f} s of timed runs)."
+
+
 def finish_message(report: Report, request: BenchRequest) -> str:
     """The closing sentence of a complete comparison: how many repetitions ran and what ended them."""
     stop = report.stopping

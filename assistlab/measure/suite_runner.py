@@ -6,7 +6,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator
 
-from ..config import BenchRequest
+from ..config import CLEAR_MAX_REPEATS, SUITE_CLEAR_MAX_TIME_S, BenchRequest
 from ..engines import catalog, registry
 from ..engines.base import Host, Status
 from ..errors import AssistLabError, InputError
@@ -16,6 +16,7 @@ from ..results.report import Report
 from ..results.suite import PromptResult, SuiteReport
 from ..results.suite_inputs import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, Selection
 from . import contention, setup
+from . import stopping as stop_rules
 from . import load as load_phase
 from .progress import Clock, Pace, Progress
 from .runner import rotation, run_round
@@ -24,14 +25,31 @@ from .runner import rotation, run_round
 def suite_bench(bench: BenchRequest, device_type: str) -> BenchRequest:
     """The suite's settings: empty fields take the suite defaults (shorter than a single comparison's).
 
-    A suite runs a fixed number of repetitions per prompt: a precision target (the page's "Careful") and its
-    time budget are for one comparison, and are dropped here.
+    A suite runs a fixed number of repetitions per prompt, unless its rule is "clear" (`stop_rule`): then each
+    prompt runs until its answer is clear, at most `repeats` times (CLEAR_MAX_REPEATS when empty), within
+    `max_time_s` of timed runs for the whole workload (SUITE_CLEAR_MAX_TIME_S when empty). A precision target
+    (the page's "Careful") and its time budget are for one comparison, and are dropped here.
     """
-    defaults = CUDA_SUITE_DEFAULTS if device_type == "cuda" else CPU_SUITE_DEFAULTS
+    defaults = dict(CUDA_SUITE_DEFAULTS if device_type == "cuda" else CPU_SUITE_DEFAULTS)
+    if bench.stop_rule == "clear":
+        defaults.update(repeats=CLEAR_MAX_REPEATS, max_time_s=SUITE_CLEAR_MAX_TIME_S)
     changes = {k: v for k, v in defaults.items() if getattr(bench, k) is None}
     if bench.precision is not None:
-        changes.update(precision=None, max_time_s=None)
+        changes.update(precision=None, max_time_s=None, stop_rule=None)
     return dataclasses.replace(bench, **changes) if changes else bench
+
+
+def until_clear(bench: BenchRequest) -> bool:
+    """Whether each prompt runs until its answer is clear (else a fixed count per prompt)."""
+    return bench.stop_rule == "clear"
+
+
+def prompt_share(bench: BenchRequest, spent_s: float, prompts_left: int) -> BenchRequest:
+    """One prompt's request under the rule "clear": the workload's budget not yet spent, shared equally among the
+    prompts not yet measured (this one included), as its own time budget; a prompt that settles early leaves its
+    time to the ones after it."""
+    left = max(bench.max_time_s - spent_s, 0.0)
+    return dataclasses.replace(bench, max_time_s=max(left / max(prompts_left, 1), 1e-3))
 
 
 def estimate_runs(bench: BenchRequest, selection: Selection, device_type: str = "cpu") -> dict:
@@ -46,16 +64,23 @@ def estimate_runs(bench: BenchRequest, selection: Selection, device_type: str = 
         "warmup_runs": bench.warmup * arms,
         "timed_runs": items * bench.repeats * arms,
         "new_tokens": bench.max_new_tokens,
+        # Under the rule "clear" the counts are the most that may run; the budget of timed runs bounds them too.
+        "until_clear": until_clear(bench),
+        "max_time_s": bench.max_time_s if until_clear(bench) else None,
     }
 
 
 def describe_estimate(estimate: dict, seconds_per_run: float | None = None) -> str:
     """The estimate in words, with a time when a seconds-per-run figure is known."""
+    most = "at most " if estimate.get("until_clear") else ""
     text = (
-        f"{estimate['prompts']} prompts × {estimate['arms']} arms × {estimate['repeats']} repetitions = "
-        f"{estimate['timed_runs']} timed runs of {estimate['new_tokens']} new tokens, plus "
+        f"{estimate['prompts']} prompts × {estimate['arms']} arms × {most}{estimate['repeats']} repetitions = "
+        f"{most}{estimate['timed_runs']} timed runs of {estimate['new_tokens']} new tokens, plus "
         f"{estimate['warmup_runs']} warm-up runs"
     )
+    if estimate.get("until_clear"):
+        return text + (f"; each prompt stops once its answer is clear, within {_minutes(estimate['max_time_s'])} of "
+                       f"timed runs for the whole workload.")
     if seconds_per_run:
         total = seconds_per_run * (estimate["timed_runs"] + estimate["warmup_runs"])
         text += f"; about {_minutes(total)}"
@@ -166,6 +191,13 @@ def _run_suite(
         rough = progress.rough_left()
         return rough, rough is not None
 
+    clear = until_clear(bench)
+    timed_s = 0.0  # seconds of counted repetitions over every prompt so far: the budget "clear" shares out
+    if clear:
+        suite.stopping = {"rule": "clear", "max_time_s": bench.max_time_s, "max_repetitions": bench.repeats,
+                          "band": bench.band, "level": stop_rules.record(bench)["level"], "spent_s": 0.0,
+                          "prompts": {}}
+
     def event(kind: str, message: str, position: int, prompt_done: bool = False, **words) -> Event:
         suite.elapsed_s = clock() - began
         left, rough = eta()
@@ -219,6 +251,9 @@ def _run_suite(
                 arms=[a.info for a in mine],
                 planned_repeats=bench.repeats,
             )
+            mine_request = prompt_share(bench, timed_s, n_items - position + 1) if clear else bench
+            if clear:
+                report.stopping = stop_rules.record(mine_request, report)
             result.report, result.status = report, "running"
             emit = emitter(position, item)
             before, stopped = progress.done, False
@@ -234,6 +269,7 @@ def _run_suite(
                     failed_arms = {i: a.info.error for i, a in enumerate(mine) if a.info.error}
                     progress.total -= progress.done
                     progress.done = before = 0
+                started = clock()
                 for r in range(bench.repeats):
                     if stopped:
                         break
@@ -241,6 +277,15 @@ def _run_suite(
                                         monitor, turn, emit=emit)
                     turn += 1  # a round that fails still took its place in the rotation
                     stopped = yield from counted
+                    if clear and not stopped:
+                        decision = stop_rules.after_repetition(mine_request, report, r + 1, clock() - started)
+                        if decision.stop:
+                            # Runs planned for this prompt that its answer no longer needs: the bar's total shrinks.
+                            progress.total -= (bench.repeats - r - 1) * len(mine)
+                            break
+                if clear:
+                    timed_s += clock() - started
+                    suite.stopping["spent_s"] = timed_s
             except AssistLabError as exc:  # the plain run failed (run_round says how): no baseline for this prompt
                 result.status, result.reason = "failed", str(exc)
                 if warmed:
@@ -253,8 +298,13 @@ def _run_suite(
             if result.status != "failed":
                 result.status = "stopped" if stopped else "measured"
             result.finish()
+            if clear and report.stopping is not None:
+                kept = report.stopping
+                suite.stopping["prompts"][item.id] = {"repetitions": kept["repetitions"], "ended_by": kept["ended_by"],
+                                                      "max_time_s": mine_request.max_time_s}
             if result.status == "measured":
-                yield event("status", f"Prompt {position} of {n_items} ({item.id}, {item.category}) measured.",
+                said = f" ({stop_rules.prompt_words(report.stopping)})" if clear and report.stopping else ""
+                yield event("status", f"Prompt {position} of {n_items} ({item.id}, {item.category}) measured{said}.",
                             position, prompt_done=True)
             plain = report.plain
             if plain:
@@ -287,6 +337,8 @@ def _run_suite(
         suite.message = f"Complete: {measured} of {n_items} prompts measured" + (
             f", {others} (see the reasons)." if others else "."
         )
+        if clear and suite.stopping["prompts"]:
+            suite.message += " Each ran until its answer was clear: " + stop_rules.suite_words(suite.stopping)
     for result in suite.results:
         if result.status == "pending":
             result.status, result.reason = "not run", "the suite was stopped before this prompt."

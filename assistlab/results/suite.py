@@ -216,6 +216,9 @@ class SuiteReport:
     load: load_mod.LoadRecord | None = None  # the workload's load phase, once after its prompts
     load_arms: list = field(default_factory=list)  # every arm's ArmInfo, for the load figures
     load_note: str | None = None  # why the load phase did not run, when levels were asked
+    # With the rule "clear" per prompt: the rule, the workload's budget and what was spent, and per prompt id its
+    # repetitions and what ended them (each prompt's own `stopping` block is in its report); None: a fixed count.
+    stopping: dict | None = None
 
     def prompt_rows(self) -> list[dict]:
         rows = []
@@ -236,6 +239,8 @@ class SuiteReport:
             if data is not None and data["counted_repetitions"]:
                 row["arms"] = arm_figures(data)
                 row["repetitions"] = data["counted_repetitions"]
+                if data.get("stopping") is not None:  # the rule "clear": its looks and what ended this prompt
+                    row["stopping"] = data["stopping"]
                 row["orders"] = data["orders"]  # the arms' order in each repetition, rotated as in a comparison
                 row["runs"] = [
                     {key: arm[key] for key in (
@@ -283,6 +288,8 @@ class SuiteReport:
             "arms": self.arm_names,
             "suite": suite,
         }
+        if self.stopping is not None:
+            data["stopping"] = self.stopping
         if self.request.get("concurrency"):  # the load phase, run once over the workload's prompts in turn
             data.update(load_mod.report_parts(self.load, self.load_arms, self.environment.get("load_contention")))
             data["load_summary"]["notes"] += [self.load_note] if self.load_note else []

@@ -51,6 +51,8 @@ FORM_PARAMETERS = (
     ApiParameter("servers", str, ""),
     ApiParameter("server_api_key", str, ""),
     ApiParameter("concurrency", str, ""),  # load levels for the vLLM arms, "1,2,4,8"; empty: none
+    # How near 1x counts as no practical difference when the runs stop once the answer is clear; empty: 3 (%).
+    ApiParameter("band_percent", float | None, None),
 )
 FORM_FIELDS = tuple(p.name for p in FORM_PARAMETERS)
 # /compare_suite's own: which workload, then the comparison's fields but the prompt (the workload brings its
@@ -65,5 +67,9 @@ SUITE_PARAMETERS = (
     ApiParameter("prompts_text", str, ""),
     ApiParameter("prompts_filename", str, "prompts.jsonl"),
 )
+# /compare_suite's rule for each prompt, after every other parameter so that theirs keep their places: False runs
+# the fixed count (repeats, or the suite default), True each prompt until its answer is clear.
+SUITE_RULE = (ApiParameter("until_clear", bool, False),)
 COMPARE_API = FORM_PARAMETERS
-COMPARE_SUITE_API = (*FORM_PARAMETERS[:3], *SUITE_PARAMETERS, *(p for p in FORM_PARAMETERS[3:] if p.name != "prompt"))
+COMPARE_SUITE_API = (*FORM_PARAMETERS[:3], *SUITE_PARAMETERS, *(p for p in FORM_PARAMETERS[3:] if p.name != "prompt"),
+                     *SUITE_RULE)

@@ -142,7 +142,9 @@ def build_app(
             starts for vLLM's plain arm and each of vllm_methods ('ngram,draft_model'; draft_model drafts with the
             assistant), with vllm_speculative_tokens, vllm_lookup_min and vllm_lookup_max (empty: 5, 2, 4).
             concurrency ('1,2,4,8'; empty: one request at a time only) also times the vLLM arms at each level, that
-            many requests at once, into report["load"] and report["load_summary"].
+            many requests at once, into report["load"] and report["load_summary"]. band_percent (empty: 3) is how
+            near 1x, in percent either side, a speedup known at every look counts as no practical difference when
+            the runs stop once the answer is clear.
             """
             if values["prompt"] is None:
                 values["prompt"] = catalog.default_prompt(values["target"])
@@ -195,14 +197,19 @@ def build_app(
             drafting knobs); the suite's own defaults fill new tokens and repetitions. vLLM arms (engines,
             vllm_methods, ..., servers, server_api_key, as for /compare) are served by the same servers for every
             prompt: AssistLab starts its own once, before the first prompt, and stops them at the end.
-            concurrency ('1,2,4,8') adds load levels for the vLLM arms, as for /compare.
+            concurrency ('1,2,4,8') adds load levels for the vLLM arms, as for /compare. until_clear=True runs each
+            prompt until its answer is clear (as /compare with repeats empty) instead of a fixed count: at most
+            repeats repetitions per prompt (30 if empty), within 1800 s of timed runs for the whole workload, shared
+            among the prompts not yet measured; report["stopping"] says what ended each prompt.
             """
             suite_names = {p.name for p in SUITE_PARAMETERS}
             suite = {name: values.pop(name) for name in list(values) if name in suite_names}
+            until_clear = values.pop("until_clear")
             prompts_text, prompts_filename = suite.pop("prompts_text"), suite.pop("prompts_filename")
             suite_values = {"source": suite.pop("suite"), **suite}
             with user_errors():
-                bench, plan = suite_tab.suite_plan_from_api(values, suite_values, prompts_text, prompts_filename)
+                bench, plan = suite_tab.suite_plan_from_api(values, suite_values, prompts_text, prompts_filename,
+                                                            until_clear)
                 final = await finish_job(page.start_job(bench, lambda: False, plan), request)
                 report = final.report.to_dict()
             if report["suite"]["overall"]["prompts"]:

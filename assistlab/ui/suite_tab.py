@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import time
 import uuid
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from ..config import DEFAULT_PROMPT, check_encodable
+from ..config import CLEAR_MAX_REPEATS, DEFAULT_PROMPT, SUITE_CLEAR_MAX_TIME_S, check_encodable
 from ..errors import InputError
 from ..results.events import Event
 from ..results.suite import SuiteReport
@@ -52,6 +53,12 @@ DETAILS = (
 )
 
 
+UNTIL_CLEAR_HINT = (
+    f"Instead of the same count for every prompt: each prompt runs until each assistant is clearly faster or slower "
+    f"than plain on it, or within the band of no practical difference (as a comparison with Repetitions empty; "
+    f"that takes 6 or more repetitions), at most Repetitions times ({CLEAR_MAX_REPEATS} if empty), within "
+    f"{SUITE_CLEAR_MAX_TIME_S / 60:.0f} minutes of timed runs for the whole workload, shared among the prompts left."
+)
 # What a workload's speedup is, in plain words; the method's own words (the report's `interval`) are one click away.
 SPEEDUP_WORDS = (
     "Speedup per kind of task: the typical speedup over its prompts (their geometric mean), with the range it is "
@@ -87,6 +94,7 @@ class SuiteView:
     load_summary: gr.HTML
     load_speedup: gr.Plot
     load_pareto: gr.Plot
+    until_clear: gr.Checkbox  # each prompt until its answer is clear, instead of a fixed count
 
     def load_parts(self) -> list:
         return [self.load_panel, self.load_summary, self.load_speedup, self.load_pareto]
@@ -121,6 +129,8 @@ def build() -> SuiteView:
         turns = gr.Radio([("First turn", "first"), ("Every turn", "both")], value="first",
                          label="Conversations (two questions)", min_width=160,
                          info="Every turn: the second question follows the target's own answer to the first.")
+    until_clear = gr.Checkbox(False, label="Time each prompt until its answer is clear", elem_id="al-suite-until-clear",
+                              info=UNTIL_CLEAR_HINT)
     file = gr.File(label=f"My prompts file (.jsonl, .csv or .txt, at most {SUITE_LIMITS['file_bytes'] // 1_000_000} MB)",
                    file_types=[".jsonl", ".json", ".csv", ".txt"], type="filepath", visible=False,
                    elem_id="al-suite-file")
@@ -144,7 +154,7 @@ def build() -> SuiteView:
             download_csv = gr.DownloadButton("Download runs (CSV)", visible=False, elem_id="al-suite-download-csv")
     return SuiteView(source, categories, per_category, selection, selection_seed, turns, file, run, stop, progress,
                      panel, plot, summary, table, prompts, pick, texts, download_json, download_csv, gr.State({}),
-                     *load_parts)
+                     *load_parts, until_clear)
 
 
 def per_category_placeholder(source: str) -> str:
@@ -174,9 +184,16 @@ def suite_request_from_form(
     )
 
 
-def bench_from_form(values: dict):
-    """The form's BenchRequest, with a stand-in prompt: a suite brings its own prompts."""
-    return request_from_form(**{**values, "prompt": DEFAULT_PROMPT})
+def bench_from_form(values: dict, until_clear: bool = False):
+    """The form's BenchRequest, with a stand-in prompt (a suite brings its own prompts); `until_clear` runs each
+    prompt until its answer is clear (the rule "clear") instead of a fixed count."""
+    bench = request_from_form(**{**values, "prompt": DEFAULT_PROMPT})
+    if until_clear is not True and until_clear not in (False, None):
+        raise InputError(f"until_clear must be true or false, got {until_clear!r}.")
+    if until_clear and bench.precision is not None:
+        raise InputError("Each prompt until its answer is clear and How sure: Careful are two ways to decide how "
+                         "many repetitions run; choose Quick, or switch the per-prompt rule off.")
+    return dataclasses.replace(bench, stop_rule="clear") if until_clear else bench
 
 
 # ---------------------------------------------------------------- panels (pure HTML from the report dict)
@@ -327,7 +344,7 @@ def wire(page: Page, view: SuiteView) -> None:
 
     def run_stream(data: dict, request: gr.Request):
         def prepare():
-            bench = bench_from_form({names[c]: v for c, v in data.items() if c in names})
+            bench = bench_from_form({names[c]: v for c, v in data.items() if c in names}, data[view.until_clear])
             selection = select(suite_request_from_form(*(data[c] for c in view.settings())))
             return bench, SuitePlan(selection)
 
@@ -361,7 +378,7 @@ def wire(page: Page, view: SuiteView) -> None:
         yield from page.streamed(request.session_hash, view.progress, prepare, render, redraws)
 
     page.run_listeners(view.run, arm_run, [view.progress, view.download_json, view.download_csv], run_stream,
-                       {*page.inputs, *view.settings()}, view.outputs(), view.progress)
+                       {*page.inputs, *view.settings(), view.until_clear}, view.outputs(), view.progress)
     view.stop.click(page.request_stop, None, view.progress, **LIGHT)
 
     def open_prompt(item_id, per_prompt: dict):
@@ -371,7 +388,8 @@ def wire(page: Page, view: SuiteView) -> None:
     view.pick.change(open_prompt, [view.pick, view.per_prompt], view.texts, **LIGHT)
 
 
-def suite_plan_from_api(values: dict, suite_values: dict, prompts_text: str, prompts_filename: str):
+def suite_plan_from_api(values: dict, suite_values: dict, prompts_text: str, prompts_filename: str,
+                        until_clear: bool = False):
     """The /compare_suite API's request and plan: a prompts file comes as its text."""
     prompts_text = "" if prompts_text is None else str(prompts_text)
     if len(prompts_text) > SUITE_LIMITS["file_bytes"]:  # before anything reads it: a character is at least a byte
@@ -379,7 +397,7 @@ def suite_plan_from_api(values: dict, suite_values: dict, prompts_text: str, pro
             f"prompts_text is {len(prompts_text):,} characters; a prompts file may be at most "
             f"{SUITE_LIMITS['file_bytes']:,} bytes. Split it or choose fewer prompts."
         )
-    bench = bench_from_form(values)
+    bench = bench_from_form(values, until_clear)
     if suite_values["source"] != SPEC_BENCH:
         if not prompts_text.strip():
             raise InputError("prompts_text: give the contents of a prompts file (or choose suite='spec-bench').")

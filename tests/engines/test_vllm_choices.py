@@ -68,8 +68,8 @@ def test_the_engines_boxes_build_the_arms_the_command_line_would():
     plain = form(engines="transformers", vllm_methods=["ngram"], servers="plain=http://127.0.0.1:1")
     assert plain.engines == ("transformers",) and [a.engine for a in plain.arms] == ["transformers"]
     assert form().engines == ("transformers",)  # the defaults: what the page did before it had engines
-    assert FORM_FIELDS[-8:] == ("engines", "vllm_methods", "vllm_speculative_tokens", "vllm_lookup_min",
-                                "vllm_lookup_max", "servers", "server_api_key", "concurrency")
+    assert FORM_FIELDS[-9:] == ("engines", "vllm_methods", "vllm_speculative_tokens", "vllm_lookup_min",
+                                "vllm_lookup_max", "servers", "server_api_key", "concurrency", "band_percent")
     assert set(FORM_FIELDS) <= set(LABELS)
 
 
@@ -145,7 +145,10 @@ def test_the_api_takes_the_engines_as_last_parameters(client):
     endpoints = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
     for name in ("/compare", "/compare_suite"):
         parameters = endpoints[name]["parameters"]
-        assert [p["parameter_name"] for p in parameters][-9:] == ["measure", *FORM_FIELDS[-8:]]
+        names = [p["parameter_name"] for p in parameters]
+        at = names.index("measure")  # the Engines accordion's come after it; only fields added later follow them
+        assert names[at:at + 9] == ["measure", *FORM_FIELDS[-9:-1]]
+        assert names[at + 9:] in (["band_percent"], ["band_percent", "until_clear"])
         assert all(p["parameter_has_default"] for p in parameters)
 
 

@@ -26,8 +26,11 @@ def form(**kwargs):
 
 def test_both_routes_take_concurrency_as_text_defaulting_to_none():
     for api in (COMPARE_API, COMPARE_SUITE_API):
-        last = api[-1]
-        assert (last.name, last.annotation, last.default) == ("concurrency", str, "")
+        load = next(p for p in api if p.name == "concurrency")
+        assert (load.annotation, load.default) == (str, "")
+        names = [p.name for p in api]  # each field added since comes after it: earlier places are kept
+        tail = names[names.index("concurrency"):]
+        assert tail in (["concurrency", "band_percent"], ["concurrency", "band_percent", "until_clear"])
 
 
 def test_the_load_text_becomes_sorted_levels_and_empty_is_none():
@@ -59,16 +62,8 @@ def test_the_hint_says_it_applies_to_vllm_arms():
     assert "vLLM arms only" in HINTS["concurrency"] and "1 to 256" in HINTS["concurrency"]
 
 
-@pytest.fixture(scope="module")
-def client_and_url(models_dir, store, launch_app):
-    from gradio_client import Client
-
-    with launch_app(models_dir, store) as url:
-        yield Client(url, verbose=False)
-
-
 @pytest.mark.parametrize("route, module", [("/compare", app_module), ("/compare_suite", suite_tab)])
-def test_each_route_hands_its_concurrency_to_the_request(client_and_url, monkeypatch, route, module):
+def test_each_route_hands_its_concurrency_to_the_request(api_client, monkeypatch, route, module):
     from gradio_client.exceptions import AppError
 
     seen = []
@@ -85,15 +80,15 @@ def test_each_route_hands_its_concurrency_to_the_request(client_and_url, monkeyp
     if route == "/compare":
         settings["prompt"] = PROMPT
     with pytest.raises(AppError, match="recorded, not run"):
-        client_and_url.predict(**settings, api_name=route)
+        api_client.predict(**settings, api_name=route)
     assert [r.concurrency for r in seen] == [(1, 4)]
 
 
-def test_a_route_answers_a_bad_level_in_one_sentence(client_and_url):
+def test_a_route_answers_a_bad_level_in_one_sentence(api_client):
     from gradio_client.exceptions import AppError
 
     with pytest.raises(AppError) as caught:
-        client_and_url.predict(target="target", strategy="prompt-lookup", prompt=PROMPT, also_prompt_lookup=False,
+        api_client.predict(target="target", strategy="prompt-lookup", prompt=PROMPT, also_prompt_lookup=False,
                                concurrency="1,999", api_name="/compare")
     message = str(caught.value)
     assert "each load level is a whole number of requests at once from 1 to 256" in message
