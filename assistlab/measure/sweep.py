@@ -56,8 +56,9 @@ def summarize_sweep(report: dict, param: str = "num_assistant_tokens") -> dict:
     """Speedup per setting from a sweep's report dict, and the best setting named in one sentence.
 
     The best is the highest median speedup over plain. It is called clearly ahead only when, compared with
-    each other setting run by run (stats.compare_with_best: the ratio rival/best per repetition, Bonferroni
-    over the rivals), every interval lies above 1× and the comparisons together are at least 90% sure.
+    each other setting run by run (ranking.versus_best: the ratio rival/best per repetition, Bonferroni over the
+    rivals, time-uniform when the count followed the data), every interval lies above 1× and the comparisons
+    together are at least 90% sure.
     """
     pairs = [(_point(entry, arm, param), arm.get("latencies_s") or []) for entry, arm in ranking.paired_arms(report)]
     points = [p for p, _ in pairs]
@@ -68,7 +69,7 @@ def summarize_sweep(report: dict, param: str = "num_assistant_tokens") -> dict:
     best, best_latencies = max(measured, key=lambda pair: _median(pair[0]))
     rivals = [(p, lat) for p, lat in measured if p is not best]
     s = best["speedup"]
-    versus = stats.compare_with_best(best_latencies, [lat for _, lat in rivals])
+    versus = ranking.versus_best(report, best_latencies, [lat for _, lat in rivals])
     if s["median"] >= 1.0:
         text = f"Best: {best['label']} at {s['median']:.2f}× over plain ({interval_phrase(s)})"
     else:  # a slowdown is never called the best speedup

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import stats
+from . import sequential, stats
 from .explain import ANALYSIS_KEYS
 
 
@@ -15,13 +15,23 @@ def paired_arms(report: dict) -> list[tuple[dict, dict]]:
     return list(zip(report.get("comparison", []), assisted, strict=True))
 
 
+def versus_best(report: dict, best: list[float], rivals: list[list[float]]) -> dict:
+    """Whether the arm with latencies `best` is faster than every rival, run by run: stats.compare_with_best for a
+    fixed count; for a run that stopped when the data said so (the rules 'clear' and 'precision'), the
+    time-uniform comparison (sequential.compare_with_best), since a fixed-count interval read at a stop the data
+    chose claims more than it holds."""
+    if (report.get("stopping") or {}).get("rule") in ("clear", "precision"):
+        return sequential.compare_with_best(best, rivals, stats.TARGET_LEVEL)
+    return stats.compare_with_best(best, rivals)
+
+
 def rank_arms(report: dict) -> list[dict]:
     """Every arm from a report dict, plain among them, fastest first (by median speedup over plain).
 
     Plain's row (`plain: True`) stands at 1×, the line to beat; an assisted arm ties with it at exactly 1× and
     comes after it, so an arm is ranked above plain only when its median beats 1×. Arms with no speedup
     (failed, or no runs yet) come last, in their original order. The order of the medians is not a claim;
-    whether the first is really ahead is: the first row's `clearly_first` is stats.compare_with_best of its
+    whether the first is really ahead is: the first row's `clearly_first` is `versus_best` of its
     runs against every other ranked arm's, plain included, paired by repetition (position in `latencies_s`),
     Bonferroni over the rivals, with the joint level in `family_level`; each other ranked row's
     `behind_first` is its run-by-run comparison (ratio of its latency to the first's).
@@ -89,7 +99,7 @@ def rank_arms(report: dict) -> list[dict]:
     ranked = [row for row in ordered if row["rank"] is not None]
     if len(ranked) > 1:
         first, rest = ranked[0], ranked[1:]
-        versus = stats.compare_with_best(first["_latencies"], [row["_latencies"] for row in rest])
+        versus = versus_best(report, first["_latencies"], [row["_latencies"] for row in rest])
         first["clearly_first"], first["family_level"] = versus["clear"], versus["family_level"]
         for row, comparison in zip(rest, versus["comparisons"]):
             row["behind_first"] = comparison

@@ -134,3 +134,17 @@ def within(sequence: dict, precision: float) -> bool:
     if sequence.get("interval") != TIME_UNIFORM or not median or low is None or high is None:
         return False
     return low >= median * (1.0 - precision) and high <= median * (1.0 + precision)
+
+
+def compare_with_best(best: Sequence[float], rivals: Sequence[Sequence[float]], family: float = 0.95) -> dict:
+    """stats.compare_with_best for a run whose number of repetitions followed the data (stopped when clear, or
+    at a precision): each comparison is the time-uniform sequence of the ratio rival/best per repetition at
+    1 - (1 - family) / m for m rivals, so 'clear' keeps its level at whatever look the run stopped.
+
+    `family_level` is `family` once every comparison's interval is bounded, None before (too few runs to say).
+    """
+    m = len(rivals)
+    comparisons = [speedup_sequence(rival, best, (1.0 - family) / m) for rival in rivals] if m else []
+    if not comparisons or any(c["interval"] != TIME_UNIFORM for c in comparisons):
+        return {"comparisons": comparisons, "family_level": None, "clear": False}
+    return {"comparisons": comparisons, "family_level": family, "clear": all(c["ci_low"] > 1.0 for c in comparisons)}

@@ -105,7 +105,7 @@ HINTS = {
         "progress bar counts against the most that may run."
     ),
     "band_percent": (
-        f"When the runs stop once the answer is clear (Quick, Repetitions empty): an assistant whose speedup is "
+        f"When the runs stop once the answer is clear (Quick, with no count set): an assistant whose speedup is "
         f"known to lie within ± this many percent of plain is called no practical difference, and its runs end. "
         f"Empty = {NO_DIFFERENCE_BAND:.0%}."
     ),

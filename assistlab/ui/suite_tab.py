@@ -55,8 +55,8 @@ DETAILS = (
 
 UNTIL_CLEAR_HINT = (
     f"Instead of the same count for every prompt: each prompt runs until each assistant is clearly faster or slower "
-    f"than plain on it, or within the band of no practical difference (as a comparison with Repetitions empty; "
-    f"that takes 6 or more repetitions), at most Repetitions times ({CLEAR_MAX_REPEATS} if empty), within "
+    f"than plain on it, or within the band of no practical difference (as a comparison with no count set; "
+    f"that takes 6 or more runs), at most the count set in Settings ({CLEAR_MAX_REPEATS} if none), within "
     f"{SUITE_CLEAR_MAX_TIME_S / 60:.0f} minutes of timed runs for the whole workload, shared among the prompts left."
 )
 # What a workload's speedup is, in plain words; the method's own words (the report's `interval`) are one click away.

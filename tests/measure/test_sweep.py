@@ -111,6 +111,20 @@ def test_summary_says_when_the_winner_is_within_noise():
     assert len(summary["points"]) == 3
 
 
+def test_a_sweep_that_stopped_when_clear_calls_a_winner_only_at_every_look():
+    # The winner trailed k=2 in the first repetition and led in the 9 after: a fixed count of 10 calls it clearly
+    # ahead; a sweep whose count followed the data (stop when clear) rests the call on time-uniform comparisons.
+    k2 = scaled(1 / 1.5)
+    k3 = [k2[0] / 0.9] + [lat / 1.2 for lat in k2[1:]]
+    report = fake_report([(2, "constant", k2), (3, "constant", k3)])
+    assert sweep.summarize_sweep(report)["best"]["clear"] is True
+    peeked = sweep.summarize_sweep({**report, "stopping": {"rule": "clear"}})
+    best = peeked["best"]
+    assert best["value"] == 3 and best["clear"] is False and best["family_level"] == stats.TARGET_LEVEL
+    assert best["versus"][0]["speedup"]["interval"] == "time-uniform"
+    assert "; it is not clearly faster than k=2 (95% sure of the one run-by-run comparison)." in peeked["best_text"]
+
+
 @pytest.mark.parametrize("runs", [1, 3])
 def test_a_sweep_of_few_runs_is_never_clearly_ahead(runs):
     # The case: 1.21× against 1.20× with one run each used to be "clearly ahead".

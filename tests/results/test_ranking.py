@@ -62,3 +62,28 @@ def test_rank_arms_says_whether_the_first_is_really_ahead():
     assert few[0]["arm"] == "fast" and few[0]["clearly_first"] is False
     assert few[0]["family_level"] == 0.25  # 1 - 3 * (1 - 0.75): two assisted rivals and plain
     assert few[1]["behind_first"]["interval"] == "range"
+
+
+def test_a_run_that_stopped_when_clear_ranks_with_intervals_that_hold_at_every_look():
+    # 10 runs: the first arm beat "mid" in all but the first repetition and beat plain in every one. A fixed count
+    # of 10 calls it clearly first; read at a stop the data chose, the fixed-count interval claims more than it
+    # holds, and the time-uniform comparison (the first look's ratio below 1 is never outweighed at 97.5%) does not.
+    fast = [1.0] * 10
+    report = {"arms": [{"name": "plain", "strategy": "plain", "latencies_s": [1.3] * 10},
+                       {"name": "fast", "strategy": "assistant", "latencies_s": fast},
+                       {"name": "mid", "strategy": "assistant", "latencies_s": [0.9] + [1.2] * 9}],
+              "comparison": [{"arm": "fast", "speedup": stats.speedup([1.3] * 10, fast)},
+                             {"arm": "mid", "speedup": stats.speedup([1.3] * 10, [0.9] + [1.2] * 9)}]}
+    fixed = ranking.rank_arms({**report, "stopping": {"rule": "fixed"}})
+    assert fixed[0]["arm"] == "fast" and fixed[0]["clearly_first"] is True
+    for rule in ("clear", "precision"):
+        peeked = ranking.rank_arms({**report, "stopping": {"rule": rule}})
+        assert peeked[0]["arm"] == "fast" and peeked[0]["clearly_first"] is False
+        assert peeked[0]["family_level"] == stats.TARGET_LEVEL
+        behind = {row["arm"]: row["behind_first"] for row in peeked[1:]}
+        assert behind["mid"]["interval"] == "time-uniform" and behind["mid"]["ci_low"] < 1.0
+        assert behind["plain"]["ci_low"] > 1.0 and len(behind["plain"]["looks"]) == 10
+    # Too few runs for any time-uniform interval: no level, and never clear.
+    short = ranking.rank_arms({**report, "arms": [{**a, "latencies_s": a["latencies_s"][:3]} for a in report["arms"]],
+                               "stopping": {"rule": "clear"}})
+    assert short[0]["clearly_first"] is False and short[0]["family_level"] is None
