@@ -25,6 +25,7 @@ API_PARAMETERS = [
     "engines", "vllm_methods", "vllm_speculative_tokens", "vllm_lookup_min", "vllm_lookup_max", "servers",
     "server_api_key",
     "concurrency",  # load levels for the vLLM arms (issue 27), last for the same reason
+    "band_percent",  # the band of no practical difference (issue 28), last for the same reason
 ]
 
 

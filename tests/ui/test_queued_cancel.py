@@ -15,7 +15,9 @@ from assistlab.measure.slots import SlotPool
 
 QUICK = {"target": "target", "strategy": "prompt-lookup", "also_prompt_lookup": False, "prompt": "deep learning",
          "max_new_tokens": 16, "repeats": 2, "warmup": 0}
-LONGER = {**QUICK, "max_new_tokens": 32, "repeats": 4}
+# Long enough to hold the slot well past the 2 s the queued one waits: 20 runs of 200 tokens (about 0.3 s each
+# on the idle 2-core machine, plus the work between runs).
+LONGER = {**QUICK, "max_new_tokens": 200, "repeats": 10}
 
 
 def test_a_comparison_cancelled_while_queued_never_runs(models_dir, launch_app, tmp_path):
