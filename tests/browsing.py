@@ -33,8 +33,9 @@ def choose(page, target: str, assistant: str, tokens: int, repeats: int) -> None
 
 
 def set_run_size(page, tokens: int, repeats: int) -> None:
-    """Open Settings and type the new tokens per run and the repetitions, as a person does."""
-    page.locator("#al-settings").get_by_text("Settings", exact=True).click()
+    """Open Settings (unless it is open) and type the new tokens per run and the repetitions, as a person does."""
+    if not page.get_by_label("New tokens per run").is_visible():
+        page.locator("#al-settings").get_by_text("Settings", exact=True).click()
     for label, value in (("New tokens per run", tokens), ("Repetitions", repeats)):
         box = page.get_by_label(label)
         box.wait_for()

@@ -69,3 +69,37 @@ def test_a_prompts_file_runs_and_shows_categories_and_texts(page, tmp_path):
     folder.mkdir(parents=True, exist_ok=True)
     page.locator("#al-tab-workloads").screenshot(path=str(folder / "workloads.png"))
     assert (folder / "workloads.png").stat().st_size > 10_000
+
+
+def test_each_prompt_until_its_answer_is_clear_is_one_box_and_says_what_ended_each(page, tmp_path):
+    # A person ticks the box after setting a count: the count is then the most per prompt, and the closing line
+    # says how many prompts reached a clear answer (3 repetitions are too few for any, so none did). A page of its
+    # own: the module's page holds the previous test's file.
+    path = tmp_path / "two.txt"
+    path.write_text("the quick brown fox\n\nwrite me a long essay")
+    context = page.context.browser.new_context(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
+    try:
+        mine = context.new_page()
+        mine.set_default_timeout(30_000)
+        mine.goto(page.url)
+        mine.wait_for_selector("#al-run")
+        choose(mine, "target", "assistant-other", tokens=6, repeats=3)
+        mine.get_by_role("tab", name="Workloads").click()
+        box = mine.locator("#al-suite-until-clear input[type=checkbox]")
+        assert not box.is_checked()  # a fixed count per prompt unless asked
+        mine.get_by_text("My prompts (a file)").click()
+        mine.locator("#al-suite-file input[type=file]").set_input_files(str(path))
+        box.check()
+        mine.wait_for_timeout(500)
+        mine.click("#al-suite-run")
+        mine.wait_for_selector("#al-suite-download-json", state="visible", timeout=300_000)
+        progress = mine.inner_text("#al-suite-progress")
+        assert "Complete: 2 of 2 prompts measured" in progress
+        assert "0 of 2 prompts reached a clear answer; 2 were not clear after 3 repetitions" in progress
+        with mine.expect_download() as download:
+            mine.click("#al-suite-download-json")
+        report = json.loads(Path(download.value.path()).read_text())
+    finally:
+        context.close()
+    assert report["stopping"]["rule"] == "clear" and report["stopping"]["max_repetitions"] == 3
+    assert [p["ended_by"] for p in report["stopping"]["prompts"].values()] == ["repetitions", "repetitions"]
