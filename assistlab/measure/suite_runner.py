@@ -10,7 +10,7 @@ from ..config import CLEAR_MAX_REPEATS, SUITE_CLEAR_MAX_TIME_S, BenchRequest
 from ..engines import catalog, registry
 from ..engines.base import Host, Status
 from ..errors import AssistLabError, InputError
-from ..results import estimate
+from ..results import estimate, stats
 from ..results.events import Event
 from ..results.report import Report
 from ..results.suite import PromptResult, SuiteReport
@@ -195,7 +195,7 @@ def _run_suite(
     timed_s = 0.0  # seconds of counted repetitions over every prompt so far: the budget "clear" shares out
     if clear:
         suite.stopping = {"rule": "clear", "max_time_s": bench.max_time_s, "max_repetitions": bench.repeats,
-                          "band": bench.band, "level": stop_rules.record(bench)["level"], "spent_s": 0.0,
+                          "band": bench.band, "level": stats.TARGET_LEVEL, "spent_s": 0.0,
                           "prompts": {}}
 
     def event(kind: str, message: str, position: int, prompt_done: bool = False, **words) -> Event:
