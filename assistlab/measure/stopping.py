@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import MIN_PRECISION_REPEATS, BenchRequest
-from ..results import sequential, stats
+from ..results import likely, sequential, stats
 from ..results.report import Report
 
 # What the sequential rules record as their method, for the report's `stopping` block.
@@ -43,7 +43,28 @@ def record(request: BenchRequest, report: Report | None = None) -> dict:
         "method": METHOD if looks else None,
         "band": request.band if rule == "clear" else None,
         "arms": {name: {"repetitions": 0, "settled": None, "looks": []} for name in arms},
+        # The likely answer, computed whatever the rule: per arm its verdict so far and the repetition it came at.
+        "likely": {name: None for name in arms},
+        "likely_at": {name: None for name in arms},
+        "likely_assumption": likely.ASSUMPTION,
     }
+
+
+def _record_likely(stop: dict, name: str, seq: dict) -> None:
+    """The likely verdict of one arm so far into the stopping block (a report kept from before has none)."""
+    stop.setdefault("likely", {})[name] = seq["settled"]
+    stop.setdefault("likely_at", {})[name] = seq["settled_at"]
+    stop["arms"][name]["likely_skewed"] = seq["skewed"]
+
+
+def likely_words(stopping: dict) -> str:
+    """The likely answers so far in a few words: 'Likely slower for universal (4 repetitions, assuming roughly
+    normal noise)'; empty while none has settled."""
+    said = [f"{verdict} for {name} ({stopping['likely_at'][name]} repetitions)"
+            for name, verdict in (stopping.get("likely") or {}).items() if verdict]
+    if not said:
+        return ""
+    return "Likely " + "; ".join(said) + ", assuming roughly normal noise"
 
 
 def _measured(report: Report) -> list[tuple[str, dict]]:
@@ -66,6 +87,8 @@ def after_repetition(request: BenchRequest, report: Report, count: int, elapsed:
             arm["repetitions"] = len(report.runs_of(index))
             if info.error:
                 arm["error"] = info.error
+            else:
+                _record_likely(stop, info.name, report.likely_sequence(index))
     if rule != "fixed":
         measured = _measured(report)
         for name, seq in measured:
@@ -80,6 +103,8 @@ def after_repetition(request: BenchRequest, report: Report, count: int, elapsed:
                 return Decision(True)
             waiting = (f"waiting for {' and '.join(open_arms)} to be clearly faster or slower than plain, or within "
                        f"±{request.band:.0%} of it")
+            if likely_words(stop):
+                waiting = f"{waiting}; {likely_words(stop)}"
         else:
             loose = [name for name, seq in measured if not sequential.within(seq, request.precision)]
             if count >= stop["min_repetitions"] and not loose:

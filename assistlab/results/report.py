@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..engines.base import ArmInfo, sampling_flags
-from . import cells, explain, ranking, sequential, stats
+from . import cells, explain, likely, ranking, sequential, stats
 from . import load as load_mod
 from .busy import probe_warning
 from .busy import warnings as busy_warnings
@@ -116,11 +116,20 @@ class Report:
         verdicts hold together. `settled` is what the interval says so far (results.sequential.settled)."""
         if (self.stopping or {}).get("rule") not in ("clear", "precision"):
             return None
+        return self._paired_sequence(index, sequential.speedup_sequence)
+
+    def likely_sequence(self, index: int) -> dict:
+        """The likely interval on arm `index`'s speedup (results.likely: Student-t at planned looks, assuming
+        roughly normal noise), paired and shared among the assisted arms as `sequence`'s; computed whatever the
+        stopping rule, so every run says when the likely answer settled."""
+        seq = self._paired_sequence(index, likely.speedup_sequence)
+        return {**seq, "settled_at": likely.settled_at(seq, seq["band"]) if seq["settled"] else None}
+
+    def _paired_sequence(self, index: int, method) -> dict:
         arms = sum(1 for a in self.arms if a.assisted)
         by_rep = {r.repetition: r.latency_s for r in self.baseline_runs(index)}
         paired = [(by_rep[r.repetition], r.latency_s) for r in self.runs_of(index) if r.repetition in by_rep]
-        seq = sequential.speedup_sequence([p for p, _ in paired], [c for _, c in paired],
-                                          sequential.arm_alpha(stats.TARGET_LEVEL, arms))
+        seq = method([p for p, _ in paired], [c for _, c in paired], sequential.arm_alpha(stats.TARGET_LEVEL, arms))
         band = self.request.get("band") or sequential.DEFAULT_BAND
         return {**seq, "family_level": stats.TARGET_LEVEL, "arms_sharing": arms, "band": band,
                 "settled": sequential.settled(seq, band)}

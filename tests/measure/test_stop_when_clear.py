@@ -9,7 +9,7 @@ from assistlab.config import CLEAR_MAX_REPEATS, BenchRequest
 from assistlab.engines.transformers import timing
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner, stopping
-from assistlab.results import sequential
+from assistlab.results import likely, sequential
 from assistlab.views import charts
 
 PROMPT = "write me a long essay on deep learning"
@@ -81,6 +81,12 @@ def test_the_default_stops_as_soon_as_the_answer_is_clear(store, fake_runs):
     waiting = [e for e in events if e.kind == "status" and e.step.startswith("waiting for")]
     assert len(waiting) == fewest - 1 and "within ±3%" in waiting[0].step
     assert any(" · waiting for " in e.step for e in events if e.step.startswith("Repetition"))
+    # The likely answer came at the first planned look, said with its assumption, before the sure one.
+    assert stop["likely"] == {name: sequential.SLOWER for name in stop["arms"]}
+    assert stop["likely_at"] == {name: likely.LOOKS[0] for name in stop["arms"]} and likely.LOOKS[0] < fewest
+    assert "normal" in stop["likely_assumption"]
+    said = [e.step for e in waiting if "Likely slower" in e.step]
+    assert said and "assuming roughly normal noise" in said[0] and "(4 repetitions)" in said[0]
 
 
 def test_a_provisional_answer_is_worded_as_such():
