@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..engines.transformers.paths import LOSSY_TRADE
+from ..measure.stopping import likely_words
 
 # The table's abbreviations in plain words, printed under it.
 TABLE_KEY = (
@@ -198,6 +199,8 @@ def format_table(data: dict) -> str:
     stopping = data.get("stopping")
     if stopping:
         out.append("Repetitions: " + stopping_sentence(stopping))
+        if likely_words(stopping):
+            out.append(f"  {likely_words(stopping)}.")
     for arm in data["arms"]:
         if arm.get("engine", "transformers") != "transformers":
             out.append(f"  {arm['name']}: {server_phrase(arm.get('settings') or {})}.")

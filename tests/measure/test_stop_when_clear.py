@@ -143,3 +143,8 @@ def test_the_command_line_says_how_the_clear_rule_ended():
              "repetitions": 7, "elapsed_s": 12.3, "ended_by": "clear"}
     assert cli_mod.stopping_sentence(block) == (
         "until the answer was clear, 95% sure at every look (the answer was clear); 7 in 12.3 s of a 600 s budget.")
+    likely_block = {**block, "likely": {"universal": "slower", "prompt lookup": None},
+                    "likely_at": {"universal": 4, "prompt lookup": None}}
+    assert stopping.likely_words(likely_block) == (
+        "Likely slower for universal (4 repetitions), assuming roughly normal noise")
+    assert stopping.likely_words(block) == ""  # a report kept from before the likely answer has none
