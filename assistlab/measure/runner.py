@@ -296,12 +296,14 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
             report.message += f" This server stops a comparison after {cap:g} s ({MAX_RUN_ENV})."
         return progress.event("done", report.message, report, step="Stopped", eta_s=0.0)
 
+    report.timing["load_s"] = warm_began = pace.elapsed()
     for w in range(request.warmup):
         if (yield from run_round(request, host, ids, arms, report, w, True, clock, should_stop, progress)):
             monitor.close()
             yield stopped_event()
             return
 
+    report.timing["warmup_s"] = pace.elapsed() - warm_began
     progress.started = clock()  # the time budget counts timed repetitions only
     for r in range(request.repeats):
         if (yield from run_round(request, host, ids, arms, report, r, False, clock, should_stop, progress,
@@ -310,6 +312,9 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
             yield stopped_event()
             return
         decision = stop_rules.after_repetition(request, report, r + 1, clock() - progress.started)
+        report.timing.setdefault("first_repetition_s", pace.elapsed())
+        if "likely_s" not in report.timing and stop_rules.all_likely(stopping):
+            report.timing["likely_s"] = pace.elapsed()
         if decision.stop:
             break
         stopping["waiting_for"] = decision.waiting
@@ -318,6 +323,7 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
     monitor.close()
     stopping.pop("waiting_for", None)
     if stopping["repetitions"]:  # the answer, final, before the untimed drafting-cost runs delay it
+        report.timing["answer_s"] = pace.elapsed()
         yield progress.event("status", stop_rules.answer_message(report), report, step="The answer", round_done=True)
 
     # The cost model: one untimed, instrumented run per assisted arm that has one, after every timed run. Each

@@ -57,6 +57,13 @@ def _record_likely(stop: dict, name: str, seq: dict) -> None:
     stop["arms"][name]["likely_skewed"] = seq["skewed"]
 
 
+def all_likely(stopping: dict) -> bool:
+    """True once every assisted arm still measured has a likely verdict."""
+    verdicts = [v for name, v in (stopping.get("likely") or {}).items()
+                if "error" not in stopping["arms"].get(name, {})]
+    return bool(verdicts) and all(verdicts)
+
+
 def likely_words(stopping: dict) -> str:
     """The likely answers so far in a few words: 'Likely slower for universal (4 repetitions, assuming roughly
     normal noise)'; empty while none has settled."""

@@ -90,6 +90,9 @@ class Report:
     stopping: dict | None = None  # how the number of repetitions was decided (runner._stopping_record)
     orders: list[list[int]] = field(default_factory=list)  # arm indices in run order, per counted repetition
     warmup_orders: list[list[int]] = field(default_factory=list)  # the same for warm-up rounds
+    # Seconds from the command's start: load_s (engines ready), warmup_s (the warm-up rounds' own length),
+    # first_repetition_s, likely_s (every arm's likely answer in) and answer_s (the timed repetitions over).
+    timing: dict = field(default_factory=dict)
     load: load_mod.LoadRecord | None = None  # the load phase's raw rounds (measure.load), when levels were asked
 
     def runs_of(self, arm: int) -> list[RunRecord]:
@@ -291,6 +294,7 @@ class Report:
             "counted_repetitions": len(self.plain),
             "planned_repetitions": self.planned_repeats,
             "stopping": self.stopping,
+            "timing": self.timing,
             "orders": self.orders,
             "warmup_orders": self.warmup_orders,
             "arms": [self._arm_dict(i) for i in range(len(self.arms))],

@@ -85,6 +85,9 @@ def test_the_default_stops_as_soon_as_the_answer_is_clear(store, fake_runs):
     assert stop["likely"] == {name: sequential.SLOWER for name in stop["arms"]}
     assert stop["likely_at"] == {name: likely.LOOKS[0] for name in stop["arms"]} and likely.LOOKS[0] < fewest
     assert "normal" in stop["likely_assumption"]
+    timing = data["timing"]
+    assert timing["load_s"] <= timing["first_repetition_s"] <= timing["likely_s"] <= timing["answer_s"]
+    assert timing["warmup_s"] >= 0
     said = [e.step for e in waiting if "Likely slower" in e.step]
     assert said and "assuming roughly normal noise" in said[0] and "(4 repetitions)" in said[0]
 
