@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,14 +26,14 @@ NOISE = ROOT / "benchmarks" / "noise" / "recorded.csv"
 COLUMNS = ("recording", "state", "engine", "machine", "arm", "assisted", "repetition", "latency_s")
 
 
-def rows_of(report: dict) -> list[dict]:
-    """One row per counted run of every arm of a `bench --json` report."""
+def rows_of(report: dict, recorded_at: str) -> list[dict]:
+    """One row per counted run of every arm of a `bench --json` report written at `recorded_at`."""
     warnings = {w.get("code") for w in report.get("warnings") or []}
     state = "busy" if "busy-machine" in warnings else "idle"
     env = report.get("environment") or {}
-    machine = f"{env.get('device', 'cpu')}, {env.get('cpu_count', '?')} cores"
+    machine = f"{env.get('device', 'cpu')}, {env.get('cpu_threads', '?')} threads, {env.get('cpu_model', '?')}"
     engines = sorted({arm.get("engine", "transformers") for arm in report["arms"]})
-    recording = f"{report.get('created_at') or env.get('time') or 'unknown'} {'+'.join(engines)}"
+    recording = f"{recorded_at} {'+'.join(engines)}"
     rows = []
     for index, arm in enumerate(report["arms"]):
         for repetition, latency in enumerate(arm.get("latencies_s") or []):
@@ -66,7 +67,8 @@ def main() -> int:
                         str(out), *bench], check=True, env=env, cwd=ROOT)
         reports = [out]
     for path in reports:
-        rows = rows_of(json.loads(path.read_text()))
+        written = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        rows = rows_of(json.loads(path.read_text()), written)
         append(rows)
         print(f"{path}: {len(rows)} runs recorded into {NOISE.relative_to(ROOT)}")
     return 0

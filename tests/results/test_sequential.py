@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from assistlab.results import sequential, stats
+from recorded_noise import resampler
 
 SEQUENCES, LOOKS, ALPHA = 10_000, 50, 0.05
 
@@ -132,6 +133,16 @@ def test_peeking_after_every_repetition_keeps_the_error_within_alpha():
 
 def test_the_products_family_of_two_arms_keeps_its_error_within_alpha():
     assert family_peeking_error() <= ALPHA
+
+
+def test_the_family_under_noise_recorded_from_real_runs():
+    """Equal speeds, the recorded log speedups (centred) resampled: two arms at 2.5% each, 30 looks."""
+    rng, noise = np.random.default_rng(6), resampler()
+    wrong = np.zeros(SEQUENCES, dtype=bool)
+    for _ in range(2):
+        low, high = sequential.bounds(noise(rng, (SEQUENCES, 30)), sequential.arm_alpha(0.95, 2))
+        wrong |= first_verdict(low, high) > 0
+    assert wrong.mean() <= ALPHA
 
 
 def test_power_a_clear_slowdown_and_a_small_speedup():
