@@ -180,7 +180,8 @@ def main(argv: list[str]) -> None:
     time.sleep(float(os.environ.get("FAKE_START_S", "0.2")))
     spec = json.loads(args.speculative_config) if args.speculative_config else None
     k = (spec or {}).get("num_speculative_tokens", 0)
-    drafts = (4, 4 * k, 6, [3, 2, 1] + [0] * max(0, k - 3)) if spec else None
+    # Figures that could be true of a request at draft length k: positions 0 .. k-1, accepted within drafted.
+    drafts = (4, 4 * k, min(6, 4 * k), ([3, 2, 1] + [0] * max(0, k - 3))[:k]) if spec else None
     behaviour = Behaviour(model=args.served_model_name or args.model, root=args.model, drafts=drafts,
                           delay_s=float(os.environ.get("FAKE_DELAY_S", "0.01")), per_chunk=2 if spec else 1)
     server = FakeServer(behaviour, args.port)
