@@ -149,4 +149,6 @@ def test_the_bounds_of_one_request():
     assert "7 drafting steps" in bounds.counts_problem({**ok, "drafts": 7}, "u", 6, 3, "/metrics")
     assert "19 drafted tokens" in bounds.counts_problem({**ok, "draft_tokens": 19}, "u", 6, 3, "/metrics")
     assert "position 3" in bounds.counts_problem({**ok, "accepted_per_position": [1, 1, 1, 1]}, "u", 6, 3, "x")
+    assert "counter of inf" in bounds.reading_problem({"drafts": float("inf"), "per_position": {}}, "u", 3)
+    assert bounds.reading_problem({"drafts": 1.0, "per_position": {0: 1.0, 2: 0.0}}, "u", 3) is None
     assert bounds.draft_length(None, 6) == 6 and bounds.draft_length(4, 6) == 4 and bounds.draft_length(None, 0) == 1

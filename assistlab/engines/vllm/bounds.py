@@ -7,6 +7,8 @@ tokens and accepted at most what it drafted (and at most n); its positions are 0
 
 from __future__ import annotations
 
+import math
+
 COUNTS = ("drafts", "draft_tokens", "accepted_tokens")
 
 
@@ -21,9 +23,14 @@ def _refused(url: str, figure: str) -> str:
 
 
 def reading_problem(reading: dict | None, url: str, k: int) -> str | None:
-    """Why a /metrics reading names a position no step of draft length `k` has (positions 0 .. k-1), or None."""
+    """Why a /metrics reading cannot be true: a counter that is not a finite number, or a position no step of draft
+    length `k` has (positions 0 .. k-1); None when it can."""
     if not reading:
         return None
+    values = [reading.get(key) for key in COUNTS] + list((reading.get("per_position") or {}).values())
+    odd = next((v for v in values if v is not None and not math.isfinite(v)), None)
+    if odd is not None:
+        return _refused(url, f"a speculative-decoding counter of {odd} on /metrics")
     far = [p for p in reading.get("per_position") or {} if p >= k]
     if far:
         return _refused(url, f"accepted tokens at draft position {max(far)} on /metrics, past the draft length "
