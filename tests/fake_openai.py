@@ -20,7 +20,7 @@ class Behaviour:
 
     def __init__(self, model="target", root=None, token_ids=None, delay_s=0.01, per_chunk=1, drafts=None,
                  metrics=True, api_key=None, max_num_seqs=None, spec_metrics=None, fail_above=None,
-                 fail_mode="503"):
+                 fail_mode="503", extra_metrics=()):
         self.model, self.root = model, root or model
         self.max_num_seqs = max_num_seqs  # advertised in /v1/models when set
         # The `metrics.speculative_decoding` of a final usage chunk, sent when the body asks for its usage
@@ -34,6 +34,8 @@ class Behaviour:
         self.delay_s, self.per_chunk = delay_s, per_chunk
         self.drafts = drafts  # per request: (drafts, draft_tokens, accepted_tokens, [per position])
         self.metrics, self.api_key = metrics, api_key
+        # Lines added to /metrics once a request has completed (a hostile server's figures, as it sends them).
+        self.extra_metrics, self.completed = list(extra_metrics), 0
         self.totals = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "per_pos": []}
         self.requests: list[dict] = []
         self.disconnected = threading.Event()
@@ -74,6 +76,7 @@ def _handler(b: Behaviour):
                          f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="{b.model}"}} {t["accepted"]}.0']
                 lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="{b.model}",'
                           f'position="{i}"}} {v}.0' for i, v in enumerate(t["per_pos"])]
+                lines += b.extra_metrics if b.completed else []
                 self._send(200, ("# HELP x\n" + "\n".join(lines) + "\n").encode(), "text/plain")
             elif self.path == "/health":
                 self._send(200, b"")
@@ -129,6 +132,8 @@ def _handler(b: Behaviour):
             except (BrokenPipeError, ConnectionResetError):
                 b.disconnected.set()
                 return
+            with b.lock:
+                b.completed += 1
             if b.drafts:
                 drafts, tokens, accepted, per_pos = b.drafts
                 with b.lock:
@@ -180,7 +185,8 @@ def main(argv: list[str]) -> None:
     time.sleep(float(os.environ.get("FAKE_START_S", "0.2")))
     spec = json.loads(args.speculative_config) if args.speculative_config else None
     k = (spec or {}).get("num_speculative_tokens", 0)
-    drafts = (4, 4 * k, 6, [3, 2, 1] + [0] * max(0, k - 3)) if spec else None
+    # Figures that could be true of a request at draft length k: positions 0 .. k-1, accepted within drafted.
+    drafts = (4, 4 * k, min(6, 4 * k), ([3, 2, 1] + [0] * max(0, k - 3))[:k]) if spec else None
     behaviour = Behaviour(model=args.served_model_name or args.model, root=args.model, drafts=drafts,
                           delay_s=float(os.environ.get("FAKE_DELAY_S", "0.01")), per_chunk=2 if spec else 1)
     server = FakeServer(behaviour, args.port)

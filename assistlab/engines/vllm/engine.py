@@ -15,7 +15,7 @@ from ..base import (Arm, ArmInfo, Clock, Engine, LoadResult, RunFailure, RunResu
                     sum_counts, while_loading)
 from ..transformers import models as transformer_models
 from ..transformers.paths import same_tokenizer
-from . import answers, client, load, memory, methods, server
+from . import answers, bounds, client, load, memory, methods, server
 from .arms import VllmArm
 
 # What the runs through a server cannot give, in every report that has such an arm.
@@ -206,6 +206,18 @@ def _memory(endpoint: Endpoint) -> int | None:
         return None
 
 
+def _checked_counts(endpoint: Endpoint, before: dict | None, after: dict | None, generated: int) -> dict | None:
+    """counts_between of two /metrics readings around requests that generated `generated` tokens, refused
+    (EngineError, one sentence) when they cannot be true of that work (bounds)."""
+    k = bounds.draft_length(endpoint.arm.num_speculative_tokens, generated)
+    wrong = bounds.reading_problem(before, endpoint.url, k) or bounds.reading_problem(after, endpoint.url, k)
+    counts = None if wrong else client.counts_between(before, after)
+    wrong = wrong or bounds.counts_problem(counts, endpoint.url, generated, k, "/metrics")
+    if wrong:
+        raise EngineError(wrong)
+    return counts
+
+
 def run_once(endpoint: Endpoint, prompt_ids: list[int], max_tokens: int, clock: Callable[[], float],
              should_stop: Callable[[], bool], window: Callable[[], contextlib.AbstractContextManager],
              fixed_length: bool = True, seed: int = 0) -> Outcome:
@@ -227,7 +239,7 @@ def run_once(endpoint: Endpoint, prompt_ids: list[int], max_tokens: int, clock: 
         after = _settled_metrics(endpoint, should_stop=should_stop) if assisted and not streamed.stopped else None
     except client.Stopped:
         return Outcome(client.Streamed(stopped=True), None, None, metrics=False)
-    counts = client.counts_between(before, after)
+    counts = _checked_counts(endpoint, before, after, sum(streamed.tokens))
     return Outcome(streamed, counts, _memory(endpoint), metrics=before is not None and before.get("drafts") is not None)
 
 
@@ -239,7 +251,8 @@ def load_round(endpoint: Endpoint, prompts: list[list[int]], request, clock: Clo
     try:
         before = client.read_metrics(endpoint.url, endpoint.api_key, should_stop=should_stop) if assisted else None
         bodies = load.bodies_for(endpoint.model, prompts, request.max_new_tokens, request.fixed_length, request.seed)
-        check = load.checker(endpoint.url, request.max_new_tokens, request.fixed_length, endpoint.vocab_size)
+        check = load.checker(endpoint.url, request.max_new_tokens, request.fixed_length, endpoint.vocab_size,
+                             endpoint.arm.num_speculative_tokens)
         with watch(endpoint.pids):
             round_start, sent = load.send_all(endpoint.url, endpoint.api_key, bodies, clock, should_stop, check)
         failed = load.failure(sent, should_stop)
@@ -250,7 +263,8 @@ def load_round(endpoint: Endpoint, prompts: list[list[int]], request, clock: Clo
         if assisted and all(r.counts is not None for r in records):
             source, counts = "per-request", sum_counts([r.counts for r in records])
         elif assisted:
-            counts = client.counts_between(before, _settled_metrics(endpoint, should_stop=should_stop))
+            counts = _checked_counts(endpoint, before, _settled_metrics(endpoint, should_stop=should_stop),
+                                     sum(r.tokens for r in records))
             source = "metrics" if counts is not None else None
     except client.Stopped:
         return RunFailure("stopped", stopped=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ...errors import AssistLabError
 from ..base import Clock, RequestRecord
-from . import answers, client
+from . import answers, bounds, client
 
 
 @dataclass
@@ -110,12 +110,16 @@ def bodies_for(model: str, prompts: list[list[int]], max_tokens: int, fixed_leng
             for p in prompts]
 
 
-def checker(url: str, max_tokens: int, fixed_length: bool, vocab: int | None) -> Callable[[client.Streamed], str | None]:
-    """The check of each answer that run_once makes (answers.problem), and that the server sent token ids."""
+def checker(url: str, max_tokens: int, fixed_length: bool, vocab: int | None,
+            k: int | None = None) -> Callable[[client.Streamed], str | None]:
+    """The check of each answer that run_once makes (answers.problem), that the server sent token ids, and that
+    the request's own drafting figures could be true of it at draft length `k` (bounds.request_problem)."""
     def check(streamed: client.Streamed) -> str | None:
         if streamed.token_ids is None:
             return answers.no_token_ids(url)
-        return answers.problem(streamed, url, max_tokens, fixed_length, vocab)
+        generated = len(streamed.token_ids)
+        return (answers.problem(streamed, url, max_tokens, fixed_length, vocab)
+                or bounds.request_problem(streamed.spec, url, generated, bounds.draft_length(k, generated)))
 
     return check
 
