@@ -49,7 +49,7 @@ CAREFUL_PRECISION = 0.05
 MEASURES = ("quick", "careful")
 MEASURE_CHOICES = [
     # Worded without "repetitions", so the Repetitions box is the only field a person (or a test) finds by it.
-    (f"Quick: stop as soon as the answer is clear, 95% sure at every look (each arm run at most "
+    (f"Sure: assumes nothing; stop as soon as the answer is clear, 95% sure at every look (each arm run at most "
      f"{CLEAR_MAX_REPEATS} times), or exactly the count set in Settings", "quick"),
     (f"Careful: repeat until every speedup is known to ±{CAREFUL_PRECISION:.0%}, for at most "
      f"{DEFAULT_MAX_TIME_S / 60:.0f} minutes of timed runs", "careful"),
@@ -99,13 +99,13 @@ HINTS = {
         f"at most {LIMITS['repeats']}. More runs narrow the interval."
     ),
     "measure": (
-        "Quick stops once each assistant is clearly faster or slower than plain, or within the band of no "
+        "Sure stops once each assistant is clearly faster or slower than plain, or within the band of no "
         f"practical difference of it (±{NO_DIFFERENCE_BAND:.0%} unless set below). Careful keeps measuring until every speedup is known to within "
         f"±{CAREFUL_PRECISION:.0%} (its confidence interval), so small differences can be told apart; the "
         "progress bar counts against the most that may run."
     ),
     "band_percent": (
-        f"When the runs stop once the answer is clear (Quick, with no count set): an assistant whose speedup is "
+        f"When the runs stop once the answer is clear (Sure, with no count set): an assistant whose speedup is "
         f"known to lie within ± this many percent of plain is called no practical difference, and its runs end. "
         f"Empty = {NO_DIFFERENCE_BAND:.0%}."
     ),

@@ -192,7 +192,7 @@ def bench_from_form(values: dict, until_clear: bool = False):
         raise InputError(f"until_clear must be true or false, got {until_clear!r}.")
     if until_clear and bench.precision is not None:
         raise InputError("Each prompt until its answer is clear and How sure: Careful are two ways to decide how "
-                         "many repetitions run; choose Quick, or switch the per-prompt rule off.")
+                         "many repetitions run; choose Sure, or switch the per-prompt rule off.")
     return dataclasses.replace(bench, stop_rule="clear") if until_clear else bench
 
 

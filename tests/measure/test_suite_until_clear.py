@@ -104,5 +104,5 @@ def test_the_api_and_the_tab_ask_with_until_clear():
     assert bench_from_form(values, False).stop_rule is None
     with pytest.raises(InputError, match="until_clear must be true or false"):
         bench_from_form(values, "yes")
-    with pytest.raises(InputError, match="choose Quick, or switch the per-prompt rule off"):
+    with pytest.raises(InputError, match="choose Sure, or switch the per-prompt rule off"):
         bench_from_form({**values, "measure": "careful"}, True)
