@@ -79,12 +79,15 @@ def _measured(report: Report) -> list[tuple[str, dict]]:
     return [(info.name, report.sequence(i)) for i, info in enumerate(report.arms) if info.assisted and not info.error]
 
 
-def after_repetition(request: BenchRequest, report: Report, count: int, elapsed: float) -> Decision:
+def after_repetition(request: BenchRequest, report: Report, count: int, elapsed: float,
+                     extend_to_floor: bool = True) -> Decision:
     """Update `report.stopping` after `count` repetitions in `elapsed` seconds, and say whether to stop.
 
     'fixed' stops at its count; 'clear' once every assisted arm's sequence excludes 1× or lies within the band;
     'precision' once every sequence lies within ±precision of its median (from MIN_PRECISION_REPEATS on). All
-    stop at the most repetitions allowed, and before a repetition that would likely overrun the time budget.
+    stop at the most repetitions allowed, and before a repetition that would likely overrun the time budget
+    (for 'clear', only past the fewest repetitions an answer needs, unless `extend_to_floor` is False, as for a
+    workload's prompt, whose budget is a share of the workload's).
     """
     stop, rule = report.stopping, request.stopping_rule
     stop.update(repetitions=count, elapsed_s=elapsed)
@@ -124,11 +127,27 @@ def after_repetition(request: BenchRequest, report: Report, count: int, elapsed:
         stop["ended_by"] = "repetitions"
         stop["reached"] = rule == "fixed"
         return Decision(True)
-    # Stop before a repetition that would likely overrun the budget (the mean so far predicts its length).
+    # Stop before a repetition that would likely overrun the budget (the mean so far predicts its length), unless
+    # the rule "clear" has not reached the fewest repetitions any answer needs: a budget that ends before that
+    # floor can only end without an answer, so it is extended to the floor (the operator's ASSISTLAB_MAX_RUN_S
+    # still ends the run) and the progress line says how long the answer will take.
     if request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
-        stop["ended_by"] = "time budget"
-        return Decision(True)
+        floor = _floor(stop) if rule == "clear" and extend_to_floor else 0
+        if count >= floor:
+            stop["ended_by"] = "time budget"
+            return Decision(True)
+        stop["budget_extended_to_s"] = round(elapsed / count * floor, 1)
+        extended = (f"the time budget of {request.max_time_s:g} s is extended to reach the {floor} repetitions an "
+                    f"answer needs: about {elapsed / count * (floor - count):.0f} s more")
+        waiting = f"{waiting}; {extended}" if waiting else extended
     return Decision(False, waiting)
+
+
+def _floor(stop: dict) -> int:
+    """The fewest repetitions after which the sure rule can answer for the assisted arms still measured."""
+    arms = [name for name, arm in stop["arms"].items() if "error" not in arm]
+    return min(sequential.fewest_for_verdict(sequential.arm_alpha(stats.TARGET_LEVEL, len(stop["arms"]))),
+               stop["max_repetitions"]) if arms else 0
 
 
 def answer_message(report: Report) -> str:

@@ -278,7 +278,8 @@ def _run_suite(
                     turn += 1  # a round that fails still took its place in the rotation
                     stopped = yield from counted
                     if clear and not stopped:
-                        decision = stop_rules.after_repetition(mine_request, report, r + 1, clock() - started)
+                        decision = stop_rules.after_repetition(mine_request, report, r + 1, clock() - started,
+                                                              extend_to_floor=False)
                         if decision.stop:
                             # Runs planned for this prompt that its answer no longer needs: the bar's total shrinks.
                             progress.total -= (bench.repeats - r - 1) * len(mine)

@@ -151,3 +151,16 @@ def test_the_command_line_says_how_the_clear_rule_ended():
     assert stopping.likely_words(likely_block) == (
         "Likely slower for universal (4 repetitions), assuming roughly normal noise")
     assert stopping.likely_words(block) == ""  # a report kept from before the likely answer has none
+
+
+def test_a_budget_too_short_for_any_answer_is_extended_to_the_floor(store, fake_runs):
+    """A budget that ends before the fewest repetitions an answer needs could only end without one: the runs go
+    on to that floor, and the progress line says so with the time it will take."""
+    fake = fake_runs({2: 1.85, 3: 1.4})
+    fewest = sequential.fewest_for_verdict(0.025)
+    events, data = compare(store, fake, TWO_ARMS, max_time_s=2.0)  # about one repetition's time
+    stop = data["stopping"]
+    assert (stop["ended_by"], stop["repetitions"]) == ("clear", fewest)
+    assert stop["budget_extended_to_s"] > 2.0
+    said = [e.step for e in events if e.kind == "status" and "is extended to reach" in e.step]
+    assert said and f"the {fewest} repetitions an answer needs: about " in said[0]
