@@ -9,7 +9,7 @@ touched). Then each pair runs the two commands in turn, the first of the pair al
 when the command writes the progress line of the answer ("The answer · ..."), which ends the timed repetitions
 and comes before the untimed drafting-cost runs; both times
 count from the command's start, loading included. The verdicts agree when every arm the default settled as
-faster or slower has its fixed-count median speedup on the same side of 1x. What other processes used meanwhile
+faster or slower has a fixed-count interval that excludes 1x on the same side. What other processes used meanwhile
 is printed with each run, since on a shared machine that often decides the figure.
 """
 
@@ -55,16 +55,24 @@ def timed(cache: Path, extra: list[str], label: str) -> dict:
     data = json.loads(report.read_text())
     return {"label": label, "answer_s": answer, "wall_s": wall, "others_cores": max(0.0, busy_seconds() - busy0
             - children) / wall, "repetitions": data["counted_repetitions"], "stopping": data["stopping"],
-            "speedups": {c["arm"]: c["speedup"] for c in data["comparison"]}}
+            "speedups": {c["arm"]: c["speedup"] for c in data["comparison"]}, "timing": data.get("timing") or {}}
 
 
 def verdicts(run: dict) -> dict[str, str | None]:
-    """Each assisted arm's verdict: the sequence's, or (fixed count) the median's side of 1x."""
+    """Each assisted arm's verdict: the sequence's, or (fixed count) its interval's: faster or slower only when
+    the fixed count's interval excludes 1x (None when it has no interval or contains 1x)."""
     settled = {name: arm.get("settled") for name, arm in (run["stopping"].get("arms") or {}).items()}
     if run["stopping"]["rule"] != "fixed":
         return settled
-    return {name: None if s.get("median") is None else "faster" if s["median"] > 1 else "slower"
+    return {name: "faster" if (s.get("ci_low") or 0) > 1 else "slower" if (s.get("ci_high") or 2) < 1 else None
             for name, s in run["speedups"].items()}
+
+
+def likely(run: dict) -> dict[str, str | None]:
+    """Each assisted arm's likely verdict and the repetition it came at (every run computes it)."""
+    stop = run["stopping"]
+    return {name: f"{verdict} at {stop['likely_at'][name]}" if verdict else None
+            for name, verdict in (stop.get("likely") or {}).items()}
 
 
 def describe(run: dict) -> str:
@@ -72,7 +80,7 @@ def describe(run: dict) -> str:
     speeds = ", ".join(f"{name} {s['median']:.2f}x" for name, s in run["speedups"].items() if s.get("median"))
     return (f"{run['label']:>6}: answer at {answer}, done at {run['wall_s']:6.1f} s, {run['repetitions']} repetitions "
             f"({run['stopping']['ended_by']}); others used {run['others_cores']:.2f} cores; {speeds}; verdicts "
-            f"{verdicts(run)}")
+            f"{verdicts(run)}; likely {likely(run)}; timing {run['timing']}")
 
 
 def main() -> None:
@@ -96,6 +104,8 @@ def main() -> None:
                 runs[label] = timed(cache, [*extra, *more], label)
                 print(describe(runs[label]), flush=True)
             clear, fixed = runs["clear"], runs["fixed"]
+            # Judged by the fixed run's interval: every verdict the default gave, the fixed count's interval
+            # gives too (an interval that contains 1x does not agree with "slower").
             agree = all(verdicts(fixed).get(name) == side for name, side in verdicts(clear).items()
                         if side in ("faster", "slower"))
             ratio = clear["answer_s"] / fixed["answer_s"]
