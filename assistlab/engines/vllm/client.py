@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ...errors import EngineError
+from .redaction import clip, redact  # noqa: F401  (redact: part of this module's interface)
 
 # vLLM's Prometheus counters of speculative decoding (v1/spec_decode/metrics.py), as exposed with `_total`.
 DRAFTS = "vllm:spec_decode_num_drafts"
@@ -39,7 +40,6 @@ DEADLINE_VAR = "ASSISTLAB_MAX_RUN_S"
 # The most AssistLab reads of each answer; more is not a server AssistLab can time.
 CAPS = {"/v1/models": 1 << 20, "/metrics": 4 << 20, "stream line": 1 << 20, "error": 64 << 10}
 LARGEST_ID = (1 << 31) - 1
-_BEARER = re.compile(r"(?i)\b(bearer)\s+[^\s\"',;]+")
 
 
 class Unreachable(EngineError):
@@ -48,14 +48,6 @@ class Unreachable(EngineError):
 
 class Stopped(EngineError):
     """A stop (`should_stop()`) ended the request before its answer was read."""
-
-
-def redact(text: str, api_key: str | None) -> str:
-    """`text` without the API key and without any bearer token: servers echo headers back in their errors."""
-    text = str(text)
-    if api_key:
-        text = text.replace(api_key, "[redacted]")
-    return _BEARER.sub(r"\1 [redacted]", text)
 
 
 def request_deadline_s(environ: dict | None = None) -> float:
@@ -171,8 +163,8 @@ def get(url: str, path: str, api_key: str | None, timeout: float = CONNECT_TIMEO
             raise _deadline_error(url, f"answering {path}", deadline_s) from None
         if watch.fired == "stopped":
             raise Stopped(f"The request to {url}{path} was stopped.") from None
-        raise Unreachable(redact(f"Nothing answered at {url} ({type(exc).__name__}: {str(exc)[:200]}); check the "
-                                 f"URL and that the server runs.", api_key)) from None
+        raise Unreachable(redact(f"Nothing answered at {url} ({type(exc).__name__}: {clip(exc, api_key, 200)}); "
+                                 f"check the URL and that the server runs.", api_key)) from None
     finally:
         conn.close()
 
@@ -187,7 +179,7 @@ def served_models(url: str, api_key: str | None, timeout: float = CONNECT_TIMEOU
         raise EngineError(f"The server at {url} answered /v1/models with HTTP {status}; is it an OpenAI-compatible server?")
     try:
         entries = [m for m in json.loads(body)["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
-        return [{**m, "id": redact(m["id"], api_key)[:200], "root": redact(str(m.get("root") or ""), api_key)[:500]}
+        return [{**m, "id": clip(m["id"], api_key, 200), "root": clip(str(m.get("root") or ""), api_key, 500)}
                 for m in entries]
     except (ValueError, KeyError, TypeError, AttributeError):
         raise EngineError(f"The server at {url} answered /v1/models with something that is not a model list.") from None
@@ -320,7 +312,7 @@ def _shown(value: object, api_key: str | None) -> str:
         text = json.dumps(value)
     except (TypeError, ValueError):
         text = repr(value)
-    return redact(text[:80] + ("..." if len(text) > 80 else ""), api_key)
+    return clip(text, api_key, 80, "...")
 
 
 def _choices(chunk: object, url: str, api_key: str | None) -> list[dict]:
@@ -371,7 +363,7 @@ def stream_completion(url: str, api_key: str | None, body: dict, clock: Callable
             conn.request("POST", base + "/v1/completions", body=payload, headers=_headers(api_key))
             response = conn.getresponse()
             if response.status != 200:
-                detail = response.read(CAPS["error"]).decode("utf-8", "replace")[:300]
+                detail = clip(response.read(CAPS["error"]).decode("utf-8", "replace"), api_key, 300)
                 raise EngineError(redact(f"The server at {url} refused the completion request (HTTP "
                                          f"{response.status}): {detail}", api_key))
             cap = CAPS["stream line"]
@@ -398,7 +390,8 @@ def stream_completion(url: str, api_key: str | None, body: dict, clock: Callable
                 now = clock() - start
                 chunk = json.loads(data)
                 if isinstance(chunk, dict) and chunk.get("error"):
-                    raise EngineError(redact(f"The server at {url} failed the request: {str(chunk['error'])[:300]}",
+                    raise EngineError(redact(f"The server at {url} failed the request: "
+                                             f"{clip(chunk['error'], api_key, 300)}",
                                              api_key))
                 choices = _choices(chunk, url, api_key)
                 out.spec = _spec(chunk, url, api_key) or out.spec
@@ -432,7 +425,7 @@ def stream_completion(url: str, api_key: str | None, body: dict, clock: Callable
         if watch.fired == "deadline":
             raise _deadline_error(url, "the completion", deadline_s) from None
         raise Unreachable(redact(f"The server at {url} stopped answering mid-request ({type(exc).__name__}: "
-                                 f"{str(exc)[:200]}).", api_key)) from None
+                                 f"{clip(exc, api_key, 200)}).", api_key)) from None
     except (ValueError, RecursionError):
         raise EngineError(f"The server at {url} streamed something that is not JSON; is it an OpenAI-compatible server?") from None
     finally:
