@@ -174,3 +174,16 @@ def test_a_crashing_assistant_reports_which_arm_failed(allowed_models, store):
     helper.model.__dict__.pop("forward", None)  # the undone patch leaves the bound method in the instance
     assert "assistant kernel exploded" in report["arms"][1]["error"]
     assert report["comparison"][1]["speedup"]["median"] is not None  # prompt lookup still compared
+
+
+def test_an_unknown_model_name_says_so_first_with_the_closest_known_names(monkeypatch):
+    from assistlab.engines import catalog
+    from assistlab.engines.transformers import models
+
+    monkeypatch.delenv(catalog.MODELS_DIR_ENV, raising=False)
+    text = models.not_cached_words("Qwen/Qwen2.5-05B-Instruct")
+    assert text.startswith("No model named Qwen/Qwen2.5-05B-Instruct is known here")
+    assert "did you mean" in text and "Qwen/Qwen2.5-0.5B-Instruct" in text
+    assert text.index("did you mean") < text.index("hf download")
+    text = models.not_cached_words("foo/definitely-not-a-model")
+    assert text.startswith("No model named foo/definitely-not-a-model is known here (check the spelling).")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import gc
 import json
 import os
@@ -89,6 +90,24 @@ def _hub_error(exc: BaseException, ref: catalog.ModelRef) -> ModelLoadError:
     return ModelLoadError(f"{name} could not be fetched from the Hugging Face Hub: {str(exc).splitlines()[0][:200]}")
 
 
+def known_model_names() -> list[str]:
+    """The model names this server knows: the presets' ids, the hub cache's models and the models folder's."""
+    names = {m for p in catalog.PRESETS for m in (p.target, p.assistant) if m and not m.startswith("bundled:")}
+    try:
+        from huggingface_hub import constants
+
+        hub = Path(constants.HF_HUB_CACHE)
+        if hub.is_dir():
+            names.update(d.name[len("models--"):].replace("--", "/") for d in hub.iterdir()
+                         if d.name.startswith("models--"))
+    except Exception:  # the cache is a hint only; a name without it is still answered
+        pass
+    root = catalog.models_dir()
+    if root is not None and root.is_dir():
+        names.update(c.parent.relative_to(root).as_posix() for c in root.rglob("config.json"))
+    return sorted(names)
+
+
 def not_cached_words(name: str) -> str:
     """Why a hub model cannot load without the Hub, and the two ways to get it onto this machine.
 
@@ -97,8 +116,11 @@ def not_cached_words(name: str) -> str:
     local = ("the models folder (ASSISTLAB_MODELS_DIR)" if catalog.models_dir() is not None
              else "a models folder (the operator names it with ASSISTLAB_MODELS_DIR, unset on this server)")
     short = name.rstrip("/").split("/")[-1]
+    close = difflib.get_close_matches(name, known_model_names(), n=3, cutoff=0.6)
+    unknown = f"No model named {name} is known here"
+    unknown += (f"; did you mean {' or '.join(close)}? " if close else " (check the spelling). ")
     return (
-        f"{name} is not in this machine's Hugging Face cache, and the Hub cannot be reached (no network, or "
+        f"{unknown}It is not in this machine's Hugging Face cache, and the Hub cannot be reached (no network, or "
         f"HF_HUB_OFFLINE=1). To get it here: on a machine with internet, run `hf download {name}` (older "
         f"versions: `huggingface-cli download {name}`; a gated model needs HF_TOKEN there too) and copy the "
         f"folder it fills, models--{name.replace('/', '--')} in ~/.cache/huggingface/hub (or $HF_HOME/hub), into "
