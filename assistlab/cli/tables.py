@@ -199,8 +199,9 @@ def format_table(data: dict) -> str:
     stopping = data.get("stopping")
     if stopping:
         out.append("Repetitions: " + stopping_sentence(stopping))
-        if likely_words(stopping):
-            out.append(f"  {likely_words(stopping)}.")
+        said = likely_words(stopping)
+        if said:
+            out.append(f"  {said}.")
     for arm in data["arms"]:
         if arm.get("engine", "transformers") != "transformers":
             out.append(f"  {arm['name']}: {server_phrase(arm.get('settings') or {})}.")

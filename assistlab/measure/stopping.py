@@ -65,8 +65,8 @@ def all_likely(stopping: dict) -> bool:
 
 
 def likely_words(stopping: dict) -> str:
-    """The likely answers so far in a few words: 'Likely slower for universal (4 repetitions, assuming roughly
-    normal noise)'; empty while none has settled."""
+    """The likely answers so far in a few words: 'Likely slower for universal (4 repetitions), assuming roughly
+    normal noise'; empty while none has settled."""
     said = [f"{verdict} for {name} ({stopping['likely_at'][name]} repetitions)"
             for name, verdict in (stopping.get("likely") or {}).items() if verdict]
     if not said:
@@ -113,8 +113,8 @@ def after_repetition(request: BenchRequest, report: Report, count: int, elapsed:
                 return Decision(True)
             waiting = (f"waiting for {' and '.join(open_arms)} to be clearly faster or slower than plain, or within "
                        f"±{request.band:.0%} of it")
-            if likely_words(stop):
-                waiting = f"{waiting}; {likely_words(stop)}"
+            said = likely_words(stop)
+            waiting = f"{waiting}; {said}" if said else waiting
         else:
             loose = [name for name, seq in measured if not sequential.within(seq, request.precision)]
             if count >= stop["min_repetitions"] and not loose:
