@@ -139,7 +139,7 @@ def test_how_sure_chooses_a_fixed_count_or_a_precision_target():
     assert careful.resolved("cpu").repeats == LIMITS["repeats"]  # the target, not a count, ends it
     capped = ui.request_from_form("target", "x", "auto", "hi", measure="careful", repeats="12")
     assert (capped.precision, capped.repeats) == (0.05, 12)  # Repetitions caps the count
-    with pytest.raises(InputError, match=r"How sure \(measure\) must be one of quick, careful; got 'thorough'"):
+    with pytest.raises(InputError, match=r"How sure \(measure\) must be one of likely, quick, careful \(Likely, Sure, Careful\); got 'thorough'"):
         ui.request_from_form("target", "x", "auto", "hi", measure="thorough")
 
 
