@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ...errors import AssistLabError, EngineError
 from ..base import (Arm, ArmInfo, Clock, Engine, LoadResult, RunFailure, RunResult, Status, Watch, sampling_flags,
-                    sum_counts, while_loading)
+                    sum_counts, unwatched, while_loading)
 from ..transformers import models as transformer_models
 from ..transformers.paths import same_tokenizer
 from . import answers, bounds, client, load, memory, methods, server
@@ -287,9 +287,17 @@ class ServerArm(Arm):
 
     def run(self, prompt_ids: list[int], round_index: int, clock: Clock, should_stop: Callable[[], bool],
             watch: Watch) -> RunResult | RunFailure:
+        return self._request(prompt_ids, clock, should_stop, watch, self.request.max_new_tokens)
+
+    def warm_up(self, prompt_ids: list[int], round_index: int, clock: Clock, should_stop: Callable[[], bool],
+                tokens: int) -> RunResult | RunFailure:
+        return self._request(prompt_ids, clock, should_stop, unwatched, min(tokens, self.request.max_new_tokens))
+
+    def _request(self, prompt_ids: list[int], clock: Clock, should_stop: Callable[[], bool], watch: Watch,
+                 tokens: int) -> RunResult | RunFailure:
         endpoint, request = self.endpoint, self.request
         try:
-            outcome = run_once(endpoint, prompt_ids, request.max_new_tokens, clock, should_stop,
+            outcome = run_once(endpoint, prompt_ids, tokens, clock, should_stop,
                                lambda: watch(endpoint.pids), request.fixed_length, request.seed)
         except AssistLabError as exc:
             return RunFailure(str(exc))
