@@ -264,7 +264,7 @@ def test_real_vllm_serves_a_schedule_with_ngram_at_levels_1_and_4(store, real_vl
     from assistlab.engines import catalog
     from assistlab.measure import runner
 
-    arm = VllmArm("ngram", 1, 1, 3, schedule=((1, 2, 2), (3, 4, 1)))
+    arm = VllmArm("ngram", None, 1, 3, schedule=((1, 2, 2), (3, 4, 1)))
     request = BenchRequest(target=catalog.BUNDLED_TARGET, arms=(VllmArm("plain"), arm),
                            prompt="Repeat after me: the cat sat on the mat, the cat sat on the mat,",
                            chat_template=False, max_new_tokens=16, repeats=1, warmup=0, engines=("vllm",),
@@ -282,4 +282,10 @@ def test_real_vllm_serves_a_schedule_with_ngram_at_levels_1_and_4(store, real_vl
     for level, entry in mine.items():
         assert entry["failed"] is None and entry["requests"] == level and entry["output_tokens_per_s"] > 0
         assert entry["outputs_identical"] is True  # greedy: the schedule keeps the target's tokens
+    # The server drafted by the schedule: up to 2 tokens a step alone, 1 while 3 or 4 requests ran (2 only in
+    # steps where fewer were left), never more than the schedule's largest K.
+    index = next(i for i, a in enumerate(data["arms"]) if a["name"] == arm.label)
+    counts = {r["concurrency"]: r["counts"] for r in data["load_raw"]["rounds"] if r["arm"] == index}
+    assert 0 < counts[1]["drafts"] < counts[1]["draft_tokens"] <= 2 * counts[1]["drafts"], counts
+    assert counts[4]["drafts"] <= counts[4]["draft_tokens"] < 2 * counts[4]["drafts"], counts
     print(f"\nvLLM {real_vllm.vllm}: {[(c, e['output_tokens_per_s'], e['acceptance']) for c, e in mine.items()]}")

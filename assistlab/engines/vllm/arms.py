@@ -88,10 +88,11 @@ class VllmArm(ArmRequest):
         if self.schedule is not None:
             plan = schedules.check(self.schedule)
             object.__setattr__(self, "schedule", plan)
-            if k is not None and _as_int("num_speculative_tokens", k, 1, LIMITS["num_assistant_tokens"]) != schedules.largest(plan):
-                raise InputError(f"num_speculative_tokens ({k}) must be the schedule's largest K "
-                                 f"({schedules.largest(plan)}), as vLLM cuts every K to it; leave it empty.")
-            k = schedules.largest(plan)
+            most = schedules.largest(plan)
+            if k is not None and _as_int("num_speculative_tokens", k, 1, LIMITS["num_assistant_tokens"]) != most:
+                raise InputError(f"num_speculative_tokens ({k}) must be the schedule's largest K ({most}), as vLLM "
+                                 f"cuts every K to it; leave it empty.")
+            k = most
         if k is None:
             k = METHOD_SPECULATIVE_TOKENS.get(self.method, DEFAULT_SPECULATIVE_TOKENS)
         object.__setattr__(self, "num_speculative_tokens",
