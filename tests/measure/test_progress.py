@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from assistlab.config import BenchRequest
+from assistlab.config import WARMUP_TOKENS, BenchRequest
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner
 from assistlab.engines import base
@@ -220,7 +220,10 @@ def test_the_rough_estimate_of_a_workload_counts_every_prompt_and_one_warm_up():
     one = estimate.suite_seconds("cpu", 270_000_000, [135_000_000], [40], 32, 1, 3)
     five = estimate.suite_seconds("cpu", 270_000_000, [135_000_000], [40] * 5, 32, 1, 3)
     arms = estimate._arm_seconds("cpu", 270_000_000, [135_000_000], 40, 32)
-    assert one == pytest.approx(4 * sum(arms)) and five == pytest.approx(16 * sum(arms))
+    # The one warm-up runs only WARMUP_TOKENS new tokens per arm, on the first prompt.
+    warm = estimate._arm_seconds("cpu", 270_000_000, [135_000_000], 40, min(32, WARMUP_TOKENS))
+    assert sum(warm) < sum(arms)
+    assert one == pytest.approx(sum(warm) + 3 * sum(arms)) and five == pytest.approx(sum(warm) + 15 * sum(arms))
     assert estimate.suite_seconds("cpu", 270_000_000, [0], [40, 8000], 32, 1, 3) > five / 4
     assert estimate.suite_seconds("cpu", 1, [], [], 32, 1, 3) == 0.0
     assert estimate.prompt_tokens_guess(("a" * 400, "b" * 40)) == 110 and estimate.prompt_tokens_guess(("",)) == 1
