@@ -22,7 +22,7 @@ from ..history import History
 from ..measure import slots
 from ..measure.slots import Finished, SlotPool, Waiting
 from ..results.suite import summary_sentences
-from ..views import charts, progress
+from ..views import answers, progress
 from . import compare_tab, gradio_private, history_tab, suite_tab, sweep_tab
 from . import form as form_mod
 from .api_parameters import COMPARE_API, COMPARE_SUITE_API, SUITE_PARAMETERS, ApiParameter
@@ -164,7 +164,7 @@ def build_app(
             # Off the event loop: a stalled or locked database delays this answer only, never the server.
             result = await asyncio.to_thread(history.save, report, owner=owner)
             report["saved"] = {"id": result.id, "warning": result.warning}
-            return report, charts.headline(report)
+            return report, answers.headline(report)
 
         gr.api(compare, api_name="compare", concurrency_id=GPU_GROUP, concurrency_limit=pool.size)
 

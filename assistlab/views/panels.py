@@ -14,7 +14,7 @@ from ..results import busy
 from ..results.ranking import rank_arms
 from ..results.report import busy_clause, comparisons_words, interval_cell, level_words
 from ..results.stats import MIN_LEVEL, spread_is_wide
-from . import charts
+from . import answers, charts
 from .markup import dot, glossary_html, md_text, term
 
 WHY_TERMS = ("alpha", "c", "drafted", "k", "forward", "bonus", "speedup")
@@ -44,9 +44,9 @@ PLAIN_ROW_NOTE = "The target model on its own: the baseline every arm is compare
 
 def headline_html(report: dict) -> str:
     """The answer first in plain words, then the headline sentences, each arm's line marked with its chart colour."""
-    lines = charts.headline_lines(report)
+    lines = answers.headline_lines(report)
     arm_names = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
-    lead = charts.lead_sentence(report)
+    lead = answers.lead_sentence(report)
     parts = [f'<p class="al-lead" id="al-lead">{html.escape(lead)}</p>'] if lead else []
     warned = {w["message"] for w in report.get("warnings") or []}
     folded = [line for line in lines if line in warned or line.startswith(charts.NOISY)]
