@@ -48,7 +48,7 @@ def settings_phrase(settings: dict) -> str:
 
 def ranking_lines(data: dict) -> list[str]:
     """With two or more assisted arms, the page's ranking: every arm, plain among them, and the same note."""
-    from ..views.panels import ranked_rows, ranking_note
+    from ..views.panels import ranked_rows, ranking_words
 
     rows = ranked_rows(data)
     if sum(1 for row in rows if not row.get("plain")) < 2:
@@ -60,7 +60,7 @@ def ranking_lines(data: dict) -> list[str]:
         return f"{row['rank']}. {row['arm']} ({speed})"
 
     order = ", ".join(said(row) for row in rows)
-    return [f"Ranking, fastest first: {order}.", f"  {ranking_note(rows)}"]
+    return [f"Ranking, fastest first: {order}.", f"  {ranking_words(data, rows)}"]
 
 
 def server_phrase(settings: dict) -> str:
@@ -142,7 +142,7 @@ def load_lines(data: dict) -> list[str]:
 def format_table(data: dict) -> str:
     """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
     # Imported here: the report brings numpy, which --help, presets and history do not need.
-    from ..results.report import is_busy, speedup_sentence
+    from ..results.report import UNSETTLED_ADVICE, is_busy, speedup_sentence, unsettled, unsettled_sentence
 
     request, env = data["request"], data["environment"]
     title = (
@@ -176,6 +176,8 @@ def format_table(data: dict) -> str:
     out.append(TABLE_KEY)
     if env.get("prompt_note"):
         out.append(env["prompt_note"])
+    if unsettled(data):  # said before the sentences under it, in the page's words
+        out.append(f"{unsettled_sentence(data['stopping'])} {UNSETTLED_ADVICE}")
     for entry in data["comparison"]:
         against = f" (against {entry['baseline']})" if entry.get("engine", "transformers") != "transformers" else ""
         out.append("  " + speedup_sentence(entry, data["request"]["do_sample"], busy=is_busy(data)) + against)

@@ -13,6 +13,7 @@ import unicodedata
 
 from ..errors import InputError
 from ..results import cells, load
+from ..results.report import unsettled
 from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS
 
 # The largest report one comparison may store (issue 10, as the limits in records); only _report_text reads it.
@@ -285,7 +286,8 @@ def summary_columns(report: dict) -> dict:
     new_tokens = request.get("max_new_tokens")
     if isinstance(plain, dict) and plain.get("new_tokens"):
         new_tokens = plain["new_tokens"][-1]
-    status = "stopped" if report.get("status") == "stopped" else "complete"
+    # 'unsettled': ran until clear but ended (time budget, most repetitions) first: shown as no answer, never ranked
+    status = "stopped" if report.get("status") == "stopped" else "unsettled" if unsettled(report) else "complete"
     workload = workload_label(report)
     preview = request.get("prompt") or ""
     if workload:  # a workload's request has no prompt of its own; its first prompt says what it is about

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..config import MIN_PRECISION_REPEATS, BenchRequest
 from ..results import likely, sequential, stats
-from ..results.report import Report
+from ..results.report import Report, unsettled_sentence
 
 # What the sequential rules record as their method, for the report's `stopping` block.
 METHOD = ("confidence sequence for the median paired speedup: a sequential sign test with a Beta(0.1, 0.1) "
@@ -195,17 +195,12 @@ def finish_message(report: Report, request: BenchRequest) -> str:
     tail = "" if not failed else f" {', '.join(failed)} failed."
     ended = stop["ended_by"]
     if stop["rule"] == "clear":
-        open_arms = [name for name, arm in stop["arms"].items() if arm.get("settled") is None and "error" not in arm]
         if ended == "clear":
             text = f"Complete. Stopped after {n} repetitions: the answer was clear."
         elif ended == "no assisted arm":
             text = "Complete, but no assisted arm is left to compare."
-        elif ended == "time budget":
-            text = (f"Complete, but the time budget of {request.max_time_s:g} s ran out after {n} repetitions before "
-                    f"the answer was clear for {', '.join(open_arms)}.")
-        else:
-            text = (f"Complete, but {n} repetitions (the most allowed) did not make the answer clear for "
-                    f"{', '.join(open_arms)}: within the noise of plain.")
+        else:  # the time budget or the most repetitions: said as the page, History and the command line say it
+            text = f"Complete. {unsettled_sentence(stop)}"
     elif stop["rule"] == "precision":
         target = f"±{request.precision:.0%}"
         if stop["reached"]:

@@ -312,7 +312,8 @@ class Report:
                      if arm["latency_summary"]["median"]}  # each arm's single-request median, to compare with C=1
             data.update(load_mod.report_parts(self.load, self.arms, self.environment.get("load_contention"), alone))
             data["load_raw"] = load_mod.raw(self.load)
-        return data
+        data["answer"] = answer_sentence(data)  # the page's first line, in words
+        return with_level_words(data)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -386,7 +387,7 @@ def interval_phrase(speedup: dict) -> str:
     'range of 3 runs 0.90–1.30×: too few to be sure', or 'one repetition, so no interval'."""
     low, high, n, level = speedup.get("ci_low"), speedup.get("ci_high"), speedup.get("n", 0), speedup.get("level")
     if speedup.get("family_level") is not None and not stats.has_interval(speedup):
-        return f"{n} repetition{'' if n == 1 else 's'}, too few yet for an interval that holds at every look"
+        return f"{n} repetition{'' if n == 1 else 's'}, too few for an interval that holds at every look"
     if n <= 1 or low is None or high is None:
         return "one repetition, so no interval" if n == 1 else "no repetition, so no interval"
     if stats.has_interval(speedup):
@@ -397,15 +398,21 @@ def interval_phrase(speedup: dict) -> str:
 
 
 def time_ratio(speedup: float) -> str:
-    """A speedup below 1× as the time it costs: 0.54 -> '1.85×' (plain time × this is the assisted time)."""
+    """A speedup below 1× as the time it costs: 0.54 -> '1.85×' (plain time × this is the assisted time); said
+    only in a hover ('takes 1.85× as long as plain'), never beside the speedup in the text."""
     return f"{1.0 / speedup:.2f}×"
 
 
+def time_hover(speedup: float | None) -> str:
+    """What a speedup below 1× costs in time, for a hover: 'takes 1.85× as long as plain'; '' otherwise."""
+    return f"takes {time_ratio(speedup)} as long as plain" if speedup and speedup < 1.0 else ""
+
+
 def slower_phrase(speedup: dict) -> str:
-    """A slower verdict's interval in times as long as plain: '94.5% sure it takes between 1.72× and 1.89× as
-    long', so a slowdown is never worded as a speedup below 1×."""
+    """A slower verdict's interval as speedups, as the charts and tables say it: '94.5% sure between 0.53× and
+    0.58× the speed of plain'. One way to say a slower arm everywhere: the speedup below 1×, with 'slower'."""
     low, high = speedup["ci_low"], speedup["ci_high"]
-    return f"{_sure(speedup)} it takes between {time_ratio(high)} and {time_ratio(low)} as long"
+    return f"{_sure(speedup)} between {low:.2f}× and {high:.2f}× the speed of plain"
 
 
 def interval_cell(speedup: dict) -> str:
@@ -437,8 +444,8 @@ def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) ->
     """One comparison entry in words; the CLI and the page both say a result this way.
 
     e.g. 'assistant: x (k=5) was 1.17× faster (95.8% sure the speedup lies between 1.12× and 1.21×); 83% of
-    drafted tokens accepted; outputs identical.' A slower one is said in time: 'was slower: it took 1.85× as
-    long as plain (94.5% sure it takes between 1.72× and 1.89× as long)'. A result whose interval contains 1×
+    drafted tokens accepted; outputs identical.' A slower one as the charts and tables say it: 'was slower:
+    0.54× the speed of plain (94.5% sure between 0.53× and 0.58× the speed of plain)'. A result whose interval contains 1×
     is called no clear difference, and one with too few runs for a 90% interval is neither faster nor slower.
     """
     name, s = entry["arm"], judged(entry)
@@ -453,7 +460,7 @@ def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) ->
     elif kind == "faster":
         parts = [f"{name} was {median:.2f}× faster ({interval})"]
     elif kind == "slower":
-        parts = [f"{name} was slower: it took {time_ratio(median)} as long as plain ({slower_phrase(s)})"]
+        parts = [f"{name} was slower: {median:.2f}× the speed of plain ({slower_phrase(s)})"]
     elif kind == "unclear":
         parts = [f"{name} was {median:.2f}×, no clear difference from plain ({interval}, which contains 1×)"]
     else:
@@ -486,8 +493,8 @@ def provisional_sentence(entry: dict) -> str:
         return (f"So far {name} is faster than plain, {_sure(s)}: between {s['ci_low']:.2f}× and "
                 f"{s['ci_high']:.2f}×{sharpen}")
     if kind == "slower":
-        return (f"So far {name} is slower than plain, {_sure(s)}: it takes between {time_ratio(s['ci_high'])} "
-                f"and {time_ratio(s['ci_low'])} as long{sharpen}")
+        return (f"So far {name} is slower than plain, {_sure(s)}: between {s['ci_low']:.2f}× and "
+                f"{s['ci_high']:.2f}× the speed of plain{sharpen}")
     return (f"So far {name} runs at {s['median']:.2f}× the speed of plain, not yet clearly faster or slower "
             f"({interval_phrase(s)}).")
 
@@ -495,3 +502,116 @@ def provisional_sentence(entry: dict) -> str:
 def provisional(report: dict) -> bool:
     """Whether a report dict's verdicts are still provisional: repetitions go on and the rule has not ended them."""
     return report.get("status") == "running" and not (report.get("stopping") or {}).get("ended_by")
+
+
+# An unsettled run: the rule 'clear' ended by its time budget or its most repetitions, without a clear answer for
+# every assisted arm. The page, History, the Leaderboard and the command line all say it in these words.
+NO_CLEAR_ANSWER = "No clear answer"
+NO_CLEAR_ANSWER_SHORT = "no clear answer: the runs ended before it was clear"
+UNSETTLED_ENDS = ("time budget", "repetitions")
+
+
+def unsettled(report: dict) -> bool:
+    """Whether a finished report dict ran until clear and ended (time budget, most repetitions) without a clear
+    answer for every assisted arm; a running, stopped or workload report is not."""
+    stop = report.get("stopping") if isinstance(report.get("stopping"), dict) else {}
+    return (report.get("kind") != "suite" and report.get("status") == "complete" and stop.get("rule") == "clear"
+            and stop.get("ended_by") in UNSETTLED_ENDS and not stop.get("reached"))
+
+
+def open_arms(stopping: dict) -> list[str]:
+    """The assisted arms whose answer was not clear when the runs ended (failed arms left out)."""
+    return [name for name, arm in (stopping.get("arms") or {}).items()
+            if isinstance(arm, dict) and arm.get("settled") is None and "error" not in arm]
+
+
+def unsettled_sentence(stopping: dict) -> str:
+    """'No clear answer: the time budget of 600 s ran out after 2 repetitions, before the answer was clear for
+    universal.' The one sentence an unsettled run is said in, wherever it is shown."""
+    n = stopping.get("repetitions") or 0
+    runs = f"{n} repetition{'' if n == 1 else 's'}"
+    if stopping.get("ended_by") == "time budget" and stopping.get("max_time_s"):
+        ended = f"the time budget of {stopping['max_time_s']:g} s ran out after {runs}"
+    else:
+        ended = f"{runs}, the most allowed, ran"
+    still = open_arms(stopping)
+    whom = f" for {', '.join(still)}" if still else ""
+    return f"{NO_CLEAR_ANSWER}: {ended}, before the answer was clear{whom}."
+
+
+UNSETTLED_ADVICE = ("The figures are what was measured, not an answer: a longer time budget or more repetitions "
+                    "would settle it.")
+
+NOTHING_HELPED = "Plain generation was fastest here: no assistant helped."
+NONE_CLEARLY_FASTER = (
+    "No assistant was clearly faster than plain generation here: the differences are within the run-to-run noise."
+)
+TOO_FEW_TO_TELL = (
+    "Too few repetitions to tell yet whether an assistant saves time over plain generation: each speedup below "
+    f"is the range of a few runs, too few to be sure; {stats.fewest_runs()} repetitions are the fewest that give "
+    "an interval and an answer."
+)
+TOO_FEW_FOR_EVERY_LOOK = (
+    "Too few repetitions yet for an answer that holds at every look: the runs go on until each assistant is "
+    "clearly faster, clearly slower, or within a few percent of plain generation."
+)
+
+
+def _assisted_entries(report: dict) -> list[tuple[dict, dict]]:
+    """(arm, comparison entry) of each assisted arm with a comparison, in report order."""
+    by_name = {c["arm"]: c for c in report.get("comparison") or []}
+    return [(arm, by_name[arm["name"]]) for arm in report.get("arms") or []
+            if arm.get("strategy") != "plain" and arm.get("name") in by_name]
+
+
+def answer_sentence(report: dict) -> str | None:
+    """The answer first, in plain words: which arm was fastest, or that plain was; None before any comparison.
+    The page's first line, the report's `answer` and the command line's say it in these words.
+
+    Only a real interval ('faster') names an arm fastest. A run that ended without a clear answer says so
+    (unsettled_sentence); when some arm has too few runs for an interval, it says so rather than calling
+    anything faster or slower. Otherwise it says plain was fastest whenever no assisted arm's median beats 1×,
+    so a slower arm is never the answer.
+    """
+    if report.get("kind") == "suite":
+        overall = (report.get("suite") or {}).get("overall") or {}
+        return overall.get("best") or None
+    measured = [(arm, comp) for arm, comp in _assisted_entries(report)
+                if arm.get("latencies_s") and (comp.get("speedup") or {}).get("median") is not None]
+    if not measured:
+        return None
+    so_far = "So far: " if provisional(report) else ""
+    faster = [(arm, comp) for arm, comp in measured if verdict(judged(comp)) == "faster"]
+    if faster:
+        arm, comp = max(faster, key=lambda pair: pair[1]["speedup"]["median"])
+        saved = 1.0 - 1.0 / comp["speedup"]["median"]
+        lead = (f"{so_far}{arm['name']} was fastest: the same text took {saved:.0%} less time than plain "
+                f"generation (the target model on its own).")
+        return f"{lead} {unsettled_sentence(report['stopping'])}" if unsettled(report) else lead
+    if unsettled(report):
+        return f"{unsettled_sentence(report['stopping'])} {UNSETTLED_ADVICE}"
+    if any(verdict(judged(comp)) == "too few" for _arm, comp in measured):
+        if any(comp.get("sequence") for _arm, comp in measured):  # the rule 'clear' or 'precision' looks on
+            return so_far + TOO_FEW_FOR_EVERY_LOOK
+        return so_far + TOO_FEW_TO_TELL
+    if max(comp["speedup"]["median"] for _arm, comp in measured) <= 1.0:
+        return so_far + NOTHING_HELPED
+    return so_far + NONE_CLEARLY_FASTER
+
+
+LEVEL_KEYS = ("level", "family_level", "arm_level", "ci_level")
+
+
+def with_level_words(value):
+    """A report dict with every level also as the percent the page shows, beside it: 'level': 0.9375 gains
+    'level_percent': '93.7%' (rounded down, as level_words), so a JSON reader need not convert."""
+    if isinstance(value, list):
+        return [with_level_words(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        out[key] = with_level_words(item)
+        if key in LEVEL_KEYS and isinstance(item, float) and 0.0 < item <= 1.0:
+            out[f"{key}_percent"] = level_words(item)
+    return out

@@ -19,7 +19,7 @@ import numpy as np
 from . import cells
 from . import load as load_mod
 from .busy import warnings as busy_warnings
-from .report import Report, level_words
+from .report import Report, level_words, with_level_words
 from .suite_inputs import Item, Selection
 
 LEVEL = 0.95
@@ -294,7 +294,8 @@ class SuiteReport:
             data.update(load_mod.report_parts(self.load, self.load_arms, self.environment.get("load_contention")))
             data["load_summary"]["notes"] += [self.load_note] if self.load_note else []
             data["load_raw"] = load_mod.raw(self.load)
-        return data
+        data["answer"] = overall["best"]  # the workload's answer in the words the page shows
+        return with_level_words(data)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)

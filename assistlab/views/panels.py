@@ -12,7 +12,8 @@ from .. import __version__
 from ..engines.base import LOSSY_MARK, LOSSY_TRADE
 from ..results import busy
 from ..results.ranking import rank_arms
-from ..results.report import busy_clause, comparisons_words, interval_cell, level_words
+from ..results.report import (busy_clause, comparisons_words, interval_cell, level_words, time_hover, unsettled,
+                              unsettled_sentence)
 from ..results.stats import MIN_LEVEL, spread_is_wide
 from . import charts
 from .markup import dot, glossary_html, md_text, term
@@ -54,15 +55,24 @@ def headline_html(report: dict) -> str:
     if warning:  # one line under the answer; the sentences behind it are one click away
         parts.append(warning)
         lines = [line.removesuffix(busy_clause(True)) for line in lines if line not in folded]  # said once, above
+    medians = {c["arm"]: (c.get("speedup") or {}).get("median") for c in report.get("comparison", [])}
     for line in lines:
         index = next((i for name, i in arm_names.items() if i and line.startswith(name + " ")), None)
         if line in warned:  # beside the verdict, marked so a reader cannot miss it
             parts.append(f'<p class="al-warning" role="alert">⚠ {html.escape(line)}</p>')
         elif index is not None:
-            parts.append(f'<p class="al-arm">{dot(index)}{html.escape(line)}</p>')
+            parts.append(f'<p class="al-arm"{_time_title(medians.get(report["arms"][index]["name"]))}>{dot(index)}'
+                         f'{html.escape(line)}</p>')
         else:
             parts.append(f'<p class="al-note">{html.escape(line)}</p>')
     return f'<div class="al-headline" id="al-headline">{"".join(parts)}</div>'
+
+
+def _time_title(median: float | None) -> str:
+    """A slower arm's time as a hover attribute (' title="takes 4.23× as long as plain"'); '' otherwise: the
+    text says a slower arm as its speedup below 1×, everywhere, and its time only here."""
+    said = time_hover(median)
+    return f' title="{html.escape(said)}"' if said else ""
 
 
 def warnings_html(report: dict, details: list[str] | None = None) -> str:
@@ -102,7 +112,8 @@ def numbers_html(report: dict) -> str:
         if s.get("median") is None:
             speed = "1× (baseline)" if arm["strategy"] == "plain" else "–"
         else:
-            speed = f"{s['median']:.2f}×" + (f" ({interval_cell(s)})" if interval_cell(s) else "")
+            speed = (f"<span{_time_title(s['median'])}>{s['median']:.2f}×</span>"
+                     + (f" ({interval_cell(s)})" if interval_cell(s) else ""))
         latency = _fmt(lat["median"], ".3f", " s")
         if lat["n"]:
             wide = spread_is_wide(lat)
@@ -137,7 +148,8 @@ def _speed_cell(median, speedup: dict) -> str:
     if median is None:
         return "–"
     interval = interval_cell(speedup)
-    return f"{median:.2f}× <span class=\"al-sub\">({html.escape(interval)})</span>" if interval else f"{median:.2f}×"
+    shown = f"<span{_time_title(median)}>{median:.2f}×</span>"
+    return f"{shown} <span class=\"al-sub\">({html.escape(interval)})</span>" if interval else shown
 
 
 def why_html(report: dict) -> str:
@@ -297,8 +309,16 @@ def ranking_html(report: dict) -> str:
     return (
         '<div class="al-wrap"><h4 class="al-h">Ranking</h4><table class="al-table al-ranking" id="al-ranking">'
         f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-        f'<p class="al-sub" id="al-ranking-note">{html.escape(ranking_note(rows))}</p>{_lossy_note(rows)}</div>'
+        f'<p class="al-sub" id="al-ranking-note">{html.escape(ranking_words(report, rows))}</p>'
+        f'{_lossy_note(rows)}</div>'
     )
+
+
+def ranking_words(report: dict, rows: list[dict]) -> str:
+    """The ranking's note; for a run that ended without a clear answer, that first, and the order is medians."""
+    if unsettled(report):
+        return f"{unsettled_sentence(report['stopping'])} Ordered by median only, which is not an answer."
+    return ranking_note(rows)
 
 
 def _lossy_note(rows: list[dict]) -> str:

@@ -400,3 +400,39 @@ def test_the_details_stay_one_click_away():
     page = summary_html({"suite": suite})
     assert "<summary>How is this worked out?</summary>" in page and "Student-t" in page
     assert not _unexplained(page.split("<details")[0])
+
+
+def _until_clear(report: dict, ended_by: str | None, status: str = "complete", sequence=None) -> dict:
+    """`report` as a run until clear: each arm's time-uniform sequence (too few for an interval unless given)."""
+    seq = sequence or {"ci_low": None, "ci_high": None, "n": 2, "level": 0.95, "family_level": 0.95,
+                       "arms_sharing": 1, "band": 0.03, "settled": None, "interval": "none"}
+    for comp in report["comparison"]:
+        comp["sequence"] = dict(seq)
+    report["status"] = status
+    report["stopping"] = {"rule": "clear", "ended_by": ended_by, "reached": ended_by == "clear", "repetitions": 2,
+                          "max_time_s": 600.0, "max_repetitions": 30,
+                          "arms": {c["arm"]: {"repetitions": 2, "settled": None, "looks": []}
+                                   for c in report["comparison"]}}
+    return report
+
+
+def test_a_run_the_budget_ended_before_it_was_clear_says_so_and_not_that_it_goes_on():
+    """Issue 36 item 2: after the run ended, never 'the runs go on until…', and the ranking is not an answer."""
+    said = ("No clear answer: the time budget of 600 s ran out after 2 repetitions, before the answer was clear for "
+            "universal: small (k=5), prompt-lookup (k=10).")
+    report = _until_clear(_report(SLOW, SLOWER), "time budget")
+    lead = charts.lead_sentence(report)
+    assert lead.startswith(said) and "go on" not in lead and "fastest" not in lead
+    assert re.findall(r"<p[^>]*>(.*?)</p>", panels.headline_html(report))[0] == lead
+    assert "go on" not in panels.headline_html(report)
+    note = re.search(r'id="al-ranking-note">(.*?)</p>', panels.ranking_html(report)).group(1)
+    assert note.startswith(said) and "not an answer" in note and "ranks first" not in note
+    most = _until_clear(_report(SLOW), "repetitions")
+    assert charts.lead_sentence(most).startswith("No clear answer: 2 repetitions, the most allowed, ran, before")
+    # While it runs, the runs do go on; once clear, the answer leads.
+    running = _until_clear(_report(SLOW), None, status="running")
+    assert charts.lead_sentence(running) == "So far: " + charts.TOO_FEW_FOR_EVERY_LOOK
+    faster = {"ci_low": 1.1, "ci_high": 1.4, "n": 8, "level": 0.95, "family_level": 0.95, "arms_sharing": 1,
+              "band": 0.03, "settled": "faster", "interval": "time-uniform"}
+    clear = _until_clear(_report(FAST), "clear", sequence=faster)
+    assert charts.lead_sentence(clear).startswith("assistant: small (k=5) was fastest")
