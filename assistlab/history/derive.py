@@ -13,6 +13,7 @@ import unicodedata
 
 from ..errors import InputError
 from ..results import cells, load
+from ..results.explain import NOTHING_DRAFTED
 from ..results.report import unsettled
 from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS
 
@@ -192,6 +193,9 @@ def arm_rows(report: dict) -> list[dict]:
         assistant, setting, label = _pairing(strategy, spec, kinds, settings)
         entry = by_name.get(arm.get("name")) or {}
         identical = entry.get("outputs_identical")
+        # An arm that drafted nothing has no speedup from drafting: its ratio is kept in the report, never ranked
+        # nor named best.
+        speed = None if entry.get("limit_kind") == NOTHING_DRAFTED else entry.get("speedup")
         rows.append({
             "arm_index": index,
             "label": label,
@@ -199,7 +203,7 @@ def arm_rows(report: dict) -> list[dict]:
             "assistant": assistant,
             "setting": setting,
             "engine": engine_of(arm),
-            **_speed_columns(entry.get("speedup")),
+            **_speed_columns(speed),
             "acceptance_rate": _number(entry.get("acceptance_rate")),
             "outputs_identical": identical if isinstance(identical, bool) else None,
         })

@@ -465,6 +465,9 @@ def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) ->
         parts = [f"{name} was {median:.2f}×, no clear difference from plain ({interval}, which contains 1×)"]
     else:
         parts = [f"{name} ran at {median:.2f}× the speed of plain ({interval})"]
+    if entry.get("limit_kind") == explain.NOTHING_DRAFTED:  # said beside the figure, never as a speedup
+        parts = [f"{name} drafted nothing, so its {median:.2f}× against plain is not a speedup: it is run-to-run "
+                 f"noise or other work around generation ({interval})"]
     if entry.get("acceptance_rate") is not None:
         parts.append(f"{entry['acceptance_rate']:.0%} of drafted tokens accepted")
     if entry.get("outputs_identical") is True:
@@ -581,7 +584,8 @@ def answer_sentence(report: dict) -> str | None:
     if not measured:
         return None
     so_far = "So far: " if provisional(report) else ""
-    faster = [(arm, comp) for arm, comp in measured if verdict(judged(comp)) == "faster"]
+    faster = [(arm, comp) for arm, comp in measured if verdict(judged(comp)) == "faster"
+              and comp.get("limit_kind") != explain.NOTHING_DRAFTED]  # drafting nothing speeds nothing up
     if faster:
         arm, comp = max(faster, key=lambda pair: pair[1]["speedup"]["median"])
         saved = 1.0 - 1.0 / comp["speedup"]["median"]

@@ -78,6 +78,19 @@ def best_words(entry: Entry) -> str:
     return _speed(entry.best_speedup) + (f" {entry.best_arm}" if entry.best_arm else "")
 
 
+def where_html(where: str | None) -> str:
+    """Where the history is kept and how to keep another, for the History tab; `where` is History.where ('the
+    history file /path/history.sqlite3'), None on a shared server, whose operator chooses (its path stays unsaid)."""
+    if where is None:
+        return ('<p class="al-sub" id="al-history-where">Saved comparisons are kept on the server; its operator '
+                "chooses where (docs/history.md, “Where it is kept”).</p>")
+    return (f'<p class="al-sub" id="al-history-where">Kept in {escape(where)} on the machine running AssistLab. '
+            "Everything run under that account saves there (this page, <code>bench --save</code>, other copies of "
+            "AssistLab), so entries made elsewhere appear here too. To keep a history of your own, start AssistLab "
+            "with <code>ASSISTLAB_DATA_DIR</code> set to another folder, or <code>ASSISTLAB_DATABASE_URL</code> "
+            "set to a database (docs/history.md, “Where it is kept”).</p>")
+
+
 def _when(entry_time) -> str:
     return entry_time.strftime("%Y-%m-%d %H:%M UTC")
 

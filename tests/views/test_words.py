@@ -436,3 +436,25 @@ def test_a_run_the_budget_ended_before_it_was_clear_says_so_and_not_that_it_goes
               "band": 0.03, "settled": "faster", "interval": "time-uniform"}
     clear = _until_clear(_report(FAST), "clear", sequence=faster)
     assert charts.lead_sentence(clear).startswith("assistant: small (k=5) was fastest")
+
+
+def test_an_arm_that_drafted_nothing_is_never_given_a_speedup():
+    """Issue 36 item 7: 2.46× beside 'Nothing was drafted' is not a speedup; said so, and never the answer."""
+    from assistlab.history import derive
+    from assistlab.results import explain
+    from assistlab.results.report import speedup_sentence
+
+    arm, comp = _arm("assistant: none (k=5)", "assistant", 2.46, 2.1, 2.8)
+    comp.update(limit_kind=explain.NOTHING_DRAFTED, limit=explain.nothing_drafted_words(2.46), acceptance_rate=None)
+    arm["spec"] = {"assistant": "none"}
+    report = _report((arm, comp))
+    sentence = speedup_sentence(comp)
+    assert sentence.startswith("assistant: none (k=5) drafted nothing, so its 2.46× against plain is not a speedup")
+    assert "faster" not in sentence
+    assert "not a speedup" in comp["limit"] and "2.46×" in comp["limit"]
+    assert "fastest" not in charts.lead_sentence(report)
+    (row,) = derive.arm_rows(report)
+    assert row["speedup"] is None and derive.summary_columns(report)["best_speedup"] is None
+    comp.pop("limit_kind")  # the same figures from an arm that drafted: a speedup, and the answer
+    assert charts.lead_sentence(_report((arm, comp))).startswith("assistant: none (k=5) was fastest")
+    assert derive.arm_rows(_report((arm, comp)))[0]["speedup"] == 2.46
