@@ -11,6 +11,7 @@ import posixpath
 import re
 import unicodedata
 
+from ..config import PROMPT_LOOKUP_DEFAULT
 from ..errors import InputError
 from ..results import cells, load
 from ..results.explain import NOTHING_DRAFTED
@@ -74,7 +75,9 @@ def _setting(strategy: str, spec: dict, settings: dict | None = None) -> str:
     """The drafting settings someone chose, as ArmSpec.label says them; none chosen reads 'transformers defaults'."""
     settings = settings or {}
     if strategy == "prompt-lookup":
-        lookup = spec.get("prompt_lookup_num_tokens") or settings.get("prompt_lookup_num_tokens")
+        # As ArmSpec.lookup_tokens: none given runs AssistLab's default, and the page names the arm by it ('k=10').
+        lookup = (spec.get("prompt_lookup_num_tokens") or settings.get("prompt_lookup_num_tokens")
+                  or PROMPT_LOOKUP_DEFAULT)
         return f"k={lookup}"
     parts = []
     if spec.get("num_assistant_tokens") is not None:

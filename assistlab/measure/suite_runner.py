@@ -331,7 +331,12 @@ def _run_suite(
                          f"{load_phase.kept_words(suite.load)}.")
     elif should_stop() and any(r.status in ("pending", "stopped") for r in suite.results):
         suite.status = "stopped"
-        suite.message = f"Stopped after {measured} of {n_items} prompts; the figures use what was measured."
+        finished = sum(1 for r in suite.results if r.status == "measured")
+        if finished == measured:
+            suite.message = f"Stopped after {measured} of {n_items} prompts; the figures use what was measured."
+        else:  # a prompt cut short is started, not finished (issue 36 item 6)
+            suite.message = (f"Stopped: {measured} of {n_items} prompts started, {finished} finished; the figures "
+                             "use the whole repetitions measured.")
     else:
         suite.status = "complete"
         others = ", ".join(f"{count} {what}" for count, what in ((skipped, "skipped"), (failed, "failed")) if count)

@@ -147,7 +147,10 @@ def aggregate(rows: list[dict], arm_names: list[str]) -> dict:
             "identical": sum(bool(i) for i in identical),
             "prompts": len(figures),
         })
-    return {"prompts": len(rows), "arms": arms}
+    # The prompts behind these figures: those where some arm has a speedup, so a label's count ('summary (1)')
+    # never counts a prompt whose runs gave no speedup yet ('nothing measured yet').
+    measured = sum(1 for r in rows if any(a["arm"] in arm_names and a["speedup"] is not None for a in r["arms"]))
+    return {"prompts": measured, "arms": arms}
 
 
 def _interval_text(s: dict) -> str:

@@ -850,3 +850,18 @@ def test_the_command_line_lists_engines_and_ranks_each_engine_against_its_own_pl
     board.json = True
     assert cli_history.run(board, sqlite_db) == 0
     assert [s["engine"] for s in json.loads(capsys.readouterr().out)] == ["transformers", "vllm"]
+
+
+def test_a_workloads_prompt_lookup_arm_is_named_as_the_page_names_it():
+    """Issue 36 item 6: History and the Leaderboard said 'prompt-lookup (k=None)' where the page says 'k=10'."""
+    from assistlab.config import PROMPT_LOOKUP_DEFAULT
+
+    name = ArmSpec("prompt-lookup").label
+    speed = {"geomean": 1.2, "ci_low": 1.1, "ci_high": 1.3, "level": 0.95, "n": 2}
+    report = {"kind": "suite", "arms": [name],
+              "request": {"arms": [{"strategy": "prompt-lookup", "prompt_lookup_num_tokens": None}]},
+              "suite": {"name": "spec-bench", "categories": [], "prompts": [],
+                        "overall": {"arms": [{"arm": name, "speedup": speed}], "selected": 2, "prompts": 2}}}
+    (row,) = derive.arm_rows(report)
+    assert row["label"] == f"prompt-lookup (k={PROMPT_LOOKUP_DEFAULT})" and "None" not in row["label"]
+    assert row["label"] == name  # one name for an arm: the page's
