@@ -7,8 +7,9 @@ from ..measure.stopping import likely_words
 
 # The table's abbreviations in plain words, printed under it.
 TABLE_KEY = (
-    "IQR: the spread of the middle half of the runs. TTFT: time to the first new token. accepted: share of "
-    "drafted tokens the target kept. tok/fwd: new tokens per target forward pass (one step of the target; plain "
+    "IQR: the spread of the middle half of the runs. TTFT: time to the first new token. accepted: share of all "
+    "drafted tokens the target kept (alpha, below, counts only the drafted tokens it checked, so it is higher). "
+    "tok/fwd: new tokens per target forward pass (one step of the target; plain "
     "writes 1)."
 )
 
@@ -142,11 +143,11 @@ def load_lines(data: dict) -> list[str]:
 def format_table(data: dict) -> str:
     """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
     # Imported here: the report brings numpy, which --help, presets and history do not need.
-    from ..results.report import UNSETTLED_ADVICE, is_busy, speedup_sentence, unsettled, unsettled_sentence
+    from ..results.report import UNSETTLED_ADVICE, counted, is_busy, speedup_sentence, unsettled, unsettled_sentence
 
     request, env = data["request"], data["environment"]
     title = (
-        f" Generation: {request['max_new_tokens']} new tokens, {data['counted_repetitions']} repetitions "
+        f" Generation: {request['max_new_tokens']} new tokens, {counted(data['counted_repetitions'], 'repetition')} "
         f"(+{request['warmup']} warm-up), {env['device']} {env['dtype']}, {env['cpu_threads']} threads "
     )
     comp = {c["arm"]: c for c in data["comparison"]}
@@ -183,7 +184,8 @@ def format_table(data: dict) -> str:
         out.append("  " + speedup_sentence(entry, data["request"]["do_sample"], busy=is_busy(data)) + against)
         if entry.get("predicted_speedup") is not None:
             out.append(
-                f"    why: alpha {entry['alpha']:.2f} (acceptance per drafted token), c {entry['c']:.2f} (drafting "
+                f"    why: alpha {entry['alpha']:.2f} (chance the target keeps a drafted token it checks), "
+                f"c {entry['c']:.2f} (drafting "
                 f"cost per token in target steps), drafted per step {entry['k']:.3g} -> predicted {entry['predicted_speedup']:.2f}×. "
                 f"{entry['limit']}"
             )

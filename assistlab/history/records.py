@@ -187,5 +187,6 @@ class BoardSection:
                 "concurrency": self.concurrency,
                 "new_tokens": self.new_tokens,
                 "workload": self.workload, "prompt_preview": self.prompt_preview, "sampling": self.sampling,
-                "stopped": self.stopped, "unsettled": self.unsettled, "measured": self.measured, "beaten": self.beaten, "note": self.note,
+                "stopped": self.stopped, "unsettled": self.unsettled, "measured": self.measured, "beaten": self.beaten,
+                "note": self.note,
                 "rows": [r.to_dict() for r in self.rows]}

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..config import MIN_PRECISION_REPEATS, BenchRequest
 from ..results import likely, sequential, stats
-from ..results.report import Report, unsettled_sentence
+from ..results.report import Report, counted, unsettled_sentence
 
 # What the sequential rules record as their method, for the report's `stopping` block.
 METHOD = ("confidence sequence for the median paired speedup: a sequential sign test with a Beta(0.1, 0.1) "
@@ -67,7 +67,7 @@ def all_likely(stopping: dict) -> bool:
 def likely_words(stopping: dict) -> str:
     """The likely answers so far in a few words: 'Likely slower for universal (4 repetitions), assuming roughly
     normal noise'; empty while none has settled."""
-    said = [f"{verdict} for {name} ({stopping['likely_at'][name]} repetitions)"
+    said = [f"{verdict} for {name} ({counted(stopping['likely_at'][name], 'repetition')})"
             for name, verdict in (stopping.get("likely") or {}).items() if verdict]
     if not said:
         return ""
@@ -154,7 +154,7 @@ def answer_message(report: Report) -> str:
     """The status line once the repetitions are over and before the untimed drafting-cost runs."""
     n = report.stopping["repetitions"]
     if report.stopping["ended_by"] == "clear":
-        return f"Stopped after {n} repetitions: the answer was clear."
+        return f"Stopped after {counted(n, 'repetition')}: the answer was clear."
     return f"The timed repetitions are done ({n})."
 
 
@@ -196,7 +196,7 @@ def finish_message(report: Report, request: BenchRequest) -> str:
     ended = stop["ended_by"]
     if stop["rule"] == "clear":
         if ended == "clear":
-            text = f"Complete. Stopped after {n} repetitions: the answer was clear."
+            text = f"Complete. Stopped after {counted(n, 'repetition')}: the answer was clear."
         elif ended == "no assisted arm":
             text = "Complete, but no assisted arm is left to compare."
         else:  # the time budget or the most repetitions: said as the page, History and the command line say it
@@ -204,9 +204,9 @@ def finish_message(report: Report, request: BenchRequest) -> str:
     elif stop["rule"] == "precision":
         target = f"±{request.precision:.0%}"
         if stop["reached"]:
-            text = f"Complete: every speedup is known to {target} at every look after {n} repetitions."
+            text = f"Complete: every speedup is known to {target} at every look after {counted(n, 'repetition')}."
         elif ended == "time budget":
-            text = (f"Complete, but the time budget of {request.max_time_s:g} s ran out after {n} repetitions "
+            text = (f"Complete, but the time budget of {request.max_time_s:g} s ran out after {counted(n, 'repetition')} "
                     f"before every speedup was known to {target}.")
         elif ended == "no assisted arm":
             text = f"Complete, but no assisted arm is left to measure to {target}."
@@ -215,7 +215,7 @@ def finish_message(report: Report, request: BenchRequest) -> str:
                     f"{target}.")
     elif ended == "time budget":
         text = (f"Complete, but the time budget of {request.max_time_s:g} s ended the runs after {n} of "
-                f"{request.repeats} repetitions.")
+                f"{counted(request.repeats, 'repetition')}.")
     else:
         text = "Complete."
     return text + tail

@@ -6,6 +6,7 @@ import html
 
 import plotly.graph_objects as go
 
+from ..results.report import counted as counted_words
 from ..results.report import (NONE_CLEARLY_FASTER, NOTHING_HELPED, TOO_FEW_FOR_EVERY_LOOK,  # noqa: F401
                               TOO_FEW_TO_TELL, answer_sentence, interval_cell, is_busy, level_words, provisional,
                               provisional_sentence, speedup_sentence, time_hover)
@@ -400,11 +401,12 @@ def headline_lines(report: dict) -> list[str]:
         sentences.append("No assisted arm finished a run, so there is nothing to compare.")
     counted, planned = report.get("counted_repetitions", plain_runs), report.get("planned_repetitions")
     if provisional(report) and (report.get("stopping") or {}).get("rule") == "clear":
-        sentences.append(f"So far: {counted} repetitions; the runs stop once the answer is clear (at most {planned}).")
+        sentences.append(f"So far: {counted_words(counted, 'repetition')}; the runs stop once the answer is clear "
+                         f"(at most {planned}).")
     elif report.get("status") == "running":
-        sentences.append(f"So far: {counted} of {planned} repetitions.")
+        sentences.append(f"So far: {counted} of {counted_words(planned, 'repetition')}.")
     elif report.get("status") == "stopped":
-        sentences.append(f"Stopped after {counted} of {planned} repetitions.")
+        sentences.append(f"Stopped after {counted} of {counted_words(planned, 'repetition')}.")
     sentences += [w["message"] for w in report.get("warnings") or []]
     noisy = [a["name"] for a in arms if a.get("latencies_s") and spread_is_wide(a["latency_summary"])]
     if noisy:

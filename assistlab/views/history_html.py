@@ -69,7 +69,8 @@ def interval_words(kind: str, low: float | None, high: float | None, level: floa
 
 def best_words(entry: Entry) -> str:
     """A comparison's best as History says it: 'no clear answer: the runs ended before it was clear' for one that
-    ran until clear and ended first (never 'plain' or an arm), 'plain (no assistant helped)' when nothing beat plain, else
+    ran until clear and ended first (never 'plain' or an arm), 'plain (no assistant helped)' when nothing beat
+    plain, else
     '1.17× <pairing>' (the page sets the pairing apart itself)."""
     if entry.status == UNSETTLED:
         return NO_CLEAR_ANSWER_SHORT

@@ -16,7 +16,7 @@ from ..results.report import (busy_clause, comparisons_words, interval_cell, lev
                               unsettled_sentence)
 from ..results.stats import MIN_LEVEL, spread_is_wide
 from . import charts
-from .markup import dot, glossary_html, md_text, term
+from .markup import dot, glossary_html, md_text, term, with_terms
 
 WHY_TERMS = ("alpha", "c", "drafted", "k", "forward", "bonus", "speedup")
 NUMBER_TERMS = ("plain", "iqr", "ttft", "speedup", "accepted", "per_pass")
@@ -24,7 +24,8 @@ NUMBER_TERMS = ("plain", "iqr", "ttft", "speedup", "accepted", "per_pass")
 # (shown name, glossary term, the comparison entry's key, format, meaning). The mean drafted per step is the
 # cost model's k, but "k" in an arm's name is its draft length, so the panel names the mean in words.
 WHY_ROWS = (
-    ("α", "alpha", "alpha", ".2f", "chance the target keeps each drafted token it checks"),
+    ("α", "alpha", "alpha", ".2f", "chance the target keeps a drafted token it checks (tokens after a rejected "
+     "one are thrown away unchecked, so this is higher than the share of all drafted tokens accepted)"),
     ("c", "c", "c", ".2f", "time to draft one token, in target forward passes"),
     ("drafted per step", "drafted", "k", ".3g", "tokens drafted before each check, on average"),
 )
@@ -48,7 +49,7 @@ def headline_html(report: dict) -> str:
     lines = charts.headline_lines(report)
     arm_names = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
     lead = charts.lead_sentence(report)
-    parts = [f'<p class="al-lead" id="al-lead">{html.escape(lead)}</p>'] if lead else []
+    parts = [f'<p class="al-lead" id="al-lead">{with_terms(lead)}</p>'] if lead else []
     warned = {w["message"] for w in report.get("warnings") or []}
     folded = [line for line in lines if line in warned or line.startswith(charts.NOISY)]
     warning = warnings_html(report, folded)
@@ -62,9 +63,9 @@ def headline_html(report: dict) -> str:
             parts.append(f'<p class="al-warning" role="alert">⚠ {html.escape(line)}</p>')
         elif index is not None:
             parts.append(f'<p class="al-arm"{_time_title(medians.get(report["arms"][index]["name"]))}>{dot(index)}'
-                         f'{html.escape(line)}</p>')
+                         f'{with_terms(line)}</p>')
         else:
-            parts.append(f'<p class="al-note">{html.escape(line)}</p>')
+            parts.append(f'<p class="al-note">{with_terms(line)}</p>')
     return f'<div class="al-headline" id="al-headline">{"".join(parts)}</div>'
 
 
@@ -174,7 +175,7 @@ def why_html(report: dict) -> str:
             for symbol, word, key, pattern, meaning in WHY_ROWS
         )
         if comp.get("limit"):
-            limit = html.escape(comp["limit"])
+            limit = with_terms(comp["limit"])
         elif running:
             limit = "The drafting cost is measured after the timed runs; the prediction follows then."
         else:
@@ -309,7 +310,7 @@ def ranking_html(report: dict) -> str:
     return (
         '<div class="al-wrap"><h4 class="al-h">Ranking</h4><table class="al-table al-ranking" id="al-ranking">'
         f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-        f'<p class="al-sub" id="al-ranking-note">{html.escape(ranking_words(report, rows))}</p>'
+        f'<p class="al-sub" id="al-ranking-note">{with_terms(ranking_words(report, rows))}</p>'
         f'{_lossy_note(rows)}</div>'
     )
 

@@ -25,6 +25,7 @@ from assistlab.errors import InputError
 from assistlab.history import derive
 from assistlab.measure import runner
 from assistlab.views import history_html
+from patience import patient
 
 ROOT = Path(__file__).resolve().parents[2]
 NASTY_PROMPT = "<script>alert('x')</script> **bold** [link](http://evil) <img src=x onerror=alert(1)> # heading"
@@ -441,7 +442,7 @@ def test_four_concurrent_saves_from_threads_give_four_rows(db, real_report):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(patient(60))
     assert all(r.saved for r in results), [r.warning for r in results]
     assert len({r.id for r in results}) == 4
     assert {e.owner for e in db.list().entries} == {"user0", "user1", "user2", "user3"}
@@ -472,7 +473,7 @@ def test_four_servers_saving_at_once_give_four_rows(db_url, tmp_path):
              for i in range(4)]
     time.sleep(3)  # let each connect and migrate before they all write at once
     go.touch()
-    outputs = [p.communicate(timeout=120) for p in procs]
+    outputs = [p.communicate(timeout=patient(120)) for p in procs]
     results = [json.loads(out) for out, err in outputs]
     assert all(r["id"] and r["warning"] is None for r in results), outputs
     store = hist.History(db_url, max_entries=None)
@@ -506,7 +507,7 @@ def test_a_crash_mid_save_leaves_the_database_readable(db_url, db):
         assert proc.stdout.readline().strip() == "inside", proc.stderr.read()
     finally:
         proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+        proc.wait(patient(30))
     fresh = hist.History(db_url, max_entries=None)
     try:
         assert [e.id for e in fresh.list().entries] == [kept]
