@@ -363,7 +363,8 @@ def environment_markdown(report: dict) -> str:
     hardware = f"GPU {env['gpu_name']}" if env.get("gpu_name") else f"CPU {env.get('cpu_model', '?')}"
     if env.get("cpu_threads") and not env.get("gpu_name"):
         hardware += f", {env['cpu_threads']} threads"
-    facts = (hardware, env.get("dtype", "?"), f"torch {env.get('torch', '?')}",
+    # The dtype in words first: how precisely the numbers were kept (float32 full, bfloat16 half the memory).
+    facts = (hardware, f"numbers kept as {env.get('dtype', '?')}", f"torch {env.get('torch', '?')}",
              f"transformers {env.get('transformers', '?')}", f"AssistLab {env.get('assistlab', __version__)}")
     parts = ["**Ran on** " + " · ".join(md_text(fact) for fact in facts)]
     for role, info in env.get("models", {}).items():
