@@ -54,14 +54,19 @@ def ranking_lines(data: dict) -> list[str]:
     rows = ranked_rows(data)
     if sum(1 for row in rows if not row.get("plain")) < 2:
         return []
+    from ..results.report import unsettled
+
+    no_answer = unsettled(data)  # no clear answer: listed by median, never ranked
+
     def said(row: dict) -> str:
         if row.get("rank") is None:
             return f"{row['arm']} ({'failed' if row.get('error') else 'no run'})"
         speed = "1×, no assistant" if row.get("plain") else f"{row['speedup']:.2f}×"
-        return f"{row['rank']}. {row['arm']} ({speed})"
+        return f"{row['arm']} ({speed})" if no_answer else f"{row['rank']}. {row['arm']} ({speed})"
 
     order = ", ".join(said(row) for row in rows)
-    return [f"Ranking, fastest first: {order}.", f"  {ranking_words(data, rows)}"]
+    head = "By median, not ranked" if no_answer else "Ranking, fastest first"
+    return [f"{head}: {order}.", f"  {ranking_words(data, rows)}"]
 
 
 def server_phrase(settings: dict) -> str:

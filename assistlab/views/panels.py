@@ -280,9 +280,9 @@ def ranking_html(report: dict) -> str:
     if sum(1 for row in rows if not row.get("plain")) < 2:
         return ""
     colour = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
-    body = []
+    body, no_answer = [], unsettled(report)  # no clear answer: listed by median, never ranked
     for row in rows:
-        rank = str(row["rank"]) if row.get("rank") is not None else "–"
+        rank = str(row["rank"]) if row.get("rank") is not None and not no_answer else "–"
         if row.get("plain"):
             cells = [rank, f"{dot(0)}{term('plain', 'plain')} <span class=\"al-sub\">(no assistant)</span>",
                      "1× (baseline)", "–", "–", "–", "–", html.escape(PLAIN_ROW_NOTE)]

@@ -428,6 +428,11 @@ def test_a_run_the_budget_ended_before_it_was_clear_says_so_and_not_that_it_goes
     assert "go on" not in panels.headline_html(report)
     note = re.sub(r"<[^>]+>", "", re.search(r'id="al-ranking-note">(.*?)</p>', panels.ranking_html(report)).group(1))
     assert note.startswith(said) and "not an answer" in note and "ranks first" not in note
+    assert all(row[0] == "–" for row in _ranking_rows(panels.ranking_html(report)))  # listed, never ranked
+    from assistlab.cli.tables import ranking_lines
+    lines = ranking_lines(report)
+    assert lines[0].startswith("By median, not ranked: ") and not re.search(r"\d\. ", lines[0])
+    assert lines[1].strip().startswith(said)
     most = _until_clear(_report(SLOW), "repetitions")
     assert charts.lead_sentence(most).startswith("No clear answer: 2 repetitions, the most allowed, ran, before")
     # While it runs, the runs do go on; once clear, the answer leads.
