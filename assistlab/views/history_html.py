@@ -70,8 +70,7 @@ def interval_words(kind: str, low: float | None, high: float | None, level: floa
 def best_words(entry: Entry) -> str:
     """A comparison's best as History says it: 'no clear answer: the runs ended before it was clear' for one that
     ran until clear and ended first (never 'plain' or an arm), 'plain (no assistant helped)' when nothing beat
-    plain, else
-    '1.17× <pairing>' (the page sets the pairing apart itself)."""
+    plain, else '1.17× <pairing>' (the page sets the pairing apart itself)."""
     if entry.status == UNSETTLED:
         return NO_CLEAR_ANSWER_SHORT
     if entry.best_arm == PLAIN:
@@ -108,7 +107,7 @@ def entries_html(page: Page, base: str = "") -> str:
     rows = []
     for e in page.entries:
         identical = {True: "yes", False: "no", None: "–"}[e.outputs_identical]
-        status = "" if e.status == "complete" else ' <span class="al-sub">(stopped)</span>'
+        status = ' <span class="al-sub">(stopped)</span>' if e.status == "stopped" else ""
         best = escape(best_words(e)) if e.best_arm == PLAIN or e.status == UNSETTLED else (
             _speed(e.best_speedup) + (f' <span class="al-sub">{escape(e.best_arm)}</span>' if e.best_arm else ""))
         cells = (

@@ -370,6 +370,7 @@ def test_a_comparison_with_no_clear_answer_is_said_so_and_never_ranked(db):
     listing = history_html.entries_html(db.list())
     assert history_html.best_words(entry) == "no clear answer: the runs ended before it was clear"
     assert "no clear answer" in listing and "plain (no assistant helped)" not in listing
+    assert "(stopped)" not in listing  # it ended by its own rule, not by a stop
     assert "No clear answer: it ended before its answer was clear." in history_html.entry_caption_html(entry)
     assert "no clear answer" in history_html.chooser_label(entry) and "plain 1.00" not in history_html.chooser_label(entry)
     # A settled comparison of the same pairing stays on a ranked board of its own.
