@@ -71,7 +71,8 @@ def build_app(
                     with gr.Tab("Workloads", id="workloads", elem_id="al-tab-workloads"):
                         suites = suite_tab.build()
                     with gr.Tab("History", id="history", elem_id="al-tab-history") as history_page:
-                        saved = history_tab.build_history()
+                        # A shared server (logins on) keeps its path to itself; its operator chooses it.
+                        saved = history_tab.build_history(None if os.environ.get(AUTH_ENV) else history.where)
                     with gr.Tab("Leaderboard", id="leaderboard", elem_id="al-tab-leaderboard") as board_page:
                         board = history_tab.build_board()
 

@@ -138,7 +138,11 @@ def test_the_budget_ends_an_unclear_comparison(store, fake_runs):
     _, data = compare(store, fake, TWO_ARMS[:1], stop_rule="clear", repeats=8)
     stop = data["stopping"]
     assert (stop["rule"], stop["ended_by"], stop["reached"], stop["repetitions"]) == ("clear", "repetitions", False, 8)
-    assert "did not make the answer clear" in data["message"]
+    open_arm = next(iter(stop["arms"]))
+    said = f"No clear answer: 8 repetitions, the most allowed, ran, before the answer was clear for {open_arm}."
+    assert data["message"] == f"Complete. {said}"
+    # The report's answer says the same, and never that the runs go on (issue 36 item 2).
+    assert data["answer"].startswith(said) and "go on" not in data["answer"]
 
 
 def test_the_decision_alone():
