@@ -333,6 +333,8 @@ class Page:
     _jobs: dict = dataclasses.field(default_factory=dict)
     _saves: dict = dataclasses.field(default_factory=dict)  # job -> Event set once its save of last resort is done
     _jobs_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    # Set when the server shuts down: the page's own readers then leave saving to `save_unfinished`.
+    closing: bool = False
 
     @property
     def heavy(self) -> dict:
@@ -373,15 +375,23 @@ class Page:
             self._jobs[job] = owner
         return job.start()
 
-    def _save_stopped(self, job: Job, final: Event | None, owner: str | None, why: str | None = None) -> bool:
-        """Save the report of `final`, a job's last event, as a stopped one, once per job whoever comes first (a
-        cancelled request's drain, the shutdown); by the history's rule (`savable`). `why` prefixes its message."""
-        if self.history is None or not isinstance(final, Event) or final.kind != "done" or final.report is None:
-            return False
+    def claim(self, job: Job) -> threading.Event | None:
+        """The right to save `job`'s report, once per job whoever comes first (its request, a cancelled request's
+        drain, the shutdown): an Event to set once the save is done (the shutdown waits for it), or None."""
         with self._jobs_lock:
             if job in self._saves:
-                return False
+                return None
             done = self._saves[job] = threading.Event()
+            return done
+
+    def _save_stopped(self, job: Job, final: Event | None, owner: str | None, why: str | None = None) -> bool:
+        """Save the report of `final`, a job's last event, as a stopped one if nobody saved it yet (`claim`); by
+        the history's rule (`savable`). `why` prefixes its message."""
+        if self.history is None or not isinstance(final, Event) or final.kind != "done" or final.report is None:
+            return False
+        done = self.claim(job)
+        if done is None:
+            return False
         try:
             report = final.report
             if why and report.status == "stopped" and not report.message.startswith("Stopped:"):
@@ -397,6 +407,7 @@ class Page:
         """At the server's shutdown (SIGTERM, Ctrl-C): stop every job still running, wait up to `wait_s` for them
         to end as Stop ends them, and save what each measured as stopped, as Stop keeps it; nothing reads them any
         more. Saves already under way (a cancelled request's) are waited for too. Returns how many it saved."""
+        self.closing = True
         with self._jobs_lock:
             running = [(job, owner) for job, owner in self._jobs.items() if not job.finished]
         for job, _owner in running:
