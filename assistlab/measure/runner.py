@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Iterator
 
-from ..config import BenchRequest
+from ..config import WARMUP_TOKENS, BenchRequest
 from ..engines import catalog
 from ..engines.base import Arm, Host, RunFailure, RunResult, Status, unwatched
 from ..errors import AssistLabError, InputError, ResourceError
@@ -201,11 +201,14 @@ def run_round(
         if arm.quiet is not None:  # another server's poll after its last request would share the cores
             arm.quiet(should_stop)
         began = progress.pace.elapsed()
-        outcome = arm.run(prompt_ids, round_index, clock, should_stop, watch)
+        if warmup:  # a few tokens reach the steady speed; the rest of a whole run would only delay the answer
+            outcome = arm.warm_up(prompt_ids, round_index, clock, should_stop, WARMUP_TOKENS)
+        else:
+            outcome = arm.run(prompt_ids, round_index, clock, should_stop, watch)
         if isinstance(outcome, RunFailure) and outcome.stopped:
             return True  # cut short: not a measurement of the work asked for
         progress.done += 1
-        if not isinstance(outcome, RunFailure):
+        if not isinstance(outcome, RunFailure) and not warmup:  # a short warm-up says nothing of a run's length
             progress.pace.record(index, progress.pace.elapsed() - began)
         if isinstance(outcome, RunFailure):
             arm.info.error = outcome.reason

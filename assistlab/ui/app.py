@@ -146,7 +146,10 @@ def build_app(
             prompt left empty
             (None) is the target's preset prompt (a continuation for the bundled base model), else the reference
             prompt. num_assistant_tokens, schedule and confidence_threshold left empty (None) take transformers'
-            defaults (a confidence of 0 switches it off), prompt_lookup_num_tokens AssistLab's. measure='careful'
+            defaults (a confidence of 0 switches it off), prompt_lookup_num_tokens AssistLab's. measure is how sure
+            the answer must be, each named by what it promises: 'likely' (Likely: sooner, assumes roughly normal
+            noise) stops at the likely answer, 4 repetitions at the soonest (repeats then caps the count); 'quick'
+            (Sure: assumes nothing, the default) as just said; 'careful' (Careful: every speedup within ±5%)
             repeats until every speedup is known to ±5% (at most 5 minutes of timed runs; repeats then caps the
             count). The comparison is saved to the history; report["saved"] holds its id (for /report and
             ?run=<id>) or why it was not. engines='vllm' or 'both' adds vLLM arms: servers ('plain=URL' lines,

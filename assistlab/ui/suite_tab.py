@@ -190,6 +190,10 @@ def bench_from_form(values: dict, until_clear: bool = False):
     bench = request_from_form(**{**values, "prompt": DEFAULT_PROMPT})
     if until_clear is not True and until_clear not in (False, None):
         raise InputError(f"until_clear must be true or false, got {until_clear!r}.")
+    if bench.stop_rule == "likely":
+        raise InputError("How sure: Likely stops one comparison at its likely answer; a workload runs each prompt a "
+                         "fixed count, or until its answer is sure (Each prompt until its answer is clear): choose "
+                         "Sure or Careful.")
     if until_clear and bench.precision is not None:
         raise InputError("Each prompt until its answer is clear and How sure: Careful are two ways to decide how "
                          "many repetitions run; choose Sure, or switch the per-prompt rule off.")
