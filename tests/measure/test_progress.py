@@ -215,12 +215,15 @@ def test_every_line_of_a_real_comparison_has_one_form(events):
 
 
 def test_the_rough_estimate_of_a_workload_counts_every_prompt_and_one_warm_up():
+    from assistlab.config import WARMUP_TOKENS
     from assistlab.results import estimate
 
     one = estimate.suite_seconds("cpu", 270_000_000, [135_000_000], [40], 32, 1, 3)
     five = estimate.suite_seconds("cpu", 270_000_000, [135_000_000], [40] * 5, 32, 1, 3)
     arms = estimate._arm_seconds("cpu", 270_000_000, [135_000_000], 40, 32)
-    assert one == pytest.approx(4 * sum(arms)) and five == pytest.approx(16 * sum(arms))
+    warm = sum(estimate._arm_seconds("cpu", 270_000_000, [135_000_000], 40, min(32, WARMUP_TOKENS)))
+    assert sum(arms) > warm > 0  # a warm-up run writes WARMUP_TOKENS new tokens, fewer than a counted one
+    assert one == pytest.approx(warm + 3 * sum(arms)) and five == pytest.approx(warm + 15 * sum(arms))
     assert estimate.suite_seconds("cpu", 270_000_000, [0], [40, 8000], 32, 1, 3) > five / 4
     assert estimate.suite_seconds("cpu", 1, [], [], 32, 1, 3) == 0.0
     assert estimate.prompt_tokens_guess(("a" * 400, "b" * 40)) == 110 and estimate.prompt_tokens_guess(("",)) == 1
