@@ -341,8 +341,8 @@ def _band(percent) -> float:
     """The band-of-no-difference box, in percent (3 means ±3%), as the request's share of 1x; empty: the default."""
     if _blank(percent):
         return NO_DIFFERENCE_BAND
-    try:
-        value = float(percent.strip() if isinstance(percent, str) else percent)
+    try:  # a bool is not a number of percent, though float(True) is 1.0
+        value = float("nan") if isinstance(percent, bool) else float(percent.strip() if isinstance(percent, str) else percent)
     except (TypeError, ValueError):
         value = float("nan")
     if not 0.0 < value < 50.0:  # also refuses nan

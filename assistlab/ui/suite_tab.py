@@ -379,7 +379,8 @@ def wire(page: Page, view: SuiteView) -> None:
                         update[view.progress] += save_report(page.history, data_, request)
             return update
 
-        yield from page.streamed(request.session_hash, view.progress, prepare, render, redraws)
+        yield from page.streamed(request.session_hash, view.progress, prepare, render, redraws,
+                                 owner=getattr(request, "username", None) or None)
 
     page.run_listeners(view.run, arm_run, [view.progress, view.download_json, view.download_csv], run_stream,
                        {*page.inputs, *view.settings(), view.until_clear}, view.outputs(), view.progress)

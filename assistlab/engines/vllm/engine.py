@@ -16,6 +16,7 @@ from ..base import (Arm, ArmInfo, Clock, Engine, LoadResult, RunFailure, RunResu
 from ..transformers import models as transformer_models
 from ..transformers.paths import same_tokenizer
 from . import answers, bounds, client, load, memory, methods, server
+from . import schedule as schedules
 from .arms import VllmArm
 
 # What the runs through a server cannot give, in every report that has such an arm.
@@ -110,6 +111,11 @@ def start_servers(endpoints: list[Endpoint], python: server.VllmPython, folder: 
         if endpoint.error or endpoint.url:
             continue
         arm = endpoint.arm
+        if arm.schedule is not None and schedules.too_old(python.vllm):
+            endpoint.error = (f"vLLM {python.vllm} cannot serve a schedule of draft lengths ({schedules.FIELD} came "
+                              f"in vLLM {'.'.join(map(str, schedules.SINCE))}); upgrade the vLLM in "
+                              f"{server.PYTHON_VAR}, or time a fixed K.")
+            continue
         try:
             needs = methods.prepare(arm, served_name, folder, python)
         except AssistLabError as exc:
@@ -160,7 +166,9 @@ def wait_all(endpoints: list[Endpoint], should_stop: Callable[[], bool], on_wait
         try:
             endpoint.server.wait_ready(timeout, should_stop, lambda s, e=endpoint: on_wait(e.label, s))
         except EngineError as exc:
-            endpoint.error = str(exc)
+            schedule = endpoint.arm.schedule
+            endpoint.error = (schedule is not None and schedules.refusal(endpoint.arm.method, schedule, str(exc))
+                              or str(exc))
             endpoint.server.stop()
         if should_stop():
             return
