@@ -208,8 +208,12 @@ def run_round(
         if isinstance(outcome, RunFailure) and outcome.stopped:
             return True  # cut short: not a measurement of the work asked for
         progress.done += 1
-        if not isinstance(outcome, RunFailure) and not warmup:  # a short warm-up says nothing of a run's length
-            progress.pace.record(index, progress.pace.elapsed() - began)
+        if not isinstance(outcome, RunFailure):
+            # A short warm-up's pace, scaled to a whole run's tokens (its prompt read counted in full, so a little
+            # long): the time left stops being a rough guess after the first warm-up run, and the first counted
+            # run of the arm replaces it (Pace drops an arm's first run once it has a second).
+            scale = request.max_new_tokens / min(WARMUP_TOKENS, request.max_new_tokens) if warmup else 1.0
+            progress.pace.record(index, (progress.pace.elapsed() - began) * scale)
         if isinstance(outcome, RunFailure):
             arm.info.error = outcome.reason
             if index == 0:
