@@ -203,3 +203,47 @@ def test_only_one_thing_on_the_page_is_called_settings(browser, app_url):
         page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")  # the footer too
         called = page.evaluate(_CALLED, "Settings")
         assert len(called) == 1, called
+
+
+# Each field of Settings brought into view as a person scrolls to it: what is on top at its centre is the field
+# itself (or a part of it), and it lies inside the form's column, not beside it.
+_ON_TOP = """e => {
+  e.scrollIntoView({block: 'center', inline: 'nearest'});
+  const r = e.getBoundingClientRect();
+  const column = document.querySelector('#al-form').getBoundingClientRect();
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  const hit = document.elementFromPoint(x, y);
+  const box = e.closest('.block') || e;
+  const label = (box.querySelector('[data-testid="block-info"], .label-wrap, label') || {}).innerText || e.name || '';
+  return {label: label.trim().slice(0, 50), on_top: !!hit && (box === hit || box.contains(hit)),
+          hit: hit ? hit.outerHTML.slice(0, 80) : null, inside: r.left >= column.left - 1 && r.right <= column.right + 1,
+          rect: [Math.round(r.left), Math.round(r.top), Math.round(r.width), Math.round(r.height)]};
+}"""
+
+_SIDEWAYS = "() => { const f = document.querySelector('#al-form'); return [f.scrollWidth, f.clientWidth, f.scrollLeft]; }"
+
+
+@pytest.mark.parametrize("width", [1280, 1440, 1920])
+def test_settings_stay_in_sight_when_opened_on_a_desktop(browser, app_url, width):
+    """At 1280, 1440 and 1920 px a person clicks Settings: its heading stays where they clicked, and every box of
+    it (the Engines section's too, once opened) is on top at its own place in the form's column when scrolled to;
+    the column never scrolls sideways (gradio let it wrap Settings into a second column beside the first)."""
+    with opened(browser, app_url, width, 900) as page:
+        heading = page.locator("#al-settings").get_by_text("Settings", exact=True)
+        heading.click()
+        page.get_by_label("New tokens per run").wait_for()
+        page.wait_for_timeout(500)
+        _in_window(page, heading, f"the Settings heading at {width} px, just clicked")
+        page.locator("#al-engines").get_by_text("Engines", exact=True).click()
+        page.locator("#al-load input").wait_for()
+        page.wait_for_timeout(500)
+        fields = page.locator("#al-settings input:visible, #al-settings textarea:visible")
+        assert fields.count() >= 20, f"only {fields.count()} boxes in Settings at {width} px"
+        hidden = []
+        for i in range(fields.count()):
+            seen = fields.nth(i).evaluate(_ON_TOP)
+            if not (seen["on_top"] and seen["inside"]):
+                hidden.append(seen)
+        assert not hidden, f"{len(hidden)} boxes of Settings out of sight at {width} px: {hidden[:4]}"
+        wide, shown, left = page.evaluate(_SIDEWAYS)
+        assert wide <= shown + 1 and left == 0, f"the form's column scrolls sideways at {width} px: {wide} > {shown}"
