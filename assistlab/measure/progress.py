@@ -17,13 +17,14 @@ Clock = Callable[[], float]
 
 def likely_repetitions(request: BenchRequest, assisted: int) -> int:
     """The repetitions a comparison most likely runs, for the count a person watches: its count when fixed; under
-    "clear" the fewest after which the sure answer can come for `assisted` arms (its floor, where most clear
-    answers come); under a precision target the fewest it checks at. Never more than the most allowed."""
+    "clear" or a precision target the fewest after which the time-uniform interval of `assisted` arms can be
+    bounded at all (its floor, where the clear answers come first; a precision target checks from
+    MIN_PRECISION_REPEATS on). Never more than the most allowed."""
     rule = request.stopping_rule
-    if rule == "clear" and assisted:
+    if rule in ("clear", "precision") and assisted:
         likely = sequential.fewest_for_verdict(sequential.arm_alpha(stats.TARGET_LEVEL, assisted))
-    elif rule == "precision":
-        likely = MIN_PRECISION_REPEATS
+        if rule == "precision":
+            likely = max(likely, MIN_PRECISION_REPEATS)
     else:
         likely = request.repeats
     return max(1, min(likely, request.repeats))

@@ -102,7 +102,7 @@ HINTS = {
         "Sure stops once each assistant is clearly faster or slower than plain, or within the band of no "
         f"practical difference of it (±{NO_DIFFERENCE_BAND:.0%} unless set below). Careful keeps measuring until every speedup is known to within "
         f"±{CAREFUL_PRECISION:.0%} (its confidence interval), so small differences can be told apart; the "
-        "progress bar counts against the most that may run."
+        "progress bar counts the runs that will most likely run, with the most that may beside them."
     ),
     "band_percent": (
         f"When the runs stop once the answer is clear (Sure, with no count set): an assistant whose speedup is "

@@ -171,6 +171,9 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
   #al-tabs .tab-container button { padding: 0 10px; }
   .al-glossary dl { grid-template-columns: 1fr; }
   .al-glossary dd { margin-bottom: 6px; }
+  /* Settings' side-by-side boxes one under another: two in a row left a dropdown's value cut ("transfor…"). */
+  #al-settings .row, #al-settings .row > .form { flex-direction: column !important; flex-wrap: nowrap !important; }
+  #al-settings .row > *, #al-settings .row > .form > * { min-width: 0 !important; width: 100% !important; }
 }
 """
 

@@ -167,7 +167,8 @@ def _overlap(a: dict, b: dict) -> bool:
 
 
 def test_chart_toolbars_leave_the_titles_clear_on_a_phone(browser, app_url):
-    """At 390 px a person touches each chart (which shows plotly's toolbar where it is shown): no title is under it."""
+    """At 390 px a person touches each chart (which shows plotly's toolbar where it is shown): no title is under it,
+    and no legend entry or key runs past the chart's edge."""
     with opened(browser, app_url, 390, 844) as page:
         choose(page, "target", "assistant-other", tokens=4, repeats=1)
         page.click("#al-run")
@@ -187,6 +188,13 @@ def test_chart_toolbars_leave_the_titles_clear_on_a_phone(browser, app_url):
             box = bar.bounding_box() if bar.count() else None
             shown = box is not None and bar.evaluate("b => getComputedStyle(b).opacity !== '0'")
             assert not (shown and _overlap(box, title)), f"chart {i}: the toolbar {box} covers the title {title}"
+            # Every legend entry and key lies whole inside the chart (they were cut: "(transformers de", "◆ measured").
+            cut = plot.evaluate("""p => { const r = p.getBoundingClientRect();
+              return [...p.querySelectorAll('.legendtext, .annotation-text')].filter(t => {
+                const b = t.getBoundingClientRect();
+                return b.width > 0 && (b.left < r.left - 1 || b.right > r.right + 1);
+              }).map(t => t.textContent); }""")
+            assert not cut, f"chart {i}: cut at the chart's edge at 390 px: {cut}"
 
 
 _CALLED = """name => [...document.querySelectorAll('body *')].filter(e => {
