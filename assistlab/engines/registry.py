@@ -1,7 +1,7 @@
 """The engines, listed in one place: a new engine is one folder under engines/ and one line here.
 
 The scheduler (measure/) asks this registry, never a concrete engine: which engines a request wants, the host
-that holds the target's tokenizer, and the engine whose arms a sweep varies.
+that holds the target's tokenizer, the engine whose arms a sweep varies, and the one whose arms take a schedule.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from .base import Engine, Host
 from .transformers import sweep as transformers_sweep
 from .transformers.engine import TransformersEngine
+from .vllm import tuning as vllm_tuning
 from .vllm.engine import VllmEngine
 
 # In the order their arms appear in a comparison: the host's (its plain arm first), then each other engine's.
@@ -18,6 +19,8 @@ ENGINES: dict[str, type[Engine]] = {
 }
 HOST: type[Host] = TransformersEngine  # prepared for every request: it tokenises and decodes for every engine
 SWEEPS = transformers_sweep  # the engine whose arms a sweep varies (engines/transformers/sweep.py)
+# The engine whose arms carry a draft length per batch size, and its check of one (engines/vllm/tuning.py).
+SCHEDULES = vllm_tuning
 
 
 def engines_for(request) -> list[type[Engine]]:

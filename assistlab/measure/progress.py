@@ -10,6 +10,7 @@ from ..config import MIN_PRECISION_REPEATS, BenchRequest
 from ..results import busy as busy_mod
 from ..results import sequential, stats
 from ..results.events import Event
+from ..results.likely import LOOKS
 from ..results.report import Report
 
 Clock = Callable[[], float]
@@ -19,9 +20,11 @@ def likely_repetitions(request: BenchRequest, assisted: int) -> int:
     """The repetitions a comparison most likely runs, for the count a person watches: its count when fixed; under
     "clear" or a precision target the fewest after which the time-uniform interval of `assisted` arms can be
     bounded at all (its floor, where the clear answers come first; a precision target checks from
-    MIN_PRECISION_REPEATS on). Never more than the most allowed."""
+    MIN_PRECISION_REPEATS on); under "likely" its first planned look. Never more than the most allowed."""
     rule = request.stopping_rule
-    if rule in ("clear", "precision") and assisted:
+    if rule == "likely" and assisted:  # the likely answer's first planned look
+        likely = LOOKS[0]
+    elif rule in ("clear", "precision") and assisted:
         likely = sequential.fewest_for_verdict(sequential.arm_alpha(stats.TARGET_LEVEL, assisted))
         if rule == "precision":
             likely = max(likely, MIN_PRECISION_REPEATS)

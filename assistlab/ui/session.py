@@ -27,12 +27,13 @@ from ..errors import AssistLabError
 from ..history import History
 from ..measure import contention, suite_runner, sweep
 from ..measure.runner import run_benchmark
-from ..measure.slots import ABANDONED, Finished, Job, Placement, SlotPool, Waiting
+from ..measure.slots import ABANDONED, Job, Placement, SlotPool, Waiting
 from ..results.events import Event
 from ..results.report import Report
 from ..results.suite_inputs import Selection
 from ..views.progress import aged, event_progress, progress_html
 from .api_parameters import FORM_FIELDS
+from .keeping import SHUT_DOWN, TERMINATED, Kept
 from .fields import SweepPlan, in_page_words, request_from_form
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ STOPPED_BECAUSE = {
     PRESSED: "you pressed Stop",
     CLOSED: "the page was closed",
     CANCELLED: "the request was cancelled",
+    TERMINATED: SHUT_DOWN,
     ABANDONED: f"nothing read its progress for {ABANDON_S:g} s",
 }
 # Listener options for instant, page-only events.
@@ -331,6 +333,17 @@ class Page:
     run_buttons: tuple = ()
     # Whether gradio has seen this session's client go (gradio_private.client_gone, bound to the page's Blocks).
     client_gone: Callable[[str], bool] = lambda session: False
+    # The jobs started, so that what is still running at the server's shutdown is saved (ui/keeping.py).
+    kept: Kept = dataclasses.field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.kept is None:
+            self.kept = Kept(self.history)
+
+    @property
+    def closing(self) -> bool:
+        """Whether the server is shutting down: the page's own readers then leave saving to the shutdown."""
+        return self.kept.closing
 
     @property
     def heavy(self) -> dict:
@@ -343,7 +356,7 @@ class Page:
                 "show_progress": "hidden"}
 
     def start_job(self, request: BenchRequest, should_stop: Callable[[], bool], plan: Plan = None,
-                  redraws: Callable[[Event], bool] | None = None) -> Job:
+                  redraws: Callable[[Event], bool] | None = None, owner: str | None = None) -> Job:
         """Run one comparison on its own thread, on a free GPU (every GPU for a spread target or the CPU).
 
         Its slot is held until the runner has returned, whatever happens to the request that started it.
@@ -363,7 +376,15 @@ class Page:
                     if redraws is not None and event.kind != "done" and redraws(event):
                         contention.settle(should_stop=stopping)
 
-        return Job(self.pool, work, whole=whole, abandon_after_s=ABANDON_S, lockstep=redraws is not None).start()
+        job = Job(self.pool, work, whole=whole, abandon_after_s=ABANDON_S, lockstep=redraws is not None)
+        self.kept.add(job, owner)
+        return job.start()
+
+    def claim(self, job: Job) -> threading.Event | None:
+        return self.kept.claim(job)
+
+    def save_unfinished(self, wait_s: float = 30.0) -> int:
+        return self.kept.save_unfinished(wait_s)
 
     def form_request(self, data: dict) -> BenchRequest:
         """The request a {component: value} dict from the form describes."""
@@ -371,7 +392,7 @@ class Page:
         return request_from_form(**{names[c]: value for c, value in data.items() if c in names})
 
     def streamed(self, session: str, progress: gr.HTML, prepare: Callable, render: Callable,
-                 redraws: Callable = repetition_end):
+                 redraws: Callable = repetition_end, owner: str | None = None):
         """Run the comparison `prepare()` describes ((request, plan or None)) for one session, yielding
         `render(event)`; a failure ends in the progress bar. `render` draws results only on events `redraws`
         names; each timed run starts after the page has drawn (see `start_job`).
@@ -386,7 +407,7 @@ class Page:
                     yield {progress: progress_html(_not_started(stop, None), 0.0, "stopped")}
                     return
                 request, plan = prepare()
-                job = self.start_job(request, self._watching(session, stop), plan, redraws=redraws)
+                job = self.start_job(request, self._watching(session, stop), plan, redraws=redraws, owner=owner)
                 came = drawn = time.monotonic()  # when the last event came, and when its line was last drawn
                 for item in job.items(heartbeat_s=HEARTBEAT_S):
                     now = time.monotonic()
@@ -428,25 +449,8 @@ class Page:
 
     def save_when_over(self, job: Job, owner: str | None, final: Event | None = None) -> None:
         """Save a comparison nobody waits for any more (a cancelled request), as a stopped one is saved: once its
-        work has stopped, on a thread of its own, by the history's rule (`savable`). `final` is its last event
-        the request had read, if any."""
-        if self.history is None:
-            return
-
-        def drain(final: Event | None) -> None:
-            while True:
-                try:
-                    item = job.get(timeout=HEARTBEAT_S)
-                except Finished:
-                    break
-                except Exception:  # noqa: BLE001 - it failed: there is nothing to save
-                    return
-                if isinstance(item, Event):
-                    final = item
-            if final is not None and final.kind == "done" and final.report is not None:
-                self.history.save(final.report.to_dict(), owner=owner)
-
-        threading.Thread(target=drain, args=(final,), name="assistlab-save-cancelled", daemon=True).start()
+        work has stopped, on a thread of its own (ui/keeping.py)."""
+        self.kept.save_when_over(job, owner, final)
 
     def waiting_for_slot(self, session: str, progress: gr.HTML, hidden: tuple) -> dict:
         """Clear the session's stop flag and say it is queued, hiding what the previous run offered; every run
