@@ -6,11 +6,31 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..config import MIN_PRECISION_REPEATS, BenchRequest
 from ..results import busy as busy_mod
+from ..results import sequential, stats
 from ..results.events import Event
+from ..results.likely import LOOKS
 from ..results.report import Report
 
 Clock = Callable[[], float]
+
+
+def likely_repetitions(request: BenchRequest, assisted: int) -> int:
+    """The repetitions a comparison most likely runs, for the count a person watches: its count when fixed; under
+    "clear" or a precision target the fewest after which the time-uniform interval of `assisted` arms can be
+    bounded at all (its floor, where the clear answers come first; a precision target checks from
+    MIN_PRECISION_REPEATS on); under "likely" its first planned look. Never more than the most allowed."""
+    rule = request.stopping_rule
+    if rule == "likely" and assisted:  # the likely answer's first planned look
+        likely = LOOKS[0]
+    elif rule in ("clear", "precision") and assisted:
+        likely = sequential.fewest_for_verdict(sequential.arm_alpha(stats.TARGET_LEVEL, assisted))
+        if rule == "precision":
+            likely = max(likely, MIN_PRECISION_REPEATS)
+    else:
+        likely = request.repeats
+    return max(1, min(likely, request.repeats))
 
 
 class Pace:
@@ -60,11 +80,21 @@ class Pace:
 
 @dataclass
 class Progress:
-    """Runs done out of the most that may run (warm-up included), when the timed repetitions began, and the
-    pace of the runs so far, from which every event gets the time so far and an estimate of the time left."""
+    """Runs done out of the runs that will most likely run (warm-up included), the most that may run, when the
+    timed repetitions began, and the pace of the runs so far, from which every event gets the time so far and an
+    estimate of the time left.
+
+    `done` only grows. `total` only grows too (`expect`), until the run is over: a run that stops by its rule
+    counts what will most likely run, not the most it may (shown as "at most"), and each repetition past that
+    adds its runs. The time left shown moves by at most SHOWN_STEP a run (`smoothed`).
+    """
+
+    SHOWN_STEP = 2.0  # the most the time left shown may change from one run to the next, either way
+    SHOWN_FLOOR_S = 5.0  # a figure near nothing still lets the next grow from here
 
     done: int = 0
     total: int = 0
+    most: int = 0  # the most runs that may run (a rule that stops when the answer is clear); 0: `total`
     started: float | None = None  # clock reading when the first counted repetition began
     pace: Pace = field(default_factory=Pace)
     assisted: tuple[int, ...] = ()  # the assisted arms' indices: each has one drafting-cost run after the timing
@@ -75,6 +105,28 @@ class Progress:
     # The busy-machine watch's live record (contention.Monitor.record): while others use the machine, the
     # time left is said to be uncertain rather than given as a figure that the next burst would overturn.
     contention: dict | None = None
+    # The time left last shown, and when (on the pace's clock): the next line's starts from it, less the time since.
+    shown: tuple[float, float] | None = None
+
+    def expect(self, runs: int) -> None:
+        """At least `runs` runs will run (a repetition more than the likely count, a load phase): the total grows
+        to it, never past the most that may run, and never shrinks."""
+        ceiling = self.most or runs
+        self.total = max(self.total, min(runs, ceiling))
+
+    def smoothed(self, left: float, settle: bool = True) -> float:
+        """`left` as shown: at most SHOWN_STEP times the figure settled last, and at least that figure divided by
+        SHOWN_STEP or run down by the time since, whichever is less; so the figure a person reads does not leap,
+        yet follows a lasting change within a few runs. `settle` (after a run, not on the lines between runs)
+        makes this figure the one the next is held to, so it moves by SHOWN_STEP at most once per run."""
+        now = self.pace.elapsed()
+        if self.shown is not None:
+            before, then = self.shown
+            low = min(before / self.SHOWN_STEP, before - (now - then))
+            left = min(max(left, low), max(before, self.SHOWN_FLOOR_S) * self.SHOWN_STEP)
+        if settle or self.shown is None:
+            self.shown = (left, now)
+        return left
 
     def busy(self) -> bool:
         """Whether the watch has seen others use a meaningful share of the machine during the timed runs."""
@@ -83,7 +135,7 @@ class Progress:
     def eta(self, probes_left: int | None = None, runs_left: int | None = None) -> float | None:
         """Seconds left for the timed runs not yet done and the drafting-cost runs (unless told, all of each).
 
-        With a precision target the runs left are the most that may run, so the estimate is an upper bound.
+        The runs left are those that will most likely run (`total`), not the most that may.
         """
         probes = len(self.assisted) if probes_left is None else probes_left
         runs = self.total - self.done if runs_left is None else runs_left
@@ -104,6 +156,8 @@ class Progress:
             eta_s = self.eta()
             if eta_s is None and kind != "done" and self.rough_s is not None:
                 eta_s, rough = self.rough_left(), True
+        if eta_s is not None and kind != "done":
+            eta_s = self.smoothed(eta_s, settle=kind == "run")
         return Event(kind, message, self.done, self.total, report, warmup, step=step,
                      elapsed_s=self.pace.elapsed(), eta_s=eta_s, round_done=round_done, eta_rough=rough, took_s=took_s,
-                     eta_busy=kind != "done" and self.busy())
+                     eta_busy=kind != "done" and self.busy(), most=max(self.most, self.total))

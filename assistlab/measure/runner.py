@@ -19,7 +19,7 @@ from ..results.report import Report, RunRecord, counted
 from . import contention, setup
 from . import load as load_phase
 from . import stopping as stop_rules
-from .progress import Clock, Pace, Progress
+from .progress import Clock, Pace, Progress, likely_repetitions
 
 MAX_RUN_ENV = "ASSISTLAB_MAX_RUN_S"  # the operator's cap on one comparison's wall time, in seconds
 
@@ -305,8 +305,9 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
     if ready.quiet is not None:
         report.environment["servers_quiet"] = ready.quiet
     report.stopping = stopping = stop_rules.record(request, report)
-    progress = Progress(total=(request.warmup + request.repeats) * len(arms), pace=pace,
-                        assisted=tuple(i for i, a in enumerate(arms) if a.info.assisted and a.probes))
+    likely = likely_repetitions(request, sum(1 for a in arms if a.info.assisted and not a.info.error))
+    progress = Progress(total=(request.warmup + likely) * len(arms), most=(request.warmup + request.repeats) * len(arms),
+                        pace=pace, assisted=tuple(i for i, a in enumerate(arms) if a.info.assisted and a.probes))
     progress.rough_s = estimate.comparison_seconds(
         device.type, described["target"].get("parameters") or 0, host.assistant_parameters(request, described),
         report.environment["prompt_tokens"], request.max_new_tokens, request.warmup, request.repeats,
@@ -348,10 +349,13 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
             report.timing["likely_s"] = pace.elapsed()
         if decision.stop:
             break
+        progress.expect((request.warmup + r + 2) * len(arms))  # not over yet: at least one more repetition
         stopping["waiting_for"] = decision.waiting
         if decision.waiting:
             yield progress.event("status", decision.waiting, report, step=decision.waiting)
     monitor.close()
+    # The repetitions are over: what ran is all they owe (an answer that came early leaves no runs to count).
+    progress.total, progress.most = progress.done, 0
     stopping.pop("waiting_for", None)
     if stopping["repetitions"]:  # the answer, final, before the untimed drafting-cost runs delay it
         report.timing["answer_s"] = pace.elapsed()

@@ -18,7 +18,7 @@ from ..results.suite_inputs import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, Sele
 from . import contention, setup
 from . import stopping as stop_rules
 from . import load as load_phase
-from .progress import Clock, Pace, Progress
+from .progress import Clock, Pace, Progress, likely_repetitions
 from .runner import interrupted as interrupted_report
 from .runner import keep_whole_repetitions, rotation, run_round
 
@@ -169,8 +169,12 @@ def _run_suite(
         arm_names=[a.info.name for a in arms if a.info.assisted],  # each against its own engine's plain arm
         results=[PromptResult(item) for item in selection.items],
     )
+    # Each prompt's runs: the most it may run, and (under the rule "clear") those it will most likely run, which is
+    # what the count a person watches adds up; each prompt's share is made good to what it ran once it ends.
     per_prompt = bench.repeats * len(arms)
-    progress = Progress(total=bench.warmup * len(arms) + n_items * per_prompt, contention=monitor.record)
+    likely_runs = likely_repetitions(bench, len(suite.arm_names)) * len(arms)
+    progress = Progress(total=bench.warmup * len(arms) + n_items * likely_runs,
+                        most=bench.warmup * len(arms) + n_items * per_prompt, contention=monitor.record)
     began = clock()
     failed_arms: dict[int, str] = {}  # arms that failed their warm-up: not run on any prompt
     answers: dict[str, list[str]] = {}  # prompt id -> the plain arm's answers to its turns so far
@@ -203,9 +207,11 @@ def _run_suite(
     def event(kind: str, message: str, position: int, prompt_done: bool = False, **words) -> Event:
         suite.elapsed_s = clock() - began
         left, rough = eta()
+        if left is not None:
+            left = progress.smoothed(left, settle=kind == "run")
         return Event(kind, message, progress.done, progress.total, suite, prompt=position, prompts=n_items,
                      eta_s=left, prompt_done=prompt_done, elapsed_s=suite.elapsed_s, eta_rough=rough,
-                     eta_busy=progress.busy(), **words)
+                     eta_busy=progress.busy(), most=max(progress.most, progress.total), **words)
 
     def emitter(position: int, item) -> Callable[..., Event]:
         """The events of a round on this prompt (run_round's `emit`): named by prompt, with the suite's time left."""
@@ -221,6 +227,12 @@ def _run_suite(
 
         return emit
 
+    def owe(runs: int, most: int) -> None:
+        """Change what the count owes by `runs` (and the most that may run by `most`): a prompt skipped, failed,
+        or ended other than its likely share. Runs done are never taken back."""
+        progress.total = max(progress.total + runs, progress.done)
+        progress.most = max(progress.most + most, progress.total)
+
     warmed = bench.warmup == 0
     try:
         for position, result in enumerate(suite.results, start=1):
@@ -230,14 +242,14 @@ def _run_suite(
             earlier = answers.get(item.prompt_id, [])
             if item.turn > 1 and len(earlier) < item.turn - 1:
                 result.status, result.reason = "skipped", f"turn {item.turn - 1} of this prompt was not measured."
-                progress.total -= per_prompt
+                owe(-likely_runs, -per_prompt)
                 yield event("status", f"Prompt {position} of {n_items} ({item.id}) skipped: {result.reason}", position)
                 continue
             try:
                 ids = host.encode_turns(bench, item.turns, earlier)
             except InputError as exc:
                 result.status, result.reason = "skipped", str(exc)
-                progress.total -= per_prompt
+                owe(-likely_runs, -per_prompt)
                 yield event("status", f"Prompt {position} of {n_items} ({item.id}, {item.category}) skipped: {exc}",
                             position)
                 continue
@@ -259,6 +271,7 @@ def _run_suite(
             result.report, result.status = report, "running"
             emit = emitter(position, item)
             before, stopped = progress.done, False
+            counted = likely_runs  # this prompt's runs in the count so far
             try:
                 if not warmed:
                     # One warm-up per arm for the whole suite, on the first prompt that fits.
@@ -269,35 +282,36 @@ def _run_suite(
                             break
                     warmed = True
                     failed_arms = {i: a.info.error for i, a in enumerate(mine) if a.info.error}
-                    progress.total -= progress.done
-                    progress.done = before = 0
+                    before = progress.done  # the warm-up's runs stay counted: the count never goes back
                 started = clock()
                 for r in range(bench.repeats):
                     if stopped:
                         break
-                    counted = run_round(bench, host, ids, mine, report, r, False, clock, should_stop, progress,
-                                        monitor, turn, emit=emit)
+                    rounds = run_round(bench, host, ids, mine, report, r, False, clock, should_stop, progress,
+                                       monitor, turn, emit=emit)
                     turn += 1  # a round that fails still took its place in the rotation
-                    stopped = yield from counted
+                    stopped = yield from rounds
                     if stopped:  # the round a stop cut short is not counted: the prompt keeps its whole ones
                         keep_whole_repetitions(report, r, host)
                     if clear and not stopped:
                         decision = stop_rules.after_repetition(mine_request, report, r + 1, clock() - started,
                                                               extend_to_floor=False)
                         if decision.stop:
-                            # Runs planned for this prompt that its answer no longer needs: the bar's total shrinks.
-                            progress.total -= (bench.repeats - r - 1) * len(mine)
                             break
+                        if (r + 2) * len(mine) > counted:  # past its likely share: one more repetition owed
+                            owe((r + 2) * len(mine) - counted, 0)
+                            counted = (r + 2) * len(mine)
+                if not stopped:  # its answer came, or its count or budget ran out: owed what it ran
+                    ran = progress.done - before
+                    owe(ran - counted, ran - per_prompt)
                 if clear:
                     timed_s += clock() - started
                     suite.stopping["spent_s"] = timed_s
             except AssistLabError as exc:  # the plain run failed (run_round says how): no baseline for this prompt
                 result.status, result.reason = "failed", str(exc)
-                if warmed:
-                    progress.total -= per_prompt - (progress.done - before)
-                else:  # a failed warm-up is tried again on the next prompt
-                    progress.total -= per_prompt
-                    progress.done = before
+                ran = progress.done - before
+                # A failed warm-up is tried again on the next prompt: its runs so far stay done, and are owed again.
+                owe(ran - counted, ran - per_prompt)
                 yield event("status", f"Prompt {position} of {n_items} ({item.id}, {item.category}) failed: {exc}",
                             position)
             if result.status != "failed":
@@ -320,6 +334,8 @@ def _run_suite(
                 break
     finally:
         monitor.close()
+    if not should_stop():  # every prompt is over: what ran is all they owe
+        progress.total, progress.most = progress.done, 0
 
     load_stopped = False
     if bench.concurrency and not should_stop():

@@ -11,7 +11,8 @@ from .report import Report
 class Event:
     """What the runner reports: a status line, or a finished run with the report so far.
 
-    `done` and `total` count runs including warm-up, for progress bars. A "status" event comes before each
+    `done` and `total` count runs including warm-up, for progress bars: `total` the runs that will most likely
+    run, `most` the most that may (larger when a rule stops once the answer is clear). A "status" event comes before each
     step starts (loading, converting, each run, each drafting-cost measurement) and names that step, so what
     a person reads is what is happening now, not what just finished; while a model loads it repeats every
     few seconds with the time updated.
@@ -43,5 +44,9 @@ class Event:
     prompts: int = 0
     prompt_done: bool = False
     where: str = ""
-    # True while the busy-machine watch sees others using the machine: the time left is then uncertain.
+    # True while the busy-machine watch sees others using the machine: the time left may then be longer.
     eta_busy: bool = False
+    # The most runs that may run, when more than `total` (0: no more than `total`).
+    most: int = 0
+    # On a line the page refreshes between events: seconds since the step under way began.
+    step_s: float | None = None

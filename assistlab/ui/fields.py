@@ -104,7 +104,7 @@ HINTS = {
         f"{CLEAR_MAX_REPEATS} times), or runs exactly the count set above. Careful keeps measuring until every "
         f"speedup is known to within ±{CAREFUL_PRECISION:.0%} (its confidence interval), for at most "
         f"{DEFAULT_MAX_TIME_S / 60:.0f} minutes of timed runs, so small differences can be told apart; the "
-        "progress bar counts against the most that may run."
+        "progress bar counts the runs that will most likely run, with the most that may beside them."
     ),
     "band_percent": (
         f"When the runs stop once the answer is clear (Likely, or Sure with no count set): an assistant whose speedup is "

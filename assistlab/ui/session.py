@@ -31,7 +31,7 @@ from ..measure.slots import ABANDONED, Job, Placement, SlotPool, Waiting
 from ..results.events import Event
 from ..results.report import Report
 from ..results.suite_inputs import Selection
-from ..views.progress import progress_html
+from ..views.progress import aged, event_progress, progress_html
 from .api_parameters import FORM_FIELDS
 from .keeping import SHUT_DOWN, TERMINATED, Kept
 from .fields import SweepPlan, in_page_words, request_from_form
@@ -45,6 +45,10 @@ REPORT_FILES_MAX_AGE_S = 3600  # report files older than this go at the next wri
 # Each yield is a message the browser handles: at 0.25 s, a browser on the same machine used 0.08 cores doing so
 # while the runs were timed.
 HEARTBEAT_S = 1.0
+# Between events the progress line is drawn again this often, its times moved on (views.progress.aged): a step
+# with no event for minutes (a warm-up run of a large model) then still shows its time passing. One small
+# update every 2 s is less than the heartbeat's messages above.
+TICK_S = 2.0
 # A run stops when its person presses Stop, when its page is closed (gradio's unload, or gradio marking the
 # client gone, looked at every CLIENT_CHECK_S), or when its request is cancelled (gradio closes the handler).
 # Nobody reading it for ABANDON_S is only the last resort for a reader that vanished unseen: on a busy machine
@@ -404,13 +408,19 @@ class Page:
                     return
                 request, plan = prepare()
                 job = self.start_job(request, self._watching(session, stop), plan, redraws=redraws, owner=owner)
+                came = drawn = time.monotonic()  # when the last event came, and when its line was last drawn
                 for item in job.items(heartbeat_s=HEARTBEAT_S):
-                    if item is None:
+                    now = time.monotonic()
+                    if item is None and event is not None and event.kind != "done" and now - drawn >= TICK_S:
+                        drawn = now  # its step goes on: the same line with its times moved on
+                        yield {progress: event_progress(aged(event, now - came))}
+                    elif item is None:
                         yield gr.skip()  # nothing new; lets gradio see a cancel or a departed client
                     elif isinstance(item, Waiting):
                         yield {progress: progress_html(item.message(), None)}
                     else:
                         event = _say_why(item, stop, job)
+                        came = drawn = now
                         yield render(event)
                 if event is None:  # stopped while it waited for a slot
                     yield {progress: progress_html(_not_started(stop, job), 0.0, "stopped")}

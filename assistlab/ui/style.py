@@ -136,8 +136,10 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
    progress line stay at the top of the window while the results under them scroll, so a setting changed
    anywhere in the form is one press away from Run. */
 @media (min-width: 761px) {
+  /* nowrap: gradio lets a column wrap, and a column of bounded height wraps what does not fit into a second
+     column beside the first: opening Settings put every box of it to the right, out of sight (issue 36). */
   #al-form { position: sticky; top: 0; align-self: flex-start; max-height: 100vh; overflow-y: auto;
-    overscroll-behavior: contain; padding-right: 4px; }
+    flex-wrap: nowrap !important; overscroll-behavior: contain; padding-right: 4px; }
   #al-form > * { flex-shrink: 0; }  /* the sidebar scrolls, not the accordion squeezed inside it */
   .al-runbar { position: sticky; top: 0; z-index: 20; background: var(--background-fill-primary);
     padding-bottom: 4px; }
@@ -169,6 +171,9 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
   #al-tabs .tab-container button { padding: 0 10px; }
   .al-glossary dl { grid-template-columns: 1fr; }
   .al-glossary dd { margin-bottom: 6px; }
+  /* Settings' side-by-side boxes one under another: two in a row left a dropdown's value cut ("transfor…"). */
+  #al-settings .row, #al-settings .row > .form { flex-direction: column !important; flex-wrap: nowrap !important; }
+  #al-settings .row > *, #al-settings .row > .form > * { min-width: 0 !important; width: 100% !important; }
 }
 """
 

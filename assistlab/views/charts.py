@@ -11,6 +11,9 @@ from ..results.report import (NONE_CLEARLY_FASTER, NOTHING_HELPED, TOO_FEW_FOR_E
                               TOO_FEW_TO_TELL, answer_sentence, interval_cell, is_busy, level_words, provisional,
                               provisional_sentence, speedup_sentence, time_hover)
 from ..results.stats import spread_is_wide
+from .chart_labels import axis_label as _axis_label
+from .chart_labels import legend_lines
+from .chart_labels import legend_name as _legend_name
 
 # Plain is always the calm slate; assisted arms take the colours after it, in report order.
 PALETTE = ("#64748b", "#4f46e5", "#0d9488", "#d97706", "#db2777", "#2563eb", "#65a30d", "#9333ea", "#dc2626")
@@ -49,21 +52,6 @@ def _plain(text: str) -> str:
     """Text Plotly shows as it is: Plotly renders tags such as <a href> and <img>-like markup in names and
     labels, and an arm's name carries a model's name, so every such string is entity-escaped."""
     return html.escape(str(text), quote=False)
-
-
-def _axis_label(name: str) -> str:
-    """Long arm names broken after the strategy and before their settings ("(transformers defaults)"), so
-    horizontal charts keep room for the data and their axis title on a narrow screen."""
-    name = _plain(name)
-    if len(name) <= 20:
-        return name
-    head, sep, tail = name.partition(": ")
-    lines = [f"{head}:"] if sep else []
-    core, paren, settings = (tail if sep else head).partition(" (")
-    lines.append(core)
-    if paren:
-        lines.append(f"({settings}")
-    return "<br>".join(lines)
 
 
 def _style(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
@@ -147,7 +135,7 @@ def timeline_figure(report: dict) -> go.Figure:
             go.Scatter(
                 x=times,
                 y=cumulative,
-                name=_plain(arm["name"]),
+                name=_legend_name(arm["name"]),
                 mode="lines+markers",
                 line={"color": arm_color(i), "shape": "hv", "width": 2},
                 marker={"size": 4},
@@ -155,7 +143,7 @@ def timeline_figure(report: dict) -> go.Figure:
             )
         )
     _style(fig, "Tokens over time in a typical run", "seconds since the call started", "tokens generated")
-    fig.update_layout(showlegend=True, height=CHART_HEIGHT + LEGEND_ROW * len(fig.data))
+    fig.update_layout(showlegend=True, height=CHART_HEIGHT + LEGEND_ROW * legend_lines(fig))
     return fig if fig.data else _waiting(fig, "Waiting for the first repetition")
 
 
@@ -178,10 +166,15 @@ def _slower_hover(median: float) -> str:
     return f"<br>slower: {said}" if said else ""
 
 
-def _key(fig: go.Figure, text: str) -> None:
-    """A one-line marker key above the plot, for charts whose traces are arms rather than kinds of mark."""
-    fig.add_annotation(text=text, showarrow=False, x=1.0, y=1.02, xref="paper", yref="paper", xanchor="right",
-                       yanchor="bottom", font={"color": INK, "size": 12})
+def _key(fig: go.Figure, *entries: str) -> None:
+    """A marker key above the plot, an entry a line, for charts whose traces are arms rather than kinds of mark.
+
+    One entry a line, at the plot's right edge: on one line it reached past a phone-wide chart's left edge
+    ("◆ measured" was cut); the top margin grows by a line for each entry after the first."""
+    fig.add_annotation(text="<br>".join(entries), showarrow=False, x=1.0, y=1.02, xref="paper", yref="paper",
+                       xanchor="right", yanchor="bottom", align="left", font={"color": INK, "size": 12})
+    fig.update_layout(margin={"t": fig.layout.margin.t + 16 * (len(entries) - 1)},
+                      height=(fig.layout.height or CHART_HEIGHT) + 16 * (len(entries) - 1))
 
 
 def _extent(trace) -> list[float]:
@@ -254,7 +247,7 @@ def speedup_figure(report: dict) -> go.Figure:
     fig.add_vline(x=1.0, line={"color": FAINT, "dash": "dash", "width": 1.5})
     fig.update_xaxes(ticksuffix="×", range=_padded_range([1.0] + [v for t in fig.data for v in _extent(t)]))
     if predicted_any:
-        _key(fig, "◆ measured, with its interval   ○ predicted by the cost model")
+        _key(fig, "◆ measured, with its interval", "○ predicted by the cost model")
     return fig
 
 
@@ -271,7 +264,7 @@ def acceptance_figure(report: dict) -> go.Figure:
             go.Scatter(
                 x=list(range(1, len(rates) + 1)),
                 y=rates,
-                name=_plain(arm["name"]),
+                name=_legend_name(arm["name"]),
                 mode="lines+markers",
                 line={"color": arm_color(i), "width": 2},
                 marker={"size": 6},
@@ -290,7 +283,7 @@ def acceptance_figure(report: dict) -> go.Figure:
         return _waiting(fig, "No drafts yet")
     fig.update_yaxes(range=[-0.03, 1.05], tickformat=".0%")
     fig.update_xaxes(dtick=1)
-    fig.update_layout(showlegend=True, height=CHART_HEIGHT + LEGEND_ROW * len(fig.data))
+    fig.update_layout(showlegend=True, height=CHART_HEIGHT + LEGEND_ROW * legend_lines(fig))
     return fig
 
 
@@ -443,7 +436,7 @@ def suite_figure(report: dict) -> go.Figure:
             continue
         fig.add_trace(
             go.Scatter(
-                x=xs, y=ys, name=name, mode="markers", showlegend=True,
+                x=xs, y=ys, name=_legend_name(name), mode="markers", showlegend=True,
                 marker={"color": arm_color(index + 1), "size": 11, "symbol": "diamond"},
                 error_x={"type": "data", "symmetric": False, "array": highs, "arrayminus": lows,
                          "color": arm_color(index + 1), "thickness": 2, "width": 6},

@@ -57,16 +57,37 @@ def timing_text(event: Event) -> str:
     if event.elapsed_s is not None:
         parts.append(f"{duration(event.elapsed_s)} so far")
     if event.kind != "done":
-        if event.eta_busy and event.total:  # a figure the next burst of others' work overturns
-            parts.append("time left uncertain: the machine is busy")
+        # Others' work seen by the busy-machine watch: the figure stands (each arm's pace is the median of its
+        # runs, which a burst does not move), and says which way the next burst would move it.
+        busy = ", longer while the machine is busy" if event.eta_busy and event.total else ""
+        if event.eta_s is not None and event.eta_s < 1 and event.step_s:  # counted down past it between events
+            parts.append("a little longer than estimated")
         elif event.eta_s is not None and event.eta_rough:
-            parts.append(f"roughly {duration(event.eta_s)} left ({estimate.BASIS}, until a run has been timed)")
+            parts.append(f"roughly {duration(event.eta_s)} left ({estimate.BASIS}, until a run has been timed)"
+                         + busy)
         elif event.eta_s is not None:
             # Before the run count starts (loading) the estimate covers that step only.
-            parts.append(f"about {duration(event.eta_s)} left" + ("" if event.total else " for this step"))
+            parts.append(f"about {duration(event.eta_s)} left" + ("" if event.total else " for this step") + busy)
         elif event.elapsed_s is not None:
             parts.append("time left known after the first run")
     return ", ".join(parts)
+
+
+def aged(event, seconds: float):
+    """`event` as it reads `seconds` after it came, while its step is still under way: the time so far moved on,
+    the time left run down, and how long the step has been running. The page refreshes its progress line with it
+    every few seconds between events, so a long step (a model loading, a warm-up run of a large model) never
+    looks hung."""
+    import dataclasses
+
+    if event.kind == "done" or seconds <= 0:
+        return event
+    return dataclasses.replace(
+        event,
+        elapsed_s=None if event.elapsed_s is None else event.elapsed_s + seconds,
+        eta_s=None if event.eta_s is None else max(event.eta_s - seconds, 0.0),
+        step_s=(event.step_s or 0.0) + seconds,
+    )
 
 
 def progress_text(event) -> str:
@@ -75,6 +96,8 @@ def progress_text(event) -> str:
 
     `event` is a runner Event or a workload's SuiteEvent (which adds `where`: the prompt being measured).
     'Repetition 2 of 5: plain · 7 of 18 runs done · 1 min 05 s so far, about 2 min 10 s left';
+    'Repetition 3 of at most 30: plain · 10 of about 24 runs done (at most 93) · ...' when the run stops once
+    its answer is clear (24 runs: its likely stop; 93: the most it may run);
     'Prompt 2 of 5 (qa_3, qa) · Repetition 1 of 3: plain, took 8.92 s · 12 of 45 runs done · ...'.
     """
     if event.kind == "done":
@@ -84,7 +107,11 @@ def progress_text(event) -> str:
     step = (event.step or event.message).rstrip(".")
     if event.kind == "run":  # a run just finished: its step and time, until the next step's event replaces them
         step = f"{step}, took {event.took_s:.2f} s" if event.took_s is not None else event.message.rstrip(".")
+    elif event.step and event.step_s is not None and event.step_s >= 1:  # a step under way, not a closing word
+        step = f"{step}, running for {duration(event.step_s)}"
     runs = f"{event.done} of {event.total} runs done" if event.total else ""
+    if runs and event.most > event.total:  # a rule that stops once the answer is clear: the likely count first
+        runs = f"{event.done} of about {event.total} runs done (at most {event.most})"
     return " · ".join(x for x in (getattr(event, "where", ""), step, runs, timing) if x)
 
 

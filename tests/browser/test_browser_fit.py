@@ -167,7 +167,8 @@ def _overlap(a: dict, b: dict) -> bool:
 
 
 def test_chart_toolbars_leave_the_titles_clear_on_a_phone(browser, app_url):
-    """At 390 px a person touches each chart (which shows plotly's toolbar where it is shown): no title is under it."""
+    """At 390 px a person touches each chart (which shows plotly's toolbar where it is shown): no title is under it,
+    and no legend entry or key runs past the chart's edge."""
     with opened(browser, app_url, 390, 844) as page:
         choose(page, "target", "assistant-other", tokens=4, repeats=1)
         page.click("#al-run")
@@ -187,6 +188,13 @@ def test_chart_toolbars_leave_the_titles_clear_on_a_phone(browser, app_url):
             box = bar.bounding_box() if bar.count() else None
             shown = box is not None and bar.evaluate("b => getComputedStyle(b).opacity !== '0'")
             assert not (shown and _overlap(box, title)), f"chart {i}: the toolbar {box} covers the title {title}"
+            # Every legend entry and key lies whole inside the chart (they were cut: "(transformers de", "◆ measured").
+            cut = plot.evaluate("""p => { const r = p.getBoundingClientRect();
+              return [...p.querySelectorAll('.legendtext, .annotation-text')].filter(t => {
+                const b = t.getBoundingClientRect();
+                return b.width > 0 && (b.left < r.left - 1 || b.right > r.right + 1);
+              }).map(t => t.textContent); }""")
+            assert not cut, f"chart {i}: cut at the chart's edge at 390 px: {cut}"
 
 
 _CALLED = """name => [...document.querySelectorAll('body *')].filter(e => {
@@ -203,3 +211,47 @@ def test_only_one_thing_on_the_page_is_called_settings(browser, app_url):
         page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")  # the footer too
         called = page.evaluate(_CALLED, "Settings")
         assert len(called) == 1, called
+
+
+# Each field of Settings brought into view as a person scrolls to it: what is on top at its centre is the field
+# itself (or a part of it), and it lies inside the form's column, not beside it.
+_ON_TOP = """e => {
+  e.scrollIntoView({block: 'center', inline: 'nearest'});
+  const r = e.getBoundingClientRect();
+  const column = document.querySelector('#al-form').getBoundingClientRect();
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  const hit = document.elementFromPoint(x, y);
+  const box = e.closest('.block') || e;
+  const label = (box.querySelector('[data-testid="block-info"], .label-wrap, label') || {}).innerText || e.name || '';
+  return {label: label.trim().slice(0, 50), on_top: !!hit && (box === hit || box.contains(hit)),
+          hit: hit ? hit.outerHTML.slice(0, 80) : null, inside: r.left >= column.left - 1 && r.right <= column.right + 1,
+          rect: [Math.round(r.left), Math.round(r.top), Math.round(r.width), Math.round(r.height)]};
+}"""
+
+_SIDEWAYS = "() => { const f = document.querySelector('#al-form'); return [f.scrollWidth, f.clientWidth, f.scrollLeft]; }"
+
+
+@pytest.mark.parametrize("width", [1280, 1440, 1920])
+def test_settings_stay_in_sight_when_opened_on_a_desktop(browser, app_url, width):
+    """At 1280, 1440 and 1920 px a person clicks Settings: its heading stays where they clicked, and every box of
+    it (the Engines section's too, once opened) is on top at its own place in the form's column when scrolled to;
+    the column never scrolls sideways (gradio let it wrap Settings into a second column beside the first)."""
+    with opened(browser, app_url, width, 900) as page:
+        heading = page.locator("#al-settings").get_by_text("Settings", exact=True)
+        heading.click()
+        page.get_by_label("New tokens per run").wait_for()
+        page.wait_for_timeout(500)
+        _in_window(page, heading, f"the Settings heading at {width} px, just clicked")
+        page.locator("#al-engines").get_by_text("Engines", exact=True).click()
+        page.locator("#al-load input").wait_for()
+        page.wait_for_timeout(500)
+        fields = page.locator("#al-settings input:visible, #al-settings textarea:visible")
+        assert fields.count() >= 20, f"only {fields.count()} boxes in Settings at {width} px"
+        hidden = []
+        for i in range(fields.count()):
+            seen = fields.nth(i).evaluate(_ON_TOP)
+            if not (seen["on_top"] and seen["inside"]):
+                hidden.append(seen)
+        assert not hidden, f"{len(hidden)} boxes of Settings out of sight at {width} px: {hidden[:4]}"
+        wide, shown, left = page.evaluate(_SIDEWAYS)
+        assert wide <= shown + 1 and left == 0, f"the form's column scrolls sideways at {width} px: {wide} > {shown}"

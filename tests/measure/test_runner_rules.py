@@ -250,7 +250,8 @@ def test_precision_target_stops_once_every_interval_is_tight(store, fake):
     assert stop["elapsed_s"] == pytest.approx(sum(data["arms"][0]["latencies_s"] + data["arms"][1]["latencies_s"]))
     assert data["status"] == "complete" and "±5%" in data["message"]
     runs = [e for e in events if e.kind == "run"]
-    assert runs[0].total == (1 + LIMITS["repeats"]) * 2  # progress against the most that may run
+    # Progress counts what will most likely run (the interval's floor), with the most that may beside it.
+    assert (runs[0].total, runs[0].most) == ((1 + 6) * 2, (1 + LIMITS["repeats"]) * 2)
     assert "repetition 1/at most 50" in runs[2].message
 
 
