@@ -7,8 +7,11 @@ that holds the target's tokenizer, and the engine whose arms a sweep varies.
 from __future__ import annotations
 
 from .base import Engine, Host
+from .settings import EngineSettings
 from .transformers import sweep as transformers_sweep
+from .transformers import tuning as transformers_tuning
 from .transformers.engine import TransformersEngine
+from .vllm import tuning as vllm_tuning
 from .vllm.engine import VllmEngine
 
 # In the order their arms appear in a comparison: the host's (its plain arm first), then each other engine's.
@@ -17,7 +20,12 @@ ENGINES: dict[str, type[Engine]] = {
     VllmEngine.name: VllmEngine,
 }
 HOST: type[Host] = TransformersEngine  # prepared for every request: it tokenises and decodes for every engine
-SWEEPS = transformers_sweep  # the engine whose arms a sweep varies (engines/transformers/sweep.py)
+SWEEPS = transformers_sweep
+# The settings each engine declares (engines/settings.py): what a tuner searches, re-times and deploys.
+SETTINGS: dict[str, EngineSettings] = {
+    transformers_tuning.ENGINE: transformers_tuning.SETTINGS,
+    vllm_tuning.ENGINE: vllm_tuning.SETTINGS,
+}  # the engine whose arms a sweep varies (engines/transformers/sweep.py)
 
 
 def engines_for(request) -> list[type[Engine]]:
