@@ -98,6 +98,8 @@ class EngineSettings:
     bench_args: Callable[[ArmRequest], list[str]]
     deploy: Callable[[ArmRequest, str], dict]
     simplicity: Callable[[ArmRequest], tuple] = field(default=lambda arm: (0,))
+    # The arm in a few words for the tuner's sentence: "prompt lookup with 3 tokens".
+    phrase: Callable[[ArmRequest], str] = field(default=lambda arm: arm.label)
 
     def family(self, name: str) -> Family | None:
         return next((f for f in self.families if f.name == name), None)

@@ -110,4 +110,14 @@ def simplicity(arm: ArmSpec) -> tuple:
     return (0 if arm.uses_transformers_defaults else 1, length)
 
 
-SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, deploy, simplicity)
+def phrase(arm: ArmSpec) -> str:
+    """The arm in a few words: 'prompt lookup with 3 tokens', 'smollm2-135m-instruct drafting 8 tokens'."""
+    if arm.strategy == "prompt-lookup":
+        return f"prompt lookup with {arm.lookup_tokens} token{'' if arm.lookup_tokens == 1 else 's'}"
+    if arm.assistant:
+        short = arm.assistant.rsplit("/", 1)[-1].removeprefix("bundled:")
+        return f"{short} as assistant ({arm.draft_label})"
+    return arm.label
+
+
+SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, deploy, simplicity, phrase)

@@ -72,4 +72,10 @@ def simplicity(arm: VllmArm) -> tuple:
     return (0 if defaults else 1, arm.num_speculative_tokens or 0)
 
 
-SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, deploy, simplicity)
+def phrase(arm: VllmArm) -> str:
+    """The arm in a few words: 'vLLM ngram with 4 tokens (lookup 2-4)'."""
+    lookup = f" (lookup {arm.prompt_lookup_min}-{arm.prompt_lookup_max})" if arm.method == "ngram" else ""
+    return f"vLLM {arm.method} with {arm.num_speculative_tokens} tokens{lookup}"
+
+
+SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, deploy, simplicity, phrase)
