@@ -100,6 +100,9 @@ class EngineSettings:
     simplicity: Callable[[ArmRequest], tuple] = field(default=lambda arm: (0,))
     # The arm in a few words for the tuner's sentence: "prompt lookup with 3 tokens".
     phrase: Callable[[ArmRequest], str] = field(default=lambda arm: arm.label)
+    # The plain arm a request must list for this engine's candidates to have a baseline (a server engine's),
+    # or None when the engine times plain by itself (the host's).
+    plain_arm: Callable[[], ArmRequest] | None = None
 
     def family(self, name: str) -> Family | None:
         return next((f for f in self.families if f.name == name), None)

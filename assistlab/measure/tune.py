@@ -41,22 +41,25 @@ def candidate_arms(engines: Sequence[str], assistants: Sequence[str], candidates
     """The candidates the engines declare for these assistants, narrowed by `candidates` (engines/settings.py's
     syntax), with each server engine's plain arm in front of its candidates."""
     declared = [registry.SETTINGS[e] for e in engines if e in registry.SETTINGS]
-    arms = search_space(declared, list(assistants), candidates)
-    engines_used = {a.engine for a in arms}
-    if "vllm" in engines_used:
-        from ..engines.vllm.arms import VllmArm
-
-        arms = [a for a in arms if a.engine != "vllm"] + [VllmArm("plain")] + [a for a in arms if a.engine == "vllm"]
+    found = search_space(declared, list(assistants), candidates)
+    arms: list = []
+    for engine in declared:
+        mine = [a for a in found if a.engine == engine.engine]
+        if mine and engine.plain_arm is not None:
+            arms.append(engine.plain_arm())
+        arms += mine
     return tuple(arms)
 
 
-def tune_request(target: str, *, assistants: Sequence[str] | None = None, engines: Sequence[str] = ("transformers",),
+def tune_request(target: str, *, assistants: Sequence[str] | None = None, engines: Sequence[str] | None = None,
                  candidates: str | None = None, repeats: int | None = None, max_time_s: float | None = None,
                  **bench) -> BenchRequest:
     """The comparison a search times: plain and every candidate, at most `repeats` repetitions (default
     CLEAR_MAX_REPEATS) within `max_time_s` of timed runs (default CLEAR_MAX_TIME_S). `assistants` None takes
-    the presets' for this target; `bench` takes BenchRequest's other fields (prompt, max_new_tokens, ...)."""
+    the presets' for this target; `engines` None the host's alone; `bench` takes BenchRequest's other fields
+    (prompt, max_new_tokens, ...)."""
     helpers = default_assistants(target) if assistants is None else [a for a in assistants if a and a.strip()]
+    engines = (registry.HOST.name,) if engines is None else tuple(engines)
     arms = candidate_arms(engines, helpers, candidates)
     return BenchRequest(target=target, arms=arms, engines=tuple(dict.fromkeys([*engines, *(a.engine for a in arms)])),
                         repeats=CLEAR_MAX_REPEATS if repeats is None else repeats,
