@@ -88,3 +88,12 @@ def test_the_winner_gets_its_bench_options_and_deploy_line():
     ranked = sorted([ArmSpec("prompt-lookup", prompt_lookup_num_tokens=5), ArmSpec("prompt-lookup"),
                      ArmSpec("prompt-lookup", prompt_lookup_num_tokens=3)], key=transformers.simplicity)
     assert [a.lookup_tokens for a in ranked] == [10, 3, 5]
+
+
+def test_the_docs_table_is_made_from_the_declarations():
+    from pathlib import Path
+
+    from assistlab.engines.settings import settings_table
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "tune.md").read_text()
+    assert settings_table(DECLARED) in page, "regenerate docs/tune.md's table with settings_table"
