@@ -165,10 +165,12 @@ def _hook(state: _State) -> Callable:
         budget = stop_rules.after_repetition(request, report, count, elapsed)
         stop = report.stopping
         if stop.get("ended_by") == "clear":  # a tuner's "clear" is the search's, not every arm against plain
-            stop.update(ended_by=None, reached=False)
-            budget = stop_rules.Decision(count >= request.repeats)
-            if budget.stop:
+            stop.update(ended_by=None, reached=False)  # and the budgets that rule returned before checking
+            if count >= request.repeats:
                 stop["ended_by"] = "repetitions"
+            elif request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
+                stop["ended_by"] = "time budget"
+            budget = stop_rules.Decision(stop["ended_by"] is not None)
         failed = np.array([[bool(report.arms[i].error) for i in state.candidates]])
         if state.phase == SEARCH:
             result = elimination.search(_logs(report, count), state.baselines, state.candidates, request.band,
@@ -243,9 +245,22 @@ def tune(request: BenchRequest, store, clock: Clock = time.perf_counter,
     state = holder.get("state") or _state(request.resolved("cpu"), report)
     summary = summarize(report, state)
     report.tune = summary
-    report.message = f"{summary['sentence']} {report.message}".strip()
+    report.message = f"{summary['sentence']} {_ended_words(report)}".strip()
     yield dataclasses.replace(final, message=report.message)
     return summary
+
+
+ENDED = {"clear": "when the answer was clear", "repetitions": "at the most repetitions allowed",
+         "time budget": "when the time budget ran out", "no assisted arm": "with no candidate left to time"}
+
+
+def _ended_words(report: Report) -> str:
+    """How the runs ended, after the sentence: the runner's own words for a stop, else the search's."""
+    stop = report.stopping or {}
+    if report.status != "complete":
+        return report.message
+    n = stop.get("repetitions", 0)
+    return f"The search ran {n} repetition{'s' if n != 1 else ''} and ended {ENDED.get(stop.get('ended_by'), 'there')}."
 
 
 def run_tune(request: BenchRequest, store, **kwargs) -> tuple[Report, dict]:
