@@ -97,3 +97,11 @@ def test_the_docs_table_is_made_from_the_declarations():
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "tune.md").read_text()
     assert settings_table(DECLARED) in page, "regenerate docs/tune.md's table with settings_table"
+
+
+def test_every_declared_flag_is_a_bench_option():
+    """A setting's `flag` is the bench option that sets it: a declaration and the parser cannot drift apart."""
+    bench = build_parser()._subparsers._group_actions[0].choices["bench"]
+    options = {flag for action in bench._actions for flag in action.option_strings}
+    flags = {s.flag for e in DECLARED for f in e.families for s in f.settings}
+    assert flags <= options, flags - options
