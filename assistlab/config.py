@@ -45,9 +45,19 @@ PROMPT_LOOKUP_DEFAULT = 10
 MIN_PRECISION_REPEATS = 5
 # The time budget for the timed repetitions when a precision target is given without one.
 DEFAULT_MAX_TIME_S = 300.0
-# How many repetitions run: a fixed count, until the answer is clear (the default when no count is given), or
-# until every speedup is known to a precision (assistlab/measure/stopping.py decides after each repetition).
-STOP_RULES = ("fixed", "clear", "precision")
+# How many repetitions run: a fixed count, until the answer is clear (the default when no count is given: "sure",
+# assuming nothing), until the likely answer is in (sooner, assuming roughly normal noise), or until every speedup
+# is known to a precision (assistlab/measure/stopping.py decides after each repetition).
+STOP_RULES = ("fixed", "clear", "likely", "precision")
+# "Careful": the precision every speedup is measured to, within DEFAULT_MAX_TIME_S of timed runs.
+CAREFUL_PRECISION = 0.05
+# The three rules a person chooses between, named by what they promise: (command-line and API name, the rule, the
+# words the page, the command line's help, the API's description and the docs all use).
+RULE_WORDS = (
+    ("likely", "likely", "Likely: sooner, assumes roughly normal noise"),
+    ("sure", "clear", "Sure: assumes nothing"),
+    ("careful", "precision", f"Careful: every speedup within ±{CAREFUL_PRECISION:.0%}"),
+)
 # "clear" stops once every assisted arm's time-uniform interval excludes 1x or lies within 1 ± this band (no
 # practical difference), or at these budgets of repetitions and seconds of timed runs, when they are not given.
 NO_DIFFERENCE_BAND = 0.03
@@ -64,6 +74,10 @@ MAX_CONCURRENCY = 256
 LOAD_ROUNDS = 5
 LIMITS["load_rounds"] = 20
 
+# New tokens of a warm-up run (or max_new_tokens when fewer): enough to pay every one-time cost (the first step's
+# allocations, the drafter's set-up, a verification of a whole draft) so the first counted repetition runs at
+# the steady speed, without a whole run's length before the first answer (measure/runner.py).
+WARMUP_TOKENS = 16
 # Defaults that finish quickly on a CPU; on CUDA the reference benchmark's 256 tokens.
 CPU_DEFAULTS = {"max_new_tokens": 64, "repeats": 5, "warmup": 1}
 CUDA_DEFAULTS = {"max_new_tokens": 256, "repeats": 5, "warmup": 1}
@@ -193,7 +207,9 @@ class BenchRequest:
     Without it, a given `repeats` is a fixed count, and `max_time_s`, when given, may end the runs sooner; with
     no count the rule is "clear": stop once every assisted arm's time-uniform interval excludes 1x or lies within
     1 ± `band`, or at CLEAR_MAX_REPEATS or CLEAR_MAX_TIME_S. `stop_rule` names the rule outright (None: as just
-    said); "clear" with a count makes the count its most.
+    said); "clear" or "likely" with a count makes the count its most. "likely" stops once every assisted arm has
+    its likely answer (results/likely.py, assuming roughly normal noise), or its sure answer when its sample is
+    too skewed for a likely one, within the same budgets as "clear".
     """
 
     target: str
@@ -300,14 +316,14 @@ class BenchRequest:
         """The same request with device defaults filled in (`device_type` is 'cpu' or 'cuda').
 
         With a precision target, unset `repeats` becomes the most allowed and unset `max_time_s` the default
-        budget, so the target, not a guess, decides how many repetitions run; with the rule "clear" they become
-        its budgets. The rule is written out, so the resolved request keeps it.
+        budget, so the target, not a guess, decides how many repetitions run; with the rules "clear" and "likely"
+        they become their budgets. The rule is written out, so the resolved request keeps it.
         """
         defaults = dict(CUDA_DEFAULTS if device_type == "cuda" else CPU_DEFAULTS)
         rule = self.stopping_rule
         if rule == "precision":
             defaults.update(repeats=LIMITS["repeats"], max_time_s=DEFAULT_MAX_TIME_S)
-        elif rule == "clear":
+        elif rule in ("clear", "likely"):
             defaults.update(repeats=CLEAR_MAX_REPEATS, max_time_s=CLEAR_MAX_TIME_S)
         changes = {k: v for k, v in defaults.items() if getattr(self, k) is None}
         if self.stop_rule is None:

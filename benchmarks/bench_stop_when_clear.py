@@ -1,15 +1,16 @@
 """Stop when clear against a fixed count: the time to the first final answer of `python -m assistlab bench`
-with the default (no --repeats: stop once every assisted arm's time-uniform interval settles) and with
+with the default (no --repeats: stop once every assisted arm's time-uniform interval settles), with
+`--stop likely` (stop once every assisted arm has its likely answer, assuming roughly normal noise) and with
 `--repeats 5`, same command otherwise, each a fresh process on one warm cache.
 
     python benchmarks/bench_stop_when_clear.py [--pairs 1] [--fixed 5] [--keep] [bench options...]
 
 The bundled pair is converted first, untimed, into a temporary ASSISTLAB_CACHE_DIR (~/.cache/assistlab is never
-touched). Then each pair runs the two commands in turn, the first of the pair alternating. The answer's moment is
+touched). Then each pair runs the three commands in turn, the order rotating from pair to pair. The answer's moment is
 when the command writes the progress line of the answer ("The answer · ..."), which ends the timed repetitions
 and comes before the untimed drafting-cost runs; both times
-count from the command's start, loading included. The verdicts agree when every arm the default settled as
-faster or slower has a fixed-count interval that excludes 1x on the same side. What other processes used meanwhile
+count from the command's start, loading included. The verdicts agree when every arm the default (or the likely
+rule) settled as faster or slower has a fixed-count interval that excludes 1x on the same side. What other processes used meanwhile
 is printed with each run, since on a shared machine that often decides the figure.
 """
 
@@ -62,6 +63,8 @@ def verdicts(run: dict) -> dict[str, str | None]:
     """Each assisted arm's verdict: the sequence's, or (fixed count) its interval's: faster or slower only when
     the fixed count's interval excludes 1x (None when it has no interval or contains 1x)."""
     settled = {name: arm.get("settled") for name, arm in (run["stopping"].get("arms") or {}).items()}
+    if run["stopping"]["rule"] == "likely":  # the sure verdict when it came, else the likely one
+        return {name: side or (run["stopping"].get("likely") or {}).get(name) for name, side in settled.items()}
     if run["stopping"]["rule"] != "fixed":
         return settled
     return {name: "faster" if (s.get("ci_low") or 0) > 1 else "slower" if (s.get("ci_high") or 2) < 1 else None
@@ -95,25 +98,29 @@ def main() -> None:
     try:
         prepared = timed(cache, ["--max-new-tokens", "2", "--repeats", "1", "--warmup", "0", *extra], "convert")
         print(f"converted the bundled pair in {prepared['wall_s']:.0f} s (untimed)", flush=True)
-        ratios = []
+        ratios: dict[str, list[float]] = {"clear": [], "likely": []}
+        rules = ("clear", "likely", "fixed")
         for pair in range(args.pairs):
             runs = {}
-            order = ("clear", "fixed") if pair % 2 == 0 else ("fixed", "clear")
+            order = rules[pair % 3:] + rules[:pair % 3]
             for label in order:
-                more = ["--repeats", str(args.fixed)] if label == "fixed" else []
+                more = {"fixed": ["--repeats", str(args.fixed)], "likely": ["--stop", "likely"]}.get(label, [])
                 runs[label] = timed(cache, [*extra, *more], label)
                 print(describe(runs[label]), flush=True)
-            clear, fixed = runs["clear"], runs["fixed"]
-            # Judged by the fixed run's interval: every verdict the default gave, the fixed count's interval
-            # gives too (an interval that contains 1x does not agree with "slower").
-            agree = all(verdicts(fixed).get(name) == side for name, side in verdicts(clear).items()
-                        if side in ("faster", "slower"))
-            ratio = clear["answer_s"] / fixed["answer_s"]
-            ratios.append(ratio)
-            print(f"pair {pair + 1}: answer {clear['answer_s']:.1f} s (stop when clear, {clear['repetitions']} "
-                  f"repetitions) against {fixed['answer_s']:.1f} s ({args.fixed} fixed): ratio {ratio:.2f}; "
-                  f"verdicts {'agree' if agree else 'DISAGREE'}", flush=True)
-        print(f"ratios {', '.join(f'{r:.2f}' for r in ratios)}")
+            fixed = runs["fixed"]
+            for label in ("clear", "likely"):
+                run = runs[label]
+                # Judged by the fixed run's interval: every verdict this rule gave, the fixed count's interval
+                # gives too (an interval that contains 1x does not agree with "slower").
+                agree = all(verdicts(fixed).get(name) == side for name, side in verdicts(run).items()
+                            if side in ("faster", "slower"))
+                ratio = run["answer_s"] / fixed["answer_s"]
+                ratios[label].append(ratio)
+                print(f"pair {pair + 1}: {label}: answer {run['answer_s']:.1f} s ({run['repetitions']} repetitions) "
+                      f"against {fixed['answer_s']:.1f} s ({args.fixed} fixed): ratio {ratio:.2f}; verdicts "
+                      f"{'agree' if agree else 'DISAGREE'}", flush=True)
+        for label, found in ratios.items():
+            print(f"{label}: ratios {', '.join(f'{r:.2f}' for r in found)}")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -184,6 +184,11 @@ def main(argv: list[str]) -> None:
         sys.exit(1)
     time.sleep(float(os.environ.get("FAKE_START_S", "0.2")))
     spec = json.loads(args.speculative_config) if args.speculative_config else None
+    if os.environ.get("FAKE_REFUSE_SCHEDULE") and "num_speculative_tokens_per_batch_size" in (spec or {}):
+        # vLLM 0.32's words (v1/spec_decode/dynamic/utils.py) for a schedule its engine core will not take
+        sys.stderr.write("INFO starting\nValueError: The first batch-size range must start at 1 so every runtime "
+                         "batch size has a defined schedule.\nRuntimeError: Engine core initialization failed.\n")
+        sys.exit(1)
     k = (spec or {}).get("num_speculative_tokens", 0)
     # Figures that could be true of a request at draft length k: positions 0 .. k-1, accepted within drafted.
     drafts = (4, 4 * k, min(6, 4 * k), ([3, 2, 1] + [0] * max(0, k - 3))[:k]) if spec else None

@@ -25,6 +25,8 @@ from ..config import (
     PROMPT_LOOKUP_DEFAULT,
     SCHEDULES,
     SUITE_CLEAR_MAX_TIME_S,
+    CAREFUL_PRECISION,
+    RULE_WORDS,
     BenchRequest,
 )
 from ..engines import catalog
@@ -78,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     prompt.add_argument("--prompt", default=None, help=f"the prompt (default: the preset's for the target, {catalog.default_prompt(catalog.BUNDLED_TARGET)!r} for the bundled base model, else {DEFAULT_PROMPT!r})")
     prompt.add_argument("--prompt-file", type=Path, default=None, help="read the prompt from a text file")
     bench.add_argument("--max-new-tokens", default=None, help=f"tokens each arm generates (default {CPU_DEFAULTS['max_new_tokens']} on CPU, {CUDA_DEFAULTS['max_new_tokens']} on CUDA; max {LIMITS['max_new_tokens']})")
+    bench.add_argument("--stop", choices=tuple(name for name, _, _ in RULE_WORDS), default=None, help="how sure the answer must be before the runs stop, each rule named by what it promises: " + "; ".join(f"{name}: '{words}'" for name, _, words in RULE_WORDS).replace("%", "%%") + f". sure is the default (without --stop, --repeats N runs exactly N); likely stops at the first planned look that settles, 4 repetitions at the soonest, or at the sure answer for an arm too skewed for its assumption; careful is --precision {CAREFUL_PRECISION} --max-time {DEFAULT_MAX_TIME_S:g}. With --stop likely or sure, --repeats is the most to run")
     bench.add_argument("--repeats", default=None, help=f"exactly this many counted repetitions per arm (max {LIMITS['repeats']}; default: stop when the answer is clear, at most {CLEAR_MAX_REPEATS} repetitions or {CLEAR_MAX_TIME_S:g} s); with --precision, the most to run")
     bench.add_argument("--band", default=NO_DIFFERENCE_BAND, help=f"when no --repeats is given, an interval within 1 ± this share counts as no practical difference and ends the runs (default %(default)s, ±{NO_DIFFERENCE_BAND * 100:g}%%)")
     bench.add_argument("--precision", default=None, help=f"instead of a fixed count, repeat until every speedup's interval is within ±this share of its median, e.g. 0.05 for ±5%% (at least {MIN_PRECISION_REPEATS} repetitions)")
@@ -166,7 +169,7 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
         max_new_tokens=args.max_new_tokens,
         repeats=args.repeats,
         warmup=args.warmup,
-        precision=args.precision,
+        precision=CAREFUL_PRECISION if args.stop == "careful" and args.precision is None else args.precision,
         max_time_s=args.max_time,
         band=args.band,
         stop_rule=_stop_rule(args),
@@ -184,7 +187,22 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
 
 
 def _stop_rule(args: argparse.Namespace) -> str | None:
-    """--until-clear as the request's rule "clear" (None: the rule follows from --repeats and --precision)."""
+    """--stop (likely, sure or careful) or --until-clear as the request's rule (None: the rule follows from
+    --repeats and --precision)."""
+    workload = args.suite is not None or args.suite_file is not None
+    if args.stop in ("likely", "sure"):
+        if args.precision is not None:
+            raise InputError(f"--stop {args.stop} stops once the answer is {args.stop}, --precision once every speedup "
+                             "is known to a precision; choose one (--stop careful goes with --precision).")
+        if workload and args.stop == "likely":
+            raise InputError("--stop likely times one prompt; a workload runs each prompt until its answer is sure "
+                             "with --stop sure (or --until-clear), or a fixed count with --repeats.")
+        return "clear" if args.stop == "sure" else "likely"
+    if args.stop == "careful":
+        if workload:
+            raise InputError("--stop careful times one prompt; a workload runs each prompt until its answer is sure "
+                             "with --stop sure (or --until-clear), or a fixed count with --repeats.")
+        return None  # --precision's rule, with CAREFUL_PRECISION when no precision is given
     if not args.until_clear:
         return None
     if args.precision is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..engines.transformers.paths import LOSSY_TRADE
-from ..measure.stopping import likely_words
+from ..results.likely import answer_words
 
 # The table's abbreviations in plain words, printed under it.
 TABLE_KEY = (
@@ -29,6 +29,12 @@ def stopping_sentence(stopping: dict) -> str:
                  "repetitions": f"the most allowed ({stopping['max_repetitions']}) ran first", "stopped": "stopped",
                  "no assisted arm": "no assisted arm was left"}
         return (f"until the answer was clear, {stopping['level']:.0%} sure at every look ("
+                f"{ended.get(stopping['ended_by'], 'not ended')}); {used}.")
+    if stopping["rule"] == "likely":
+        ended = {"likely": "every arm had its answer", "time budget": "the time budget ran out first",
+                 "repetitions": f"the most allowed ({stopping['max_repetitions']}) ran first", "stopped": "stopped",
+                 "no assisted arm": "no assisted arm was left"}
+        return (f"until the likely answer, assuming roughly normal noise ("
                 f"{ended.get(stopping['ended_by'], 'not ended')}); {used}.")
     target = f"±{stopping['target']:.0%}"
     state = "reached" if stopping["reached"] else "not reached"
@@ -199,7 +205,7 @@ def format_table(data: dict) -> str:
     stopping = data.get("stopping")
     if stopping:
         out.append("Repetitions: " + stopping_sentence(stopping))
-        said = likely_words(stopping)
+        said = answer_words(stopping)
         if said:
             out.append(f"  {said}.")
     for arm in data["arms"]:

@@ -150,6 +150,13 @@ class Arm(ABC):
             watch: Watch) -> RunResult | RunFailure:
         """Time one run on the prompt's token ids; `round_index` numbers its round (a sampled run's seed)."""
 
+    def warm_up(self, prompt_ids: list[int], round_index: int, clock: Clock, should_stop: Callable[[], bool],
+                tokens: int) -> RunResult | RunFailure:
+        """An untimed run that brings the arm to its steady speed before the counted ones. An engine that can ask
+        for fewer new tokens generates `tokens` (a few are enough: the one-time costs come with the first
+        step); by default, a whole run."""
+        return self.run(prompt_ids, round_index, clock, should_stop, unwatched)
+
     def probe(self, prompt_ids: list[int], clock: Clock, should_stop: Callable[[], bool], watch: Watch) -> dict | None:
         """The untimed drafting-cost run (explain.explain_arm reads it), or None when a stop cut it short."""
         return None

@@ -1,7 +1,7 @@
 """The engines, listed in one place: a new engine is one folder under engines/ and one line here.
 
 The scheduler (measure/) asks this registry, never a concrete engine: which engines a request wants, the host
-that holds the target's tokenizer, and the engine whose arms a sweep varies.
+that holds the target's tokenizer, the engine whose arms a sweep varies, and the one whose arms take a schedule.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ ENGINES: dict[str, type[Engine]] = {
     VllmEngine.name: VllmEngine,
 }
 HOST: type[Host] = TransformersEngine  # prepared for every request: it tokenises and decodes for every engine
-SWEEPS = transformers_sweep
+SWEEPS = transformers_sweep  # the engine whose arms a sweep varies (engines/transformers/sweep.py)
+# The engine whose arms carry a draft length per batch size, and its check of one (engines/vllm/tuning.py).
+SCHEDULES = vllm_tuning
 # The settings each engine declares (engines/settings.py): what a tuner searches, re-times and deploys.
 SETTINGS: dict[str, EngineSettings] = {
     transformers_tuning.ENGINE: transformers_tuning.SETTINGS,
     vllm_tuning.ENGINE: vllm_tuning.SETTINGS,
-}  # the engine whose arms a sweep varies (engines/transformers/sweep.py)
+}
 
 
 def engines_for(request) -> list[type[Engine]]:

@@ -11,6 +11,7 @@ import posixpath
 import re
 import unicodedata
 
+from ..engines.vllm import schedule as schedules
 from ..errors import InputError
 from ..results import cells, load
 from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS
@@ -101,6 +102,11 @@ def _vllm_pairing(strategy: str, spec: dict) -> tuple[str | None, str, str]:
     draft = spec.get("draft_model")
     assistant = canonical_model(draft) if isinstance(draft, str) and draft else None
     parts = [f"k={spec['num_speculative_tokens']}"] if spec.get("num_speculative_tokens") is not None else []
+    if spec.get("schedule") is not None:  # a draft length per batch size; one that does not read back is dropped
+        try:
+            parts = [schedules.words(schedules.check(spec["schedule"]))]
+        except InputError:
+            pass
     if strategy == "ngram":
         parts.append(f"lookup {spec.get('prompt_lookup_min')}-{spec.get('prompt_lookup_max')}")
     setting = clean_text(", ".join(parts) or "vLLM defaults", MAX_NAME_CHARS)

@@ -8,15 +8,43 @@ from pathlib import Path
 import sqlalchemy as sa
 
 
+MASK = "***"
+# Query keys that carry a secret in a database URL (libpq takes `password` and `sslpassword` there too).
+SECRET_KEYS = ("password", "sslpassword")
+
+
+def secrets_of(url: str) -> list[str]:
+    """The secrets in a database URL: its password (`user:pw@`) and any `?password=` or `?sslpassword=` value."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except Exception:  # noqa: BLE001 - nothing parsed, nothing to hide but what a message cannot name anyway
+        return []
+    found = [parsed.password] if parsed.password else []
+    for key, value in parsed.query.items():
+        if key.lower() in SECRET_KEYS:
+            found += [value] if isinstance(value, str) else list(value)
+    return sorted({str(v) for v in found if v}, key=len, reverse=True)
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` with every secret of the database URL `url` masked (a driver's message may quote them)."""
+    for secret in secrets_of(url):
+        text = text.replace(secret, MASK)
+    return text
+
+
 def describe(url: str) -> str:
-    """The database for a message: the SQLite path, or the server without its password."""
+    """The database for a message: the SQLite path, or the server without its password, in `user:pw@` or in its
+    query."""
     try:
         parsed = sa.engine.make_url(url)
     except Exception:  # noqa: BLE001 - a URL we cannot parse is still worth naming
         return "the configured database"
     if parsed.get_backend_name() == "sqlite":
         return f"the history file {parsed.database}"
-    return f"the history database {parsed.render_as_string(hide_password=True)}"
+    query = {k: (MASK if k.lower() in SECRET_KEYS else v) for k, v in parsed.query.items()}
+    shown = parsed.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", MASK)
+    return f"the history database {scrub(shown, url)}"
 
 
 def is_damaged(reason: str) -> bool:

@@ -33,7 +33,7 @@ from .derive import (
     savable,
     summary_columns,
 )
-from .diagnose import describe, file_problem, is_busy, is_damaged, reason_of
+from .diagnose import describe, file_problem, is_busy, is_damaged, reason_of, scrub
 from .records import BoardSection, Entry, HistoryError, Page, SaveResult, check_id
 from .schema import arms_table, comparisons, upgrade
 
@@ -283,7 +283,7 @@ class History:
         self._held_data = self._held_data or size > 0
 
     def _error(self, exc: BaseException) -> HistoryError:
-        reason = reason_of(exc)
+        reason = scrub(reason_of(exc), self.url)
         lower = reason.lower()
         if is_damaged(reason):
             self._forget()  # the next use opens the file again: repaired, or moved aside for a new one
@@ -350,7 +350,7 @@ class History:
                 ) from None
             return SaveResult(id=run_id, note=note)
         except (HistoryError, InputError) as exc:
-            warning = f"This comparison was not saved to the history: {exc}"
+            warning = scrub(f"This comparison was not saved to the history: {exc}", self.url)
         except (SQLAlchemyError, OSError, ValueError, TypeError) as exc:
             warning = f"This comparison was not saved to the history: {self._error(exc)}"
         except Exception as exc:  # noqa: BLE001 - saving must never break the run that was measured

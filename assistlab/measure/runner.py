@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Iterator
 
-from ..config import BenchRequest
+from ..config import WARMUP_TOKENS, BenchRequest
 from ..engines import catalog
 from ..engines.base import Arm, Host, RunFailure, RunResult, Status, unwatched
 from ..errors import AssistLabError, InputError, ResourceError
@@ -120,19 +120,43 @@ def record_run(report: Report, index: int, repetition: int, position: int, outco
         report.segments[index] = explain.text_segments(host.tokenizer, report.runs[-1])
 
 
-def keep_whole_repetitions(report: Report, whole: int, host: Host) -> None:
+def keep_whole_repetitions(report: Report, whole: int, host: Host | None) -> None:
     """Drop the runs of a repetition a stop cut short, so a stopped report holds whole repetitions only: every
-    figure (and `counted_repetitions`) then compares the arms over the same rounds, as a finished one does."""
+    figure (and `counted_repetitions`) then compares the arms over the same rounds, as a finished one does.
+    Without a `host` (the command line after an interrupt) the token origins of a dropped run are dropped too."""
+    del report.orders[whole:]  # a round a stop ended before its first run has its order and nothing else
     if all(run.repetition < whole for run in report.runs):
         return
     report.runs = [run for run in report.runs if run.repetition < whole]
-    del report.orders[whole:]
     for index in range(len(report.arms)):
         runs = report.runs_of(index)
-        if runs:
+        if runs and host is not None:
             report.segments[index] = explain.text_segments(host.tokenizer, runs[-1])
         else:
             report.segments.pop(index, None)
+
+
+def whole_repetitions(report: Report) -> int:
+    """How many counted repetitions ran every arm that had not failed (the last one may have been cut short)."""
+    whole = len(report.orders)
+    if whole:
+        done = {run.arm for run in report.runs if run.repetition == whole - 1}
+        if any(i not in done and not report.arms[i].error for i in report.orders[-1]):
+            whole -= 1
+    return whole
+
+
+def interrupted(report: Report) -> Report:
+    """A comparison an interrupt cut short (the command line's second Ctrl-C, or one that arrived where no stop
+    flag is read), kept as a stopped one: its whole repetitions, status 'stopped', the message saying so."""
+    if report.status in ("running", "stopped"):
+        whole = whole_repetitions(report)
+        keep_whole_repetitions(report, whole, None)
+        report.status = "stopped"
+        report.message = f"Stopped by an interrupt after {whole} of {report.planned_repeats or whole} repetitions."
+        if report.stopping is not None:
+            report.stopping["ended_by"] = "stopped"
+    return report
 
 
 def run_round(
@@ -179,11 +203,14 @@ def run_round(
         if arm.quiet is not None:  # another server's poll after its last request would share the cores
             arm.quiet(should_stop)
         began = progress.pace.elapsed()
-        outcome = arm.run(prompt_ids, round_index, clock, should_stop, watch)
+        if warmup:  # a few tokens reach the steady speed; the rest of a whole run would only delay the answer
+            outcome = arm.warm_up(prompt_ids, round_index, clock, should_stop, WARMUP_TOKENS)
+        else:
+            outcome = arm.run(prompt_ids, round_index, clock, should_stop, watch)
         if isinstance(outcome, RunFailure) and outcome.stopped:
             return True  # cut short: not a measurement of the work asked for
         progress.done += 1
-        if not isinstance(outcome, RunFailure):
+        if not isinstance(outcome, RunFailure) and not warmup:  # a short warm-up says nothing of a run's length
             progress.pace.record(index, progress.pace.elapsed() - began)
         if isinstance(outcome, RunFailure):
             arm.info.error = outcome.reason

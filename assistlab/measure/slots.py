@@ -173,6 +173,7 @@ class Job(Generic[T]):
         self._back = threading.Condition()
         self._finished = threading.Event()
         self.placement: Placement | None = None
+        self.last: T | None = None  # the last item the work handed over (not a Waiting), read or not
         self._thread = threading.Thread(target=self._run, name="assistlab-job", daemon=True)
 
     def start(self) -> Job[T]:
@@ -228,6 +229,8 @@ class Job(Generic[T]):
     def _give(self, item: T | Waiting) -> None:
         with self._back:
             self._given += 1
+            if not isinstance(item, Waiting):
+                self.last = item
         self._items.put(item)
 
     def _wait_for_reader(self) -> None:

@@ -6,12 +6,19 @@ from dataclasses import dataclass
 
 from ..config import MIN_PRECISION_REPEATS, BenchRequest
 from ..results import likely, sequential, stats
+from ..results.likely import answer_words, arm_answer
 from ..results.report import Report
 
 # What the sequential rules record as their method, for the report's `stopping` block.
 METHOD = ("confidence sequence for the median paired speedup: a sequential sign test with a Beta(0.1, 0.1) "
           "mixture (Ville's inequality), its running intersection; the level split equally over the assisted "
           "arms (Bonferroni)")
+
+
+# The rule "likely" in one sentence, for the report's stopping block.
+ASSUMPTION = ("The runs stopped at the likely answer, which assumes the repetitions' log speedups are independent "
+              "and roughly normal; an arm whose sample was strongly skewed waited for the sure answer, which assumes "
+              "nothing.")
 
 
 @dataclass(frozen=True)
@@ -25,7 +32,7 @@ class Decision:
 def record(request: BenchRequest, report: Report | None = None) -> dict:
     """The report's `stopping` block before the first repetition: the rule, its level, band and budgets."""
     rule = request.stopping_rule
-    looks = rule in ("clear", "precision")
+    looks = rule in ("clear", "likely", "precision")
     arms = [a.name for a in report.arms if a.assisted] if report is not None else []
     return {
         "rule": rule,
@@ -33,7 +40,7 @@ def record(request: BenchRequest, report: Report | None = None) -> dict:
         "max_time_s": request.max_time_s,
         "max_repetitions": request.repeats,
         "min_repetitions": min(MIN_PRECISION_REPEATS, request.repeats) if rule == "precision" else (
-            1 if rule == "clear" else request.repeats),
+            1 if rule in ("clear", "likely") else request.repeats),
         "reached": False,
         "repetitions": 0,
         "elapsed_s": 0.0,
@@ -41,12 +48,14 @@ def record(request: BenchRequest, report: Report | None = None) -> dict:
         "level": stats.TARGET_LEVEL if looks else None,
         "arm_level": 1.0 - sequential.arm_alpha(stats.TARGET_LEVEL, len(arms)) if looks and arms else None,
         "method": METHOD if looks else None,
-        "band": request.band if rule == "clear" else None,
+        "band": request.band if rule in ("clear", "likely") else None,
         "arms": {name: {"repetitions": 0, "settled": None, "looks": []} for name in arms},
         # The likely answer, computed whatever the rule: per arm its verdict so far and the repetition it came at.
         "likely": {name: None for name in arms},
         "likely_at": {name: None for name in arms},
         "likely_assumption": likely.ASSUMPTION,
+        # Only the rule that stops at the likely answer rests on an assumption; the others assume nothing.
+        **({"assumption": ASSUMPTION} if rule == "likely" else {}),
     }
 
 
@@ -62,16 +71,6 @@ def all_likely(stopping: dict) -> bool:
     verdicts = [v for name, v in (stopping.get("likely") or {}).items()
                 if "error" not in stopping["arms"].get(name, {})]
     return bool(verdicts) and all(verdicts)
-
-
-def likely_words(stopping: dict) -> str:
-    """The likely answers so far in a few words: 'Likely slower for universal (4 repetitions), assuming roughly
-    normal noise'; empty while none has settled."""
-    said = [f"{verdict} for {name} ({stopping['likely_at'][name]} repetitions)"
-            for name, verdict in (stopping.get("likely") or {}).items() if verdict]
-    if not said:
-        return ""
-    return "Likely " + "; ".join(said) + ", assuming roughly normal noise"
 
 
 def _measured(report: Report) -> list[tuple[str, dict]]:
@@ -106,15 +105,28 @@ def after_repetition(request: BenchRequest, report: Report, count: int, elapsed:
         if not measured:  # every assisted arm failed (or there was none): nothing left to settle
             stop["ended_by"] = "no assisted arm"
             return Decision(True)
-        if rule == "clear":
+        if rule == "likely":
+            open_arms = [name for name, seq in measured if seq["settled"] is None and not stop["likely"].get(name)]
+            if not open_arms:
+                stop.update(reached=True, ended_by="likely")
+                return Decision(True)
+            skewed = [name for name in open_arms if stop["arms"][name].get("likely_skewed")]
+            waiting = (f"waiting for the likely answer for {' and '.join(open_arms)}: faster, slower or within "
+                       f"±{request.band:.0%} of plain, assuming roughly normal noise")
+            if skewed:
+                waiting += (f" ({' and '.join(skewed)} too skewed for that assumption: waiting for the sure "
+                            "answer, which assumes nothing)")
+            said = answer_words(stop)
+            waiting = f"{waiting}; so far {said}" if said else waiting
+        elif rule == "clear":
             open_arms = [name for name, seq in measured if seq["settled"] is None]
             if not open_arms:
                 stop.update(reached=True, ended_by="clear")
                 return Decision(True)
             waiting = (f"waiting for {' and '.join(open_arms)} to be clearly faster or slower than plain, or within "
                        f"±{request.band:.0%} of it")
-            said = likely_words(stop)
-            waiting = f"{waiting}; {said}" if said else waiting
+            said = answer_words(stop)
+            waiting = f"{waiting}; so far {said}" if said else waiting
         else:
             loose = [name for name, seq in measured if not sequential.within(seq, request.precision)]
             if count >= stop["min_repetitions"] and not loose:
@@ -132,7 +144,7 @@ def after_repetition(request: BenchRequest, report: Report, count: int, elapsed:
     # floor can only end without an answer, so it is extended to the floor (the operator's ASSISTLAB_MAX_RUN_S
     # still ends the run) and the progress line says how long the answer will take.
     if request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
-        floor = _floor(stop) if rule == "clear" and extend_to_floor else 0
+        floor = _floor(stop) if rule in ("clear", "likely") and extend_to_floor else 0
         if count >= floor:
             stop["ended_by"] = "time budget"
             return Decision(True)
@@ -144,10 +156,15 @@ def after_repetition(request: BenchRequest, report: Report, count: int, elapsed:
 
 
 def _floor(stop: dict) -> int:
-    """The fewest repetitions after which the sure rule can answer for the assisted arms still measured."""
+    """The fewest repetitions after which the rule can answer for the assisted arms still measured: the sure
+    rule's floor, or for the rule "likely" its first planned look (the sure floor once an arm is too skewed)."""
     arms = [name for name, arm in stop["arms"].items() if "error" not in arm]
-    return min(sequential.fewest_for_verdict(sequential.arm_alpha(stats.TARGET_LEVEL, len(stop["arms"]))),
-               stop["max_repetitions"]) if arms else 0
+    if not arms:
+        return 0
+    sure = sequential.fewest_for_verdict(sequential.arm_alpha(stats.TARGET_LEVEL, len(stop["arms"])))
+    if stop["rule"] == "likely" and not any(stop["arms"][name].get("likely_skewed") for name in arms):
+        sure = likely.LOOKS[0]
+    return min(sure, stop["max_repetitions"])
 
 
 def answer_message(report: Report) -> str:
@@ -155,6 +172,8 @@ def answer_message(report: Report) -> str:
     n = report.stopping["repetitions"]
     if report.stopping["ended_by"] == "clear":
         return f"Stopped after {n} repetitions: the answer was clear."
+    if report.stopping["ended_by"] == "likely":
+        return f"Stopped after {n} repetitions: {answer_words(report.stopping)}."
     return f"The timed repetitions are done ({n})."
 
 
@@ -197,7 +216,7 @@ def finish_message(report: Report, request: BenchRequest) -> str:
     if stop["rule"] == "clear":
         open_arms = [name for name, arm in stop["arms"].items() if arm.get("settled") is None and "error" not in arm]
         if ended == "clear":
-            text = f"Complete. Stopped after {n} repetitions: the answer was clear."
+            text = f"Complete. Stopped after {n} repetitions: the answer was clear. {answer_words(stop)}."
         elif ended == "no assisted arm":
             text = "Complete, but no assisted arm is left to compare."
         elif ended == "time budget":
@@ -206,6 +225,19 @@ def finish_message(report: Report, request: BenchRequest) -> str:
         else:
             text = (f"Complete, but {n} repetitions (the most allowed) did not make the answer clear for "
                     f"{', '.join(open_arms)}: within the noise of plain.")
+    elif stop["rule"] == "likely":
+        open_arms = [name for name in stop["arms"] if not arm_answer(stop, name) and "error" not in stop["arms"][name]]
+        said = answer_words(stop)
+        if ended == "likely":
+            text = f"Complete after {n} repetitions. {said}."
+        elif ended == "no assisted arm":
+            text = "Complete, but no assisted arm is left to compare."
+        else:
+            cause = (f"the time budget of {request.max_time_s:g} s ran out after {n} repetitions" if ended == "time budget"
+                     else f"{n} repetitions (the most allowed) ended")
+            text = (f"Complete, but {cause} before {', '.join(open_arms)} had an answer: no "
+                    f"answer, likely or sure, for {'it' if len(open_arms) == 1 else 'them'}."
+                    + (f" So far {said}." if said else ""))
     elif stop["rule"] == "precision":
         target = f"±{request.precision:.0%}"
         if stop["reached"]:

@@ -19,7 +19,8 @@ from . import contention, setup
 from . import stopping as stop_rules
 from . import load as load_phase
 from .progress import Clock, Pace, Progress
-from .runner import rotation, run_round
+from .runner import interrupted as interrupted_report
+from .runner import keep_whole_repetitions, rotation, run_round
 
 
 def suite_bench(bench: BenchRequest, device_type: str) -> BenchRequest:
@@ -277,6 +278,8 @@ def _run_suite(
                                         monitor, turn, emit=emit)
                     turn += 1  # a round that fails still took its place in the rotation
                     stopped = yield from counted
+                    if stopped:  # the round a stop cut short is not counted: the prompt keeps its whole ones
+                        keep_whole_repetitions(report, r, host)
                     if clear and not stopped:
                         decision = stop_rules.after_repetition(mine_request, report, r + 1, clock() - started,
                                                               extend_to_floor=False)
@@ -346,6 +349,25 @@ def _run_suite(
     suite.elapsed_s = clock() - began
     yield Event("done", suite.message, progress.done, progress.total, suite, prompt=n_items, prompts=n_items,
                 eta_s=0.0, elapsed_s=suite.elapsed_s)
+
+
+def interrupted(suite: SuiteReport) -> SuiteReport:
+    """A workload an interrupt cut short (see runner.interrupted), kept as a stopped one: the prompt under way keeps
+    its whole repetitions, the prompts not reached say so, and the message says how many were measured."""
+    if suite.status in ("running", "stopped"):
+        for result in suite.results:
+            if result.status == "running":
+                if result.report is not None:
+                    interrupted_report(result.report)
+                result.status = "stopped"
+                result.finish()
+            elif result.status == "pending":
+                result.status, result.reason = "not run", "the suite was stopped before this prompt."
+        measured = sum(1 for r in suite.results if r.report is not None and r.report.runs)
+        suite.status = "stopped"
+        suite.message = (f"Stopped by an interrupt after {measured} of {len(suite.results)} prompts; the figures "
+                         f"use what was measured.")
+    return suite
 
 
 def _suite_load(bench: BenchRequest, arms: list, failed_arms: dict[int, str], measured_ids: list[list[int]],

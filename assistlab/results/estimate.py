@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config import WARMUP_TOKENS
+
 # What the words on the page say the first estimate comes from.
 BASIS = "an estimate from the prompt length, new tokens, repetitions and the sizes of the models"
 
@@ -70,7 +72,8 @@ def suite_seconds(
     on each prompt (`prompt_tokens`, one length per prompt). A workload makes no drafting-cost runs."""
     if not prompt_tokens:
         return 0.0
-    first = _arm_seconds(device_type, target_parameters, assistant_parameters, prompt_tokens[0], new_tokens)
+    first = _arm_seconds(device_type, target_parameters, assistant_parameters, prompt_tokens[0],
+                         min(new_tokens, WARMUP_TOKENS))
     timed = sum(repeats * sum(_arm_seconds(device_type, target_parameters, assistant_parameters, tokens, new_tokens))
                 for tokens in prompt_tokens)
     return warmup * sum(first) + timed
@@ -87,7 +90,7 @@ def comparison_seconds(
     max_time_s: float | None = None,
 ) -> float:
     """Every run of a comparison: plain and each assisted arm (`assistant_parameters`, 0 for an arm without an
-    assistant model), warm-up and repetitions, then one drafting-cost run per assisted arm.
+    assistant model), warm-up (WARMUP_TOKENS each) and repetitions, then one drafting-cost run per assisted arm.
 
     An assisted arm is taken to cost what plain does plus its assistant's own runs: a first estimate does not
     guess how much drafting saves. With a time budget (`max_time_s`) the timed part is at most that.
@@ -96,4 +99,6 @@ def comparison_seconds(
     timed = repeats * sum(arms)
     if max_time_s is not None:
         timed = min(timed, max_time_s)
-    return warmup * sum(arms) + timed + sum(arms[1:])
+    warm = _arm_seconds(device_type, target_parameters, assistant_parameters, prompt_tokens,
+                        min(new_tokens, WARMUP_TOKENS))
+    return warmup * sum(warm) + timed + sum(arms[1:])

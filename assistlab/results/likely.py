@@ -148,3 +148,24 @@ def settled_at(sequence: dict, band: float) -> int | None:
         if settled({"ci_low": low, "ci_high": high}, band) is not None:
             return index + 1
     return None
+
+
+def arm_answer(stopping: dict, name: str) -> str:
+    """One arm's answer so far in the words every view uses: 'Slower, 95% sure, assuming nothing' once its sure
+    answer settled, else 'Likely slower (4 repetitions, assuming roughly normal noise)' once its likely one did,
+    else ''."""
+    sure = (stopping.get("arms") or {}).get(name, {}).get("settled")
+    if sure and stopping.get("level"):
+        return f"{sure[0].upper()}{sure[1:]}, {stopping['level']:.0%} sure, assuming nothing"
+    verdict = (stopping.get("likely") or {}).get(name)
+    if verdict:
+        at = (stopping.get("likely_at") or {}).get(name)
+        return f"Likely {verdict} ({at} repetitions, assuming roughly normal noise)"
+    return ""
+
+
+def answer_words(stopping: dict) -> str:
+    """Every assisted arm's answer so far (arm_answer), 'universal: Likely slower (4 repetitions, assuming roughly
+    normal noise); prompt lookup: Slower, 95% sure, assuming nothing'; empty while none has one."""
+    said = [f"{name}: {words}" for name in (stopping.get("arms") or {}) if (words := arm_answer(stopping, name))]
+    return "; ".join(said)

@@ -242,6 +242,10 @@ def arm_summary(name: str, baseline: str | None, mine: list[dict]) -> dict:
             "helps_at": helps, "costs_at": costs, "sentence": sentence}
 
 
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def summary(record: LoadRecord | None, arms: list[ArmInfo], load: list[dict], contention: dict | None = None) -> dict:
     """The report's `load_summary`: each assisted arm's verdict, the sentence, notes, and the client's CPU share.
 
@@ -256,8 +260,13 @@ def summary(record: LoadRecord | None, arms: list[ArmInfo], load: list[dict], co
         out_arms.append(arm_summary(arms[index].name, None if base is None else arms[base].name, mine))
     notes = [] if record is not None else ["The load phase did not run."]
     loading = set() if record is None else set(record.arms)
-    for engine in dict.fromkeys(a.engine for i, a in enumerate(arms) if i not in loading and record is not None):
-        names = [a.name for i, a in enumerate(arms) if a.engine == engine and i not in loading]
+    left_out = [(i, a) for i, a in enumerate(arms) if i not in loading and record is not None]
+    failed = [a.name for _i, a in left_out if a.error]
+    if failed:  # an arm that failed is left out for that, whatever its engine can do
+        notes.append(f"{_listed(failed)} failed before the load phase, so {'it was' if len(failed) == 1 else 'they were'}"
+                     f" not timed under load (see {'its' if len(failed) == 1 else 'their'} error).")
+    for engine in dict.fromkeys(a.engine for _i, a in left_out if not a.error):
+        names = [a.name for _i, a in left_out if a.engine == engine and not a.error]
         notes.append(f"The {engine} arms ({', '.join(names)}) stay at one request at a time: their generation "
                      f"does not batch requests, so they are not timed under load.")
     if record is not None and not done:

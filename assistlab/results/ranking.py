@@ -17,10 +17,11 @@ def paired_arms(report: dict) -> list[tuple[dict, dict]]:
 
 def versus_best(report: dict, best: list[float], rivals: list[list[float]]) -> dict:
     """Whether the arm with latencies `best` is faster than every rival, run by run: stats.compare_with_best for a
-    fixed count; for a run that stopped when the data said so (the rules 'clear' and 'precision'), the
+    fixed count; for a run that stopped when the data said so (the rules 'clear', 'likely' and 'precision'), the
     time-uniform comparison (sequential.compare_with_best), since a fixed-count interval read at a stop the data
-    chose claims more than it holds."""
-    if (report.get("stopping") or {}).get("rule") in ("clear", "precision"):
+    chose claims more than it holds (the rule 'likely' stops on the data too: its ranking claims only what the
+    time-uniform comparison holds)."""
+    if (report.get("stopping") or {}).get("rule") in ("clear", "likely", "precision"):
         return sequential.compare_with_best(best, rivals, stats.TARGET_LEVEL)
     return stats.compare_with_best(best, rivals)
 

@@ -114,11 +114,11 @@ class Report:
 
     def sequence(self, index: int) -> dict | None:
         """The time-uniform interval on arm `index`'s speedup, paired by repetition with its engine's plain, when
-        the stopping rule looks after every repetition ('clear' or 'precision'); None for a fixed count.
+        the stopping rule looks after every repetition ('clear', 'likely' or 'precision'); None for a fixed count.
 
         The assisted arms share stats.TARGET_LEVEL: each gets an equal part of the error (Bonferroni), so the
         verdicts hold together. `settled` is what the interval says so far (results.sequential.settled)."""
-        if (self.stopping or {}).get("rule") not in ("clear", "precision"):
+        if (self.stopping or {}).get("rule") not in ("clear", "likely", "precision"):
             return None
         return self._paired_sequence(index, sequential.speedup_sequence)
 

@@ -3,6 +3,7 @@
 # No `from __future__ import annotations`: gr.api reads the type hints of the endpoints at runtime.
 
 import asyncio
+import atexit
 import inspect
 import math
 import os
@@ -133,7 +134,10 @@ def build_app(
             prompt left empty
             (None) is the target's preset prompt (a continuation for the bundled base model), else the reference
             prompt. num_assistant_tokens, schedule and confidence_threshold left empty (None) take transformers'
-            defaults (a confidence of 0 switches it off), prompt_lookup_num_tokens AssistLab's. measure='careful'
+            defaults (a confidence of 0 switches it off), prompt_lookup_num_tokens AssistLab's. measure is how sure
+            the answer must be, each named by what it promises: 'likely' (Likely: sooner, assumes roughly normal
+            noise) stops at the likely answer, 4 repetitions at the soonest (repeats then caps the count); 'quick'
+            (Sure: assumes nothing, the default) as just said; 'careful' (Careful: every speedup within ±5%)
             repeats until every speedup is known to ±5% (at most 5 minutes of timed runs; repeats then caps the
             count). The comparison is saved to the history; report["saved"] holds its id (for /report and
             ?run=<id>) or why it was not. engines='vllm' or 'both' adds vLLM arms: servers ('plain=URL' lines,
@@ -150,7 +154,7 @@ def build_app(
                 values["prompt"] = catalog.default_prompt(values["target"])
             owner = getattr(request, "username", None) or None
             with user_errors():
-                job, seen = page.start_job(request_from_form(**values), lambda: False), []
+                job, seen = page.start_job(request_from_form(**values), lambda: False, owner=owner), []
                 try:
                     final = await finish_job(job, request, seen)
                 except asyncio.CancelledError:  # a cancelled comparison is saved as a stopped one would be
@@ -207,13 +211,18 @@ def build_app(
             until_clear = values.pop("until_clear")
             prompts_text, prompts_filename = suite.pop("prompts_text"), suite.pop("prompts_filename")
             suite_values = {"source": suite.pop("suite"), **suite}
+            owner = getattr(request, "username", None) or None
             with user_errors():
                 bench, plan = suite_tab.suite_plan_from_api(values, suite_values, prompts_text, prompts_filename,
                                                             until_clear)
-                final = await finish_job(page.start_job(bench, lambda: False, plan), request)
+                job, seen = page.start_job(bench, lambda: False, plan, owner=owner), []
+                try:
+                    final = await finish_job(job, request, seen)
+                except asyncio.CancelledError:  # a cancelled workload is saved as a stopped one, as /compare's is
+                    page.save_when_over(job, owner, seen[-1] if seen else None)
+                    raise
                 report = final.report.to_dict()
             if report["suite"]["overall"]["prompts"]:
-                owner = getattr(request, "username", None) or None
                 # Off the event loop, as for /compare: a locked database delays this answer, never the server.
                 result = await asyncio.to_thread(history.save, report, owner=owner)
                 report["saved"] = {"id": result.id, "warning": result.warning}
@@ -226,6 +235,9 @@ def build_app(
     demo.queue(max_size=queue_max_size, default_concurrency_limit=1)
     gradio_private.quiet_queue(demo)
     gradio_private.remove_copies_at_exit(demo)
+    # At the process's exit (SIGTERM and Ctrl-C close gradio first): what is still running is stopped and saved as
+    # stopped, as Stop keeps it, before the report folder goes (registered later, so it runs earlier).
+    atexit.register(page.save_unfinished)
     return demo
 
 

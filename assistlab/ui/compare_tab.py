@@ -134,7 +134,8 @@ def wire(page: Page, results: Results) -> None:
             return update
 
         yield from page.streamed(request.session_hash, results.progress,
-                                 lambda: (page.form_request(data), None), render)
+                                 lambda: (page.form_request(data), None), render,
+                                 owner=getattr(request, "username", None) or None)
         yield from save_after(finished, results.progress, page.history, request)
 
     page.run_listeners(

@@ -21,7 +21,9 @@ from ..config import (
     MAX_CONCURRENCY,
     MAX_LOAD_LEVELS,
     NO_DIFFERENCE_BAND,
+    CAREFUL_PRECISION,
     PROMPT_LOOKUP_DEFAULT,
+    RULE_WORDS,
     SCHEDULES,
     BenchRequest,
     capped_text,
@@ -42,18 +44,13 @@ DRAFT_DEFAULT_TEXT = {
     "confidence_threshold": f"transformers' default ({TRANSFORMERS_DEFAULTS['assistant_confidence_threshold']:g})",
     "prompt_lookup_num_tokens": f"AssistLab's default ({PROMPT_LOOKUP_DEFAULT})",
 }
-# How sure a comparison should be, in the page's words. "quick" with no count is the rule "clear" (stop when the
-# answer is clear); "careful" is the command line's `--precision 0.05 --max-time 300`; a workload always runs its
-# fixed count per prompt.
-CAREFUL_PRECISION = 0.05
-MEASURES = ("quick", "careful")
-MEASURE_CHOICES = [
-    # Worded without "repetitions", so the Repetitions box is the only field a person (or a test) finds by it.
-    (f"Sure: assumes nothing; stop as soon as the answer is clear, 95% sure at every look (each arm run at most "
-     f"{CLEAR_MAX_REPEATS} times), or exactly the count set in Settings", "quick"),
-    (f"Careful: repeat until every speedup is known to ±{CAREFUL_PRECISION:.0%}, for at most "
-     f"{DEFAULT_MAX_TIME_S / 60:.0f} minutes of timed runs", "careful"),
-]
+# How sure a comparison should be, in the page's words (config.RULE_WORDS, which the command line's --stop and
+# the docs use too). The API's values: "likely" is the rule "likely"; "quick" (Sure) with no count the rule
+# "clear" (stop when the answer is clear), with a count that many; "careful" the command line's
+# `--precision 0.05 --max-time 300`. A workload runs its fixed count per prompt, or each until clear.
+MEASURES = ("likely", "quick", "careful")
+MEASURE_VALUES = {"likely": "likely", "sure": "quick", "careful": "careful"}  # --stop's names -> the API's values
+MEASURE_CHOICES = [(words, MEASURE_VALUES[name]) for name, _rule, words in RULE_WORDS]
 # The schedule box: its first choice (value "") leaves the schedule to transformers.
 SCHEDULE_CHOICES = [(DRAFT_DEFAULT_TEXT["schedule"], ""), *((name, name) for name in SCHEDULES)]
 
@@ -99,13 +96,18 @@ HINTS = {
         f"at most {LIMITS['repeats']}. More runs narrow the interval."
     ),
     "measure": (
-        "Sure stops once each assistant is clearly faster or slower than plain, or within the band of no "
-        f"practical difference of it (±{NO_DIFFERENCE_BAND:.0%} unless set below). Careful keeps measuring until every speedup is known to within "
-        f"±{CAREFUL_PRECISION:.0%} (its confidence interval), so small differences can be told apart; the "
+        "Likely stops sooner, from 4 runs of each arm, once each assistant is likely faster, slower or within "
+        f"±{NO_DIFFERENCE_BAND:.0%} of plain, if the timing noise is roughly normal (it waits for Sure's answer when "
+        "the runs are too lopsided for that). Sure assumes nothing: it stops once each assistant is clearly faster or "
+        "slower than plain, or within the band of no practical difference of it "
+        f"(±{NO_DIFFERENCE_BAND:.0%} unless set below), 95% sure at every look (each arm run at most "
+        f"{CLEAR_MAX_REPEATS} times), or runs exactly the count set above. Careful keeps measuring until every "
+        f"speedup is known to within ±{CAREFUL_PRECISION:.0%} (its confidence interval), for at most "
+        f"{DEFAULT_MAX_TIME_S / 60:.0f} minutes of timed runs, so small differences can be told apart; the "
         "progress bar counts against the most that may run."
     ),
     "band_percent": (
-        f"When the runs stop once the answer is clear (Sure, with no count set): an assistant whose speedup is "
+        f"When the runs stop once the answer is clear (Likely, or Sure with no count set): an assistant whose speedup is "
         f"known to lie within ± this many percent of plain is called no practical difference, and its runs end. "
         f"Empty = {NO_DIFFERENCE_BAND:.0%}."
     ),
@@ -271,8 +273,10 @@ def request_from_form(
     A drafting setting left empty (None or blank) is left to transformers, as the command line leaves it:
     num_assistant_tokens, schedule and confidence_threshold take transformers' defaults (a confidence of 0
     switches early stopping of drafts off), prompt_lookup_num_tokens AssistLab's default. `measure` is how sure
-    to be: "quick" runs a fixed number of repetitions, "careful" repeats until every speedup is known to
-    CAREFUL_PRECISION or DEFAULT_MAX_TIME_S of timed runs are spent (Repetitions then caps the count).
+    to be (MEASURE_CHOICES): "likely" stops at the likely answer (the rule "likely"; Repetitions then caps the
+    count), "quick" (Sure) stops when the answer is clear or runs exactly Repetitions when set, "careful" repeats
+    until every speedup is known to CAREFUL_PRECISION or DEFAULT_MAX_TIME_S of timed runs are spent
+    (Repetitions then caps the count).
 
     `engines` is transformers, vllm or both (or a comma-separated list). With vLLM, `servers` (name=URL lines,
     with `server_api_key`) are the operator's servers; without them AssistLab starts vLLM's plain arm and one
@@ -284,7 +288,8 @@ def request_from_form(
     """
     measure = "quick" if _blank(measure) else measure
     if measure not in MEASURES:
-        raise InputError(f"How sure (measure) must be one of {', '.join(MEASURES)}; got {measure!r}.")
+        raise InputError(f"How sure (measure) must be one of {', '.join(MEASURES)} (Likely, Sure, Careful); got "
+                         f"{measure!r}.")
     for name, text in (("target", target), ("assistant", assistant), ("extra_assistants", extra_assistants)):
         capped_text(name, text)  # before anything splits or parses them
     knobs = {
@@ -325,6 +330,7 @@ def request_from_form(
         device_map_auto=bool(device_map_auto),
         precision=CAREFUL_PRECISION if measure == "careful" else None,
         max_time_s=DEFAULT_MAX_TIME_S if measure == "careful" else None,
+        stop_rule="likely" if measure == "likely" else None,
         engines=chosen,
         concurrency=() if _blank(concurrency) else concurrency,
         band=_band(band_percent),
@@ -335,8 +341,8 @@ def _band(percent) -> float:
     """The band-of-no-difference box, in percent (3 means ±3%), as the request's share of 1x; empty: the default."""
     if _blank(percent):
         return NO_DIFFERENCE_BAND
-    try:
-        value = float(percent.strip() if isinstance(percent, str) else percent)
+    try:  # a bool is not a number of percent, though float(True) is 1.0
+        value = float("nan") if isinstance(percent, bool) else float(percent.strip() if isinstance(percent, str) else percent)
     except (TypeError, ValueError):
         value = float("nan")
     if not 0.0 < value < 50.0:  # also refuses nan

@@ -24,7 +24,7 @@ from ..config import BenchRequest
 from ..engines.transformers import models as models_mod
 from ..engines.transformers.models import ModelStore
 from ..errors import AssistLabError
-from ..history import History
+from ..history import History, savable
 from ..measure import contention, suite_runner, sweep
 from ..measure.runner import run_benchmark
 from ..measure.slots import ABANDONED, Finished, Job, Placement, SlotPool, Waiting
@@ -52,11 +52,12 @@ HEARTBEAT_S = 1.0
 ABANDON_S = 120.0
 CLIENT_CHECK_S = 0.5
 # Why a run stopped, for its last line: "Stopped: you pressed Stop, after 1 of 5 repetitions."
-PRESSED, CLOSED, CANCELLED = "pressed", "closed", "cancelled"
+PRESSED, CLOSED, CANCELLED, TERMINATED = "pressed", "closed", "cancelled", "terminated"
 STOPPED_BECAUSE = {
     PRESSED: "you pressed Stop",
     CLOSED: "the page was closed",
     CANCELLED: "the request was cancelled",
+    TERMINATED: "the server was shut down",
     ABANDONED: f"nothing read its progress for {ABANDON_S:g} s",
 }
 # Listener options for instant, page-only events.
@@ -327,6 +328,11 @@ class Page:
     run_buttons: tuple = ()
     # Whether gradio has seen this session's client go (gradio_private.client_gone, bound to the page's Blocks).
     client_gone: Callable[[str], bool] = lambda session: False
+    # Every job started and the login name it is saved under: what is still running when the server is shut down
+    # is stopped and saved (`save_unfinished`). A job is saved once, whoever gets there first (`_claim`).
+    _jobs: dict = dataclasses.field(default_factory=dict)
+    _saves: dict = dataclasses.field(default_factory=dict)  # job -> Event set once its save of last resort is done
+    _jobs_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
     @property
     def heavy(self) -> dict:
@@ -339,7 +345,7 @@ class Page:
                 "show_progress": "hidden"}
 
     def start_job(self, request: BenchRequest, should_stop: Callable[[], bool], plan: Plan = None,
-                  redraws: Callable[[Event], bool] | None = None) -> Job:
+                  redraws: Callable[[Event], bool] | None = None, owner: str | None = None) -> Job:
         """Run one comparison on its own thread, on a free GPU (every GPU for a spread target or the CPU).
 
         Its slot is held until the runner has returned, whatever happens to the request that started it.
@@ -359,48 +365,52 @@ class Page:
                     if redraws is not None and event.kind != "done" and redraws(event):
                         contention.settle(should_stop=stopping)
 
-        return Job(self.pool, work, whole=whole, abandon_after_s=ABANDON_S, lockstep=redraws is not None).start()
+        job = Job(self.pool, work, whole=whole, abandon_after_s=ABANDON_S, lockstep=redraws is not None)
+        with self._jobs_lock:
+            for old in [j for j in self._jobs if j.finished and (j not in self._saves or self._saves[j].is_set())]:
+                self._jobs.pop(old)  # over, and saved by its reader or by a saver of last resort
+                self._saves.pop(old, None)
+            self._jobs[job] = owner
+        return job.start()
 
-    def form_request(self, data: dict) -> BenchRequest:
-        """The request a {component: value} dict from the form describes."""
-        names = {component: name for name, component in zip(FORM_FIELDS, self.inputs)}
-        return request_from_form(**{names[c]: value for c, value in data.items() if c in names})
-
-    def streamed(self, session: str, progress: gr.HTML, prepare: Callable, render: Callable,
-                 redraws: Callable = repetition_end):
-        """Run the comparison `prepare()` describes ((request, plan or None)) for one session, yielding
-        `render(event)`; a failure ends in the progress bar. `render` draws results only on events `redraws`
-        names; each timed run starts after the page has drawn (see `start_job`).
-
-        The work runs in a Job. This handler yields at least every HEARTBEAT_S, so a cancel closes it promptly;
-        closing it (or gradio ceasing to read it) stops the work, which frees its slot when it has stopped.
-        """
-        event, job = None, None
+    def _save_stopped(self, job: Job, final: Event | None, owner: str | None, why: str | None = None) -> bool:
+        """Save the report of `final`, a job's last event, as a stopped one, once per job whoever comes first (a
+        cancelled request's drain, the shutdown); by the history's rule (`savable`). `why` prefixes its message."""
+        if self.history is None or not isinstance(final, Event) or final.kind != "done" or final.report is None:
+            return False
+        with self._jobs_lock:
+            if job in self._saves:
+                return False
+            done = self._saves[job] = threading.Event()
         try:
-            with user_errors(in_page_words), self.stops.running(session) as stop:
-                if stop.is_set():  # Stop was pressed while this run waited in the queue
-                    yield {progress: progress_html(_not_started(stop, None), 0.0, "stopped")}
-                    return
-                request, plan = prepare()
-                job = self.start_job(request, self._watching(session, stop), plan, redraws=redraws)
-                for item in job.items(heartbeat_s=HEARTBEAT_S):
-                    if item is None:
-                        yield gr.skip()  # nothing new; lets gradio see a cancel or a departed client
-                    elif isinstance(item, Waiting):
-                        yield {progress: progress_html(item.message(), None)}
-                    else:
-                        event = _say_why(item, stop, job)
-                        yield render(event)
-                if event is None:  # stopped while it waited for a slot
-                    yield {progress: progress_html(_not_started(stop, job), 0.0, "stopped")}
-        except gr.Error as exc:
-            # The message goes under Run and Stop, in red, rather than into a toast: a toast covers the buttons
-            # (at the top right on a wide screen, across the whole width on a phone).
-            done, total = (event.done, event.total) if event is not None else (0, 0)
-            yield {progress: progress_html(f"Failed: {exc.message}", done / total if total else 0.0, "failed")}
+            report = final.report
+            if why and report.status == "stopped" and not report.message.startswith("Stopped:"):
+                rest = report.message
+                report.message = (f"Stopped: {why}, {rest[len('Stopped '):]}" if rest.startswith("Stopped after")
+                                  else f"Stopped: {why}. {rest}")
+            data = report.to_dict()
+            return savable(data) and bool(self.history.save(data, owner=owner).saved)
         finally:
-            if job is not None:
-                job.stop(CANCELLED)  # a no-op when it has finished; else gradio closed this handler
+            done.set()
+
+    def save_unfinished(self, wait_s: float = 30.0) -> int:
+        """At the server's shutdown (SIGTERM, Ctrl-C): stop every job still running, wait up to `wait_s` for them
+        to end as Stop ends them, and save what each measured as stopped, as Stop keeps it; nothing reads them any
+        more. Saves already under way (a cancelled request's) are waited for too. Returns how many it saved."""
+        with self._jobs_lock:
+            running = [(job, owner) for job, owner in self._jobs.items() if not job.finished]
+        for job, _owner in running:
+            job.stop(TERMINATED)
+        deadline = time.monotonic() + wait_s
+        saved = 0
+        for job, owner in running:
+            job.wait(max(0.0, deadline - time.monotonic()))
+            saved += self._save_stopped(job, job.last, owner, STOPPED_BECAUSE[TERMINATED])
+        with self._jobs_lock:
+            under_way = list(self._saves.values())
+        for done in under_way:
+            done.wait(max(0.0, deadline - time.monotonic()))
+        return saved
 
     def _watching(self, session: str, stop: StopFlag) -> Callable[[], bool]:
         """The run's stop check: its flag, which a departed client sets too (looked at every CLIENT_CHECK_S)."""
@@ -433,8 +443,7 @@ class Page:
                     return
                 if isinstance(item, Event):
                     final = item
-            if final is not None and final.kind == "done" and final.report is not None:
-                self.history.save(final.report.to_dict(), owner=owner)
+            self._save_stopped(job, final, owner)
 
         threading.Thread(target=drain, args=(final,), name="assistlab-save-cancelled", daemon=True).start()
 

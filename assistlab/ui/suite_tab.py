@@ -190,6 +190,10 @@ def bench_from_form(values: dict, until_clear: bool = False):
     bench = request_from_form(**{**values, "prompt": DEFAULT_PROMPT})
     if until_clear is not True and until_clear not in (False, None):
         raise InputError(f"until_clear must be true or false, got {until_clear!r}.")
+    if bench.stop_rule == "likely":
+        raise InputError("How sure: Likely stops one comparison at its likely answer; a workload runs each prompt a "
+                         "fixed count, or until its answer is sure (Each prompt until its answer is clear): choose "
+                         "Sure or Careful.")
     if until_clear and bench.precision is not None:
         raise InputError("Each prompt until its answer is clear and How sure: Careful are two ways to decide how "
                          "many repetitions run; choose Sure, or switch the per-prompt rule off.")
@@ -375,7 +379,8 @@ def wire(page: Page, view: SuiteView) -> None:
                         update[view.progress] += save_report(page.history, data_, request)
             return update
 
-        yield from page.streamed(request.session_hash, view.progress, prepare, render, redraws)
+        yield from page.streamed(request.session_hash, view.progress, prepare, render, redraws,
+                                 owner=getattr(request, "username", None) or None)
 
     page.run_listeners(view.run, arm_run, [view.progress, view.download_json, view.download_csv], run_stream,
                        {*page.inputs, *view.settings(), view.until_clear}, view.outputs(), view.progress)

@@ -114,7 +114,8 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
                     finished.update(report=report, progress=update[view.progress])
             return update
 
-        yield from page.streamed(request.session_hash, view.progress, prepare, render)
+        yield from page.streamed(request.session_hash, view.progress, prepare, render,
+                                 owner=getattr(request, "username", None) or None)
         yield from save_after(finished, view.progress, page.history, request)
 
     def sweep_draft_length(data: dict, request: gr.Request):

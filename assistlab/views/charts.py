@@ -6,8 +6,10 @@ import html
 
 import plotly.graph_objects as go
 
-from ..results.report import (interval_cell, is_busy, judged, level_words, provisional, provisional_sentence,
-                              speedup_sentence, verdict)
+from ..results import sequential
+from ..results.likely import arm_answer
+from ..results.report import (busy_clause, interval_cell, is_busy, judged, level_words, provisional,
+                              provisional_sentence, speedup_sentence, time_ratio, verdict)
 from ..results.stats import fewest_runs, spread_is_wide
 
 # Plain is always the calm slate; assisted arms take the colours after it, in report order.
@@ -371,6 +373,52 @@ TOO_FEW_FOR_EVERY_LOOK = (
 )
 
 
+def likely_verdict(report: dict, comp: dict) -> str | None:
+    """The likely verdict an arm's answer rests on under the rule 'likely' (faster, slower or no practical
+    difference), or None: another rule, no likely answer yet, or its sure answer came first (then that one is
+    the answer)."""
+    stop = report.get("stopping") or {}
+    if stop.get("rule") != "likely" or (comp.get("sequence") or {}).get("settled"):
+        return None
+    return (stop.get("likely") or {}).get(comp["arm"])
+
+
+def likely_sentence(report: dict, comp: dict) -> str:
+    """An arm answered by its likely interval, its assumption said: 'universal: Likely slower (4 repetitions,
+    assuming roughly normal noise): it took 3.70× as long as plain.'"""
+    name, median = comp["arm"], comp["speedup"]["median"]
+    kind = likely_verdict(report, comp)
+    words = arm_answer(report["stopping"], name)
+    if kind == sequential.SLOWER:
+        said = f"it took {time_ratio(median)} as long as plain"
+    elif kind == sequential.FASTER:
+        said = f"{median:.2f}× the speed of plain"
+    else:
+        said = f"{median:.2f}×, within ±{report['stopping']['band']:.0%} of plain"
+    return f"{name}: {words}: {said}." + busy_clause(is_busy(report))
+
+
+LIKELY_NOTHING_HELPED = "Plain generation was likely fastest here, assuming roughly normal noise: no assistant helped."
+
+
+def _likely_lead(report: dict, measured: list[tuple[dict, dict]], so_far: str) -> str | None:
+    """The lead under the rule 'likely' once some arm's answer rests on its likely interval; None otherwise."""
+    likely = {comp["arm"]: likely_verdict(report, comp) for _arm, comp in measured}
+    if not any(likely.values()):
+        return None
+    answer = {name: v or (judged(comp).get("settled")) for (_arm, comp), (name, v) in zip(measured, likely.items())}
+    faster = [(arm, comp) for arm, comp in measured if answer[comp["arm"]] == sequential.FASTER]
+    if faster:
+        arm, comp = max(faster, key=lambda pair: pair[1]["speedup"]["median"])
+        saved = 1.0 - 1.0 / comp["speedup"]["median"]
+        hedge = ", assuming roughly normal noise" if likely[comp["arm"]] else ""
+        return (f"{so_far}{arm['name']} was {'likely ' if hedge else ''}fastest: the same text took {saved:.0%} less "
+                f"time than plain generation (the target model on its own){hedge}.")
+    if all(answer.values()):
+        return so_far + LIKELY_NOTHING_HELPED
+    return None
+
+
 def lead_sentence(report: dict) -> str | None:
     """The answer first, in plain words: which arm was fastest, or that plain was; None before any comparison.
 
@@ -383,6 +431,9 @@ def lead_sentence(report: dict) -> str | None:
     if not measured:
         return None
     so_far = "So far: " if provisional(report) else ""
+    lead = _likely_lead(report, measured, so_far)
+    if lead:
+        return lead
     faster = [(arm, comp) for arm, comp in measured if verdict(judged(comp)) == "faster"]
     if faster:
         arm, comp = max(faster, key=lambda pair: pair[1]["speedup"]["median"])
@@ -422,7 +473,9 @@ def headline_lines(report: dict) -> list[str]:
             continue
         if comp["speedup"].get("median") is None:
             continue
-        if comp.get("sequence") and provisional(report):
+        if likely_verdict(report, comp):
+            sentence = likely_sentence(report, comp)
+        elif comp.get("sequence") and provisional(report):
             sentence = provisional_sentence(comp)
         else:
             sentence = speedup_sentence(comp, sampling, busy=is_busy(report))
@@ -430,8 +483,12 @@ def headline_lines(report: dict) -> list[str]:
     if not sentences:
         sentences.append("No assisted arm finished a run, so there is nothing to compare.")
     counted, planned = report.get("counted_repetitions", plain_runs), report.get("planned_repetitions")
-    if provisional(report) and (report.get("stopping") or {}).get("rule") == "clear":
+    rule = (report.get("stopping") or {}).get("rule")
+    if provisional(report) and rule == "clear":
         sentences.append(f"So far: {counted} repetitions; the runs stop once the answer is clear (at most {planned}).")
+    elif provisional(report) and rule == "likely":
+        sentences.append(f"So far: {counted} repetitions; the runs stop at the likely answer, assuming roughly normal "
+                         f"noise (at most {planned}).")
     elif report.get("status") == "running":
         sentences.append(f"So far: {counted} of {planned} repetitions.")
     elif report.get("status") == "stopped":

@@ -55,7 +55,7 @@ def headline_html(report: dict) -> str:
         parts.append(warning)
         lines = [line.removesuffix(busy_clause(True)) for line in lines if line not in folded]  # said once, above
     for line in lines:
-        index = next((i for name, i in arm_names.items() if i and line.startswith(name + " ")), None)
+        index = next((i for name, i in arm_names.items() if i and line.startswith((name + " ", name + ":"))), None)
         if line in warned:  # beside the verdict, marked so a reader cannot miss it
             parts.append(f'<p class="al-warning" role="alert">⚠ {html.escape(line)}</p>')
         elif index is not None:

@@ -109,3 +109,32 @@ def test_sweep_and_cost_model_on_the_command_line(models_dir, tmp_path):
     assert [p["schedule"] for p in report["sweep"]["points"]] == ["constant", "constant", "heuristic"]
     assert {r["arm"] for r in report["ranking"] if not r["plain"]} == {c["arm"] for c in report["comparison"]}
     assert [r["arm"] for r in report["ranking"] if r["plain"]] == ["plain"]
+
+
+def test_stop_names_each_rule_by_what_it_promises():
+    """--stop likely|sure|careful are the request's rules 'likely', 'clear' and 'precision', in the same words as
+    the page and the API; a rule that cannot go with another option is refused in one sentence naming both."""
+    from assistlab.cli.parser import build_parser, request_from_args
+    from assistlab.config import CAREFUL_PRECISION, RULE_WORDS
+    from assistlab.errors import InputError
+
+    parser = build_parser()
+
+    def request(*args):
+        return request_from_args(parser.parse_args(["bench", *args]))
+
+    for name, rule, _words in RULE_WORDS:
+        assert request("--stop", name).stopping_rule == rule
+    assert request("--stop", "careful").precision == CAREFUL_PRECISION
+    assert request("--stop", "careful", "--precision", "0.1").precision == 0.1
+    capped = request("--stop", "likely", "--repeats", "9")
+    assert (capped.stopping_rule, capped.repeats) == ("likely", 9)  # the count is its most
+    assert request("--repeats", "9").stopping_rule == "fixed"  # without --stop a count runs exactly
+    assert request().stopping_rule == "clear"  # sure stays the default
+    with pytest.raises(InputError, match="--stop likely .* --precision"):
+        request("--stop", "likely", "--precision", "0.1")
+    with pytest.raises(InputError, match="--stop likely times one prompt"):
+        request("--stop", "likely", "--suite", "spec-bench")
+    help_text = " ".join(parser._subparsers._group_actions[0].choices["bench"].format_help().split())
+    for _name, _rule, words in RULE_WORDS:
+        assert " ".join(words.split()) in help_text

@@ -4,6 +4,7 @@ one sentence naming the server, and nothing of it reaches the report."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -152,3 +153,32 @@ def test_the_bounds_of_one_request():
     assert "counter of inf" in bounds.reading_problem({"drafts": float("inf"), "per_position": {}}, "u", 3)
     assert bounds.reading_problem({"drafts": 1.0, "per_position": {0: 1.0, 2: 0.0}}, "u", 3) is None
     assert bounds.draft_length(None, 6) == 6 and bounds.draft_length(4, 6) == 4 and bounds.draft_length(None, 0) == 1
+
+
+@pytest.mark.parametrize("hostile", [
+    dict(drafts=(2, 4, 3, [2, 1]), extra_metrics=[f'{PER_POS}{{engine="0",model_name="target",position="{HUGE}"}} 1.0']),
+    dict(drafts=(HUGE, HUGE, HUGE, [])),
+], ids=["position-2e7", "counts-2e7"])
+def test_a_report_of_a_2e7_claim_is_built_in_under_2_s_and_half_a_gb(store, allowed_models, hostile):
+    """The issue's measure: such a run said Complete, then spent over 240 s and 3.0 GB building its report."""
+    import tracemalloc
+
+    plain = Behaviour(model="target", delay_s=0.0)
+    with FakeServer(plain) as plain_url, FakeServer(Behaviour(model="target", delay_s=0.0, **hostile)) as ngram_url:
+        arms = varms.parse_servers([f"plain={plain_url}", f"ngram={ngram_url}"])
+        request = BenchRequest(target="target", arms=arms, prompt="write me an essay", max_new_tokens=TOKENS,
+                               repeats=2, warmup=0, engines=("vllm",))
+        tracemalloc.start()
+        try:
+            report = runner.run_to_report(request, store)
+            began = time.monotonic()
+            text = report.to_json()
+            took = time.monotonic() - began
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    arm = next(a for a in json.loads(text)["arms"] if a["name"] == "vllm ngram")
+    assert ngram_url in arm["error"] and "cannot be true" in arm["error"], arm["error"]
+    assert took < 2.0, f"the report took {took:.2f} s to build"
+    assert peak < 0.5 * 2**30, f"{peak / 2**30:.2f} GB at the peak"
+    print(f"report built in {took:.3f} s; Python's peak {peak / 2**10:.0f} KiB over the run and the report")

@@ -23,6 +23,8 @@ from assistlab.errors import EngineError, InputError  # noqa: E402
 from assistlab.measure import runner  # noqa: E402
 
 KEY = "SECRETKEY-123456"
+ODD_KEY = 'sk-"odd\\key-1234567890'  # a quote and a backslash: JSON-escaped in a JSON body
+CUT_INTO = 7  # characters of the key's echo that fall after the cut
 PROMPT = "write me a long essay on deep learning"
 
 
@@ -79,6 +81,19 @@ class Misbehaving:
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 n, mode = int(request["max_tokens"]), outer.completions
                 try:
+                    if mode in ("cut400", "cutstream"):  # the key echoed so that the 300-character cut splits it
+                        key = self.headers["Authorization"].removeprefix("Bearer ")
+                        form = json.dumps(key)[1:-1] if mode == "cut400" else key  # a JSON body escapes it
+                        text = "x" * (300 - len(form) + CUT_INTO) + form + " and the rest of the message" * 5
+                        if mode == "cut400":
+                            body = text.encode()
+                            self._head(400, "application/json", len(body))
+                            self.wfile.write(body)
+                        else:
+                            self._head(kind="text/event-stream")
+                            self.wfile.write(f"data: {json.dumps({'error': text})}\n\n".encode())
+                            self.wfile.flush()
+                        return
                     if mode == "echo400":
                         body = f"bad request; you sent Authorization: {self.headers['Authorization']}".encode()
                         self._head(400, "text/plain", len(body))
@@ -205,6 +220,21 @@ def test_the_api_key_is_cut_from_a_server_s_error(store, allowed_models, tmp_pat
     assert "refused the completion request (HTTP 400)" in error and "Bearer [redacted]" in error
     assert KEY not in json.dumps(data)
     assert client.redact(f"x {KEY} y Bearer abc.def", KEY) == "x [redacted] y Bearer [redacted]"
+
+
+@pytest.mark.parametrize("mode", ["cut400", "cutstream"])
+def test_a_key_echoed_across_the_cut_never_shows_in_part(store, allowed_models, mode):
+    """An HTTP error body (JSON-escaped echo) and an error chunk inside a stream, each with the key placed so that
+    the 300-character cut splits it: no 6 characters of it, in any form, reach the report."""
+    import urllib.parse
+
+    with Misbehaving(completions=mode) as fake:
+        data, error = _vllm_error(store, fake.url, api_key=ODD_KEY)
+    assert ("refused the completion request" if mode == "cut400" else "failed the request") in error, error
+    forms = [ODD_KEY, json.dumps(ODD_KEY)[1:-1], urllib.parse.quote(ODD_KEY, safe="")]
+    for text in (error, json.dumps(data)):
+        leaks = [form[i:i + 6] for form in forms for i in range(len(form) - 5) if form[i:i + 6] in text]
+        assert not leaks, (leaks, error)
 
 
 # ---------------------------------------------------------------- 3+5: deadlines, caps, a stop at once

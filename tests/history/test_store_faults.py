@@ -117,3 +117,15 @@ def test_a_postgresql_failure_names_the_database_url_not_the_data_folder():
     store = hist.History("postgresql+psycopg://nobody:pw@127.0.0.1:1/none", max_entries=None)
     warning = store.save(_minimal_report()).warning
     assert "ASSISTLAB_DATABASE_URL" in warning and "ASSISTLAB_DATA_DIR" not in warning
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql+psycopg://nobody@127.0.0.1:1/none?password=hunter2-query",
+    "postgresql+psycopg://nobody:hunter2-user@127.0.0.1:1/none?sslpassword=hunter2-ssl&password=hunter2-query",
+])
+def test_a_password_in_the_url_s_query_is_masked_like_user_pw(url):
+    store = hist.History(url, max_entries=None)
+    warning = store.save(_minimal_report()).warning
+    assert warning and "127.0.0.1:1/none" in warning and "***" in warning, warning
+    assert "hunter2" not in warning and "hunter2" not in store.where, (warning, store.where)
+    assert "hunter2" not in hist.store.scrub("the driver said password=hunter2-query", url)

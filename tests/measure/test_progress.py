@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from assistlab.config import BenchRequest
+from assistlab.config import WARMUP_TOKENS, BenchRequest
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner
 from assistlab.engines import base
@@ -164,7 +164,9 @@ def test_before_any_run_is_timed_the_time_left_is_a_labelled_rough_estimate(even
     assert before and all(e.eta_s is not None and e.eta_s > 0 and e.eta_rough for e in before)
     label = _label(progress.event_progress(before[0]))
     assert "roughly" in label and "an estimate from the prompt length, new tokens, repetitions and the sizes of the models" in label
-    assert not any(e.eta_rough for e in events[first_run:])
+    # The warm-up runs are shorter than a repetition (WARMUP_TOKENS), so only a timed run replaces the estimate.
+    first_timed = next(i for i, e in enumerate(events) if e.kind == "run" and not e.warmup)
+    assert not any(e.eta_rough for e in events[first_timed:])
 
 
 def test_the_rough_estimate_grows_with_the_prompt_the_tokens_the_runs_and_the_model():
@@ -220,7 +222,10 @@ def test_the_rough_estimate_of_a_workload_counts_every_prompt_and_one_warm_up():
     one = estimate.suite_seconds("cpu", 270_000_000, [135_000_000], [40], 32, 1, 3)
     five = estimate.suite_seconds("cpu", 270_000_000, [135_000_000], [40] * 5, 32, 1, 3)
     arms = estimate._arm_seconds("cpu", 270_000_000, [135_000_000], 40, 32)
-    assert one == pytest.approx(4 * sum(arms)) and five == pytest.approx(16 * sum(arms))
+    # The one warm-up runs only WARMUP_TOKENS new tokens per arm, on the first prompt.
+    warm = estimate._arm_seconds("cpu", 270_000_000, [135_000_000], 40, min(32, WARMUP_TOKENS))
+    assert sum(warm) < sum(arms)
+    assert one == pytest.approx(sum(warm) + 3 * sum(arms)) and five == pytest.approx(sum(warm) + 15 * sum(arms))
     assert estimate.suite_seconds("cpu", 270_000_000, [0], [40, 8000], 32, 1, 3) > five / 4
     assert estimate.suite_seconds("cpu", 1, [], [], 32, 1, 3) == 0.0
     assert estimate.prompt_tokens_guess(("a" * 400, "b" * 40)) == 110 and estimate.prompt_tokens_guess(("",)) == 1

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from assistlab.config import CLEAR_MAX_REPEATS, BenchRequest
+from assistlab.config import CLEAR_MAX_REPEATS, WARMUP_TOKENS, BenchRequest
 from assistlab.engines.transformers import timing
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner, stopping
@@ -18,10 +18,14 @@ PROMPT = "write me a long essay on deep learning"
 class FakeRuns:
     """Runs that take their latency on a fake clock: plain 1 s, each assisted arm its own factor, with noise."""
 
-    def __init__(self, slow: dict[int, float], noise: float = 0.01, seed: int = 0):
+    def __init__(self, slow: dict[int, float], noise: float = 0.01, seed: int = 0,
+                 outliers: dict[int, dict[int, float]] | None = None):
         self.now, self.noise, self.slow = 0.0, noise, slow
         self.rng = np.random.default_rng(seed)
         self.calls = 0
+        self.outliers = outliers or {}  # per arm (its draft length), its n-th run (from 1) to the factor it takes
+        self.arm_calls: dict[int, int] = {}
+        self.asked: list[int] = []  # the new tokens each run asked for
 
     def clock(self) -> float:
         return self.now
@@ -30,6 +34,9 @@ class FakeRuns:
         self.calls += 1
         lookup = kwargs.get("prompt_lookup_num_tokens")
         factor = self.slow.get(lookup, 1.0) if assisted else 1.0
+        self.arm_calls[lookup] = seen = self.arm_calls.get(lookup, 0) + 1
+        factor = self.outliers.get(lookup, {}).get(seen, factor) if assisted else factor
+        self.asked.append(kwargs["max_new_tokens"])
         latency = factor * (1.0 + self.noise * float(self.rng.standard_normal()))
         self.now += latency
         n = kwargs["max_new_tokens"]
@@ -42,8 +49,8 @@ class FakeRuns:
 
 @pytest.fixture
 def fake_runs(monkeypatch, allowed_models):
-    def install(slow: dict[int, float], noise: float = 0.01) -> FakeRuns:
-        fake = FakeRuns(slow, noise)
+    def install(slow: dict[int, float], noise: float = 0.01, **more) -> FakeRuns:
+        fake = FakeRuns(slow, noise, **more)
         monkeypatch.setattr(timing, "timed_generate", fake.timed_generate)
         monkeypatch.setattr(timing, "probe_arm", lambda *a, **k: {"error": "not probed in this test"})
         return fake
@@ -74,7 +81,8 @@ def test_the_default_stops_as_soon_as_the_answer_is_clear(store, fake_runs):
         assert arm["repetitions"] == fewest and arm["settled"] == sequential.SLOWER
         assert len(arm["looks"]) == fewest and arm["looks"][fewest - 2] == [None, None]
         assert arm["looks"][-1][1] < 1.0  # the last look's interval lies below 1x: the verdict, checkable afterwards
-    assert data["message"] == f"Complete. Stopped after {fewest} repetitions: the answer was clear."
+    assert data["message"] == (f"Complete. Stopped after {fewest} repetitions: the answer was clear. " + "; ".join(
+        f"{name}: Slower, 95% sure, assuming nothing" for name in stop["arms"]) + ".")
     assert all(c["sequence"]["settled"] == "slower" for c in data["comparison"])
     assert "95% sure at every look" in charts.headline(data)
     # Before the end, the page said what the stop waited for and worded the answer as provisional.
@@ -89,7 +97,7 @@ def test_the_default_stops_as_soon_as_the_answer_is_clear(store, fake_runs):
     assert timing["load_s"] <= timing["first_repetition_s"] <= timing["likely_s"] <= timing["answer_s"]
     assert timing["warmup_s"] >= 0
     said = [e.step for e in waiting if "Likely slower" in e.step]
-    assert said and "assuming roughly normal noise" in said[0] and "(4 repetitions)" in said[0]
+    assert said and "Likely slower (4 repetitions, assuming roughly normal noise)" in said[0]
 
 
 def test_a_provisional_answer_is_worded_as_such():
@@ -146,11 +154,13 @@ def test_the_command_line_says_how_the_clear_rule_ended():
              "repetitions": 7, "elapsed_s": 12.3, "ended_by": "clear"}
     assert cli_mod.stopping_sentence(block) == (
         "until the answer was clear, 95% sure at every look (the answer was clear); 7 in 12.3 s of a 600 s budget.")
-    likely_block = {**block, "likely": {"universal": "slower", "prompt lookup": None},
-                    "likely_at": {"universal": 4, "prompt lookup": None}}
-    assert stopping.likely_words(likely_block) == (
-        "Likely slower for universal (4 repetitions), assuming roughly normal noise")
-    assert stopping.likely_words(block) == ""  # a report kept from before the likely answer has none
+    likely_block = {**block, "likely": {"universal": "slower", "prompt lookup": "slower"},
+                    "likely_at": {"universal": 4, "prompt lookup": 4},
+                    "arms": {"universal": {"settled": None}, "prompt lookup": {"settled": "slower"}}}
+    assert stopping.answer_words(likely_block) == (
+        "universal: Likely slower (4 repetitions, assuming roughly normal noise); "
+        "prompt lookup: Slower, 95% sure, assuming nothing")  # the sure answer, once in, is the one said
+    assert stopping.answer_words(block) == ""  # a report kept from before the likely answer has none
 
 
 def test_a_budget_too_short_for_any_answer_is_extended_to_the_floor(store, fake_runs):
@@ -164,3 +174,60 @@ def test_a_budget_too_short_for_any_answer_is_extended_to_the_floor(store, fake_
     assert stop["budget_extended_to_s"] > 2.0
     said = [e.step for e in events if e.kind == "status" and "is extended to reach" in e.step]
     assert said and f"the {fewest} repetitions an answer needs: about " in said[0]
+
+
+def test_the_rule_likely_stops_at_the_likely_answer_and_says_its_assumption(store, fake_runs):
+    fake = fake_runs({2: 1.85, 3: 1.4})  # both clearly slower: the first planned look settles
+    events, data = compare(store, fake, TWO_ARMS, stop_rule="likely")
+    stop = data["stopping"]
+    first = likely.LOOKS[0]
+    assert (stop["rule"], stop["ended_by"], stop["reached"], stop["repetitions"]) == ("likely", "likely", True, first)
+    assert data["counted_repetitions"] == first < sequential.fewest_for_verdict(0.025) and fake.calls == 3 * first
+    assert stop["likely"] == {name: sequential.SLOWER for name in stop["arms"]}
+    assert all(arm["settled"] is None for arm in stop["arms"].values())  # the sure answer was not in yet
+    assert "roughly normal" in stop["assumption"] and stop["band"] == 0.03
+    words = "Likely slower (4 repetitions, assuming roughly normal noise)"
+    assert data["message"] == f"Complete after {first} repetitions. " + "; ".join(
+        f"{name}: {words}" for name in stop["arms"]) + "."
+    lines = charts.headline_lines(data)
+    assert all(any(line.startswith(f"{name}: {words}: it took ") for line in lines) for name in stop["arms"])
+    assert charts.lead_sentence(data) == charts.LIKELY_NOTHING_HELPED
+    assert data["timing"]["likely_s"] <= data["timing"]["answer_s"]
+    from assistlab import cli as cli_mod
+
+    assert cli_mod.stopping_sentence(stop).startswith("until the likely answer, assuming roughly normal noise (every")
+    waiting = [e.step for e in events if e.kind == "status" and e.step.startswith("waiting for the likely answer")]
+    assert len(waiting) == first - 1
+
+
+def test_an_arm_too_skewed_for_the_likely_answer_waits_for_the_sure_one(store, fake_runs):
+    """One run of an arm as fast as plain takes 10x at the 6th repetition: from then on its sample is too skewed
+    for an interval that assumes normal noise, so it gets no likely answer and the rule 'likely' goes on to the
+    sure answer, here to the most repetitions allowed."""
+    fake = fake_runs({2: 1.85, 3: 1.0}, noise=0.1, outliers={3: {6: 10.0}})
+    events, data = compare(store, fake, TWO_ARMS, stop_rule="likely", repeats=10)
+    stop = data["stopping"]
+    clear, skewed = data["arms"][1]["name"], data["arms"][2]["name"]
+    assert stop["arms"][skewed]["likely_skewed"] is True and stop["likely"][skewed] is None
+    assert stop["likely"][clear] == sequential.SLOWER and not stop["arms"][clear]["likely_skewed"]
+    assert (stop["ended_by"], stop["reached"], stop["repetitions"]) == ("repetitions", False, 10)
+    assert f"before {skewed} had an answer" in data["message"]
+    said = [e.step for e in events if e.kind == "status" and "too skewed for that assumption" in e.step]
+    assert said and skewed in said[0] and "waiting for the sure answer, which assumes nothing" in said[0]
+
+
+def test_without_an_answer_the_rule_likely_says_so(store, fake_runs):
+    fake = fake_runs({2: 1.0}, noise=0.05)  # as fast as plain in 5% noise: no answer within 5 repetitions
+    _, data = compare(store, fake, TWO_ARMS[:1], stop_rule="likely", repeats=5)
+    stop = data["stopping"]
+    assert (stop["ended_by"], stop["reached"]) == ("repetitions", False)
+    assert "before" in data["message"] and "no answer, likely or sure" in data["message"]
+
+
+def test_the_warm_up_is_a_few_tokens_and_the_counted_runs_are_whole(store, fake_runs):
+    fake = fake_runs({2: 1.85})
+    events = list(runner.run_benchmark(BenchRequest(target="target", arms=TWO_ARMS[:1], prompt=PROMPT,
+                                                    max_new_tokens=40, warmup=1, repeats=3), store, clock=fake.clock))
+    assert fake.asked == [WARMUP_TOKENS] * 2 + [40] * 6  # two arms warm up, then three whole repetitions
+    timing_block = events[-1].report.to_dict()["timing"]
+    assert timing_block["warmup_s"] >= 0

@@ -195,3 +195,16 @@ def test_the_csv_has_concurrency_and_a_request_index_with_one_row_per_load_reque
     assert len(loaded) == 2 * 5 * (1 + 2)  # two arms, five rounds, 1 + 2 requests
     assert [r["request"] for r in loaded if r["concurrency"] == "2"][:2] == ["0", "1"]
     assert {r["repetition"] for r in loaded} == {"0", "1", "2", "3", "4"}
+
+
+def test_a_failed_vllm_arm_is_said_to_have_failed_not_to_lack_batching():
+    arms = [ArmInfo("plain", "plain"), ArmInfo("vllm plain", "plain", engine="vllm"),
+            ArmInfo("vllm ngram", "ngram", engine="vllm", error="its server did not start")]
+    rec = LoadRecord(levels=(1, 2), rounds_asked=5, arms=[1], done=[1, 2])
+    for level in (1, 2):
+        rec.rounds += [rnd(1, level, r, 1.0) for r in range(5)]
+    notes = load.summary(rec, arms, load.entries(rec, arms))["notes"]
+    assert notes[0] == "vllm ngram failed before the load phase, so it was not timed under load (see its error)."
+    assert notes[1] == ("The transformers arms (plain) stay at one request at a time: their generation does not "
+                        "batch requests, so they are not timed under load.")
+    assert not any("vllm arms" in note for note in notes), notes

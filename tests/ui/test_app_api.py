@@ -139,8 +139,24 @@ def test_how_sure_chooses_a_fixed_count_or_a_precision_target():
     assert careful.resolved("cpu").repeats == LIMITS["repeats"]  # the target, not a count, ends it
     capped = ui.request_from_form("target", "x", "auto", "hi", measure="careful", repeats="12")
     assert (capped.precision, capped.repeats) == (0.05, 12)  # Repetitions caps the count
-    with pytest.raises(InputError, match=r"How sure \(measure\) must be one of quick, careful; got 'thorough'"):
+    with pytest.raises(InputError, match=r"How sure \(measure\) must be one of likely, quick, careful \(Likely, Sure, Careful\); got 'thorough'"):
         ui.request_from_form("target", "x", "auto", "hi", measure="thorough")
+
+
+def test_how_sure_offers_the_three_rules_in_the_command_lines_words():
+    """Likely, Sure and Careful on the page are --stop likely, sure and careful, in the same words; the API's
+    values stay: 'quick' is Sure, and 'likely' is new."""
+    from assistlab.config import RULE_WORDS
+    from assistlab.ui.fields import MEASURE_CHOICES
+
+    assert [label for label, _ in MEASURE_CHOICES] == [words for _, _, words in RULE_WORDS]
+    assert [value for _, value in MEASURE_CHOICES] == ["likely", "quick", "careful"]
+    likely = ui.request_from_form("target", "x", "auto", "hi", measure="likely")
+    assert (likely.stopping_rule, likely.precision) == ("likely", None)
+    assert likely.resolved("cpu").repeats == CLEAR_MAX_REPEATS
+    capped = ui.request_from_form("target", "x", "auto", "hi", measure="likely", repeats="8")
+    assert (capped.stopping_rule, capped.repeats) == ("likely", 8)  # Repetitions caps the count
+    assert ui.request_from_form("target", "x", "auto", "hi", measure="quick").stopping_rule == "clear"
 
 
 def test_careful_through_the_api_repeats_until_the_target_or_the_budget(client):
@@ -438,3 +454,12 @@ def test_every_strategy_can_be_chosen_by_name_on_the_page():
     from assistlab.ui.fields import STRATEGY_CHOICES
 
     assert [value for _label, value in STRATEGY_CHOICES] == list(STRATEGIES)
+
+
+def test_a_workload_refuses_the_rule_likely_in_one_sentence():
+    from assistlab.ui import suite_tab
+
+    values = {"target": "target", "assistant": "x", "strategy": "auto", "measure": "likely"}
+    with pytest.raises(InputError, match="How sure: Likely stops one comparison"):
+        suite_tab.bench_from_form(values)
+    assert suite_tab.bench_from_form({**values, "measure": "quick"}, until_clear=True).stop_rule == "clear"

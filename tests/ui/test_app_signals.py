@@ -1,4 +1,5 @@
-"""The app under SIGTERM in the middle of a comparison: it closes and exits 0, never aborting inside torch."""
+"""The app under SIGTERM in the middle of a comparison: it closes and exits 0, never aborting inside torch, and
+keeps the comparison in the history as stopped, with its whole repetitions, as Stop keeps it."""
 
 from __future__ import annotations
 
@@ -42,3 +43,15 @@ def test_sigterm_during_a_comparison_exits_cleanly(tmp_path, models_dir):
             proc.wait()
     assert proc.returncode == 0, out[-3000:]
     assert "terminate called" not in out
+    from assistlab import history as hist
+    from assistlab.ui.session import REPORTS_PREFIX
+
+    store = hist.History(f"sqlite:///{tmp_path / 'data' / hist.DB_FILENAME}", max_entries=None)
+    entries = store.list().entries
+    assert len(entries) == 1, out[-3000:]  # it was lost: nothing in the history
+    saved = store.get(entries[0].id)[1]
+    store.close()
+    assert saved["status"] == "stopped" and saved["message"].startswith("Stopped: the server was shut down, after ")
+    assert saved["counted_repetitions"] >= 1
+    assert {len(arm["latencies_s"]) for arm in saved["arms"]} == {saved["counted_repetitions"]}  # whole ones only
+    assert not list(tmp_path.glob(f"{REPORTS_PREFIX}*")), "the report folder was left behind"

@@ -34,7 +34,7 @@ def test_percent_typed_becomes_the_requests_share(typed, share):
     assert form(band_percent=typed).band == pytest.approx(share)
 
 
-@pytest.mark.parametrize("typed", ["0", "-3", "50", "75", "three", "nan", "3%"])
+@pytest.mark.parametrize("typed", ["0", "-3", "50", "75", "three", "nan", "3%", True, False])
 def test_a_bad_band_is_one_sentence_naming_the_box(typed):
     with pytest.raises(InputError) as caught:
         form(band_percent=typed)

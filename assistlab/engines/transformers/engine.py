@@ -25,12 +25,21 @@ class TransformersArm(Arm):
 
     def run(self, prompt_ids: list[int], round_index: int, clock: Clock, should_stop: Callable[[], bool],
             watch: Watch) -> RunResult | RunFailure:
+        return self._generate(prompt_ids, round_index, clock, should_stop, watch, self.kwargs)
+
+    def warm_up(self, prompt_ids: list[int], round_index: int, clock: Clock, should_stop: Callable[[], bool],
+                tokens: int) -> RunResult | RunFailure:
+        kwargs = {**self.kwargs, "max_new_tokens": min(tokens, self.kwargs["max_new_tokens"])}
+        return self._generate(prompt_ids, round_index, clock, should_stop, base.unwatched, kwargs)
+
+    def _generate(self, prompt_ids: list[int], round_index: int, clock: Clock, should_stop: Callable[[], bool],
+                  watch: Watch, generate_kwargs: dict) -> RunResult | RunFailure:
         request, target = self.engine.preparation.request, self.engine.target
         inputs = self.engine.inputs(prompt_ids)
         if request.do_sample:
             torch.manual_seed(request.seed + round_index)
         self.configure()
-        kwargs, criterion = timing.stoppable(self.kwargs, should_stop)
+        kwargs, criterion = timing.stoppable(generate_kwargs, should_stop)
         timed = timing.attempt(target, inputs, kwargs, self.info.assisted, clock, watch)
         if criterion.fired:
             return RunFailure("stopped", stopped=True)

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from ...config import LIMITS, ArmRequest, _as_int, _choice, capped_text
 from ...errors import InputError
+from . import schedule as schedules
 
 # What AssistLab can start a server for (vLLM 0.32's speculative_config methods; its model-specific MTP names,
 # deepseek_mtp and the like, are deprecated aliases of mtp); "server" is an operator's server, whose method
@@ -38,6 +39,8 @@ class VllmArm(ArmRequest):
     head trained for the target (eagle, eagle3); mtp drafts with the target's own MTP layers, suffix from
     suffix trees of the prompt (arctic-inference).
     `api_key` is sent to an operator's server and never written into a report.
+    `schedule` (keyword only) is a draft length per batch size, ((first, last, K), ...), vLLM's
+    num_speculative_tokens_per_batch_size (schedule.py); num_speculative_tokens is then its largest K.
     """
 
     engine: ClassVar[str] = "vllm"
@@ -50,6 +53,7 @@ class VllmArm(ArmRequest):
     url: str | None = None
     name: str | None = None
     api_key: str | None = field(default=None, repr=False, compare=False)
+    schedule: schedules.Schedule | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         key = self.api_key
@@ -65,16 +69,30 @@ class VllmArm(ArmRequest):
                 raise InputError("Each --server needs a short NAME, as in --server plain=http://host:8000.")
             object.__setattr__(self, "name", name)
             object.__setattr__(self, "method", "plain" if name == PLAIN_SERVER else SERVER)
+            if self.schedule is not None:
+                raise InputError(f"The server {name} was started with its own draft lengths; a schedule is for the "
+                                 f"servers AssistLab starts (a --vllm-method).")
             for knob in ("num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max", "draft_model"):
                 object.__setattr__(self, knob, None)  # the operator's server was started with its own
             return
         _choice("vllm method", self.method, METHODS)
         object.__setattr__(self, "name", None)
         if self.method == "plain":
+            if self.schedule is not None:
+                raise InputError("vLLM plain does not draft, so it takes no schedule of draft lengths; give the "
+                                 "schedule to a speculative method (ngram, draft_model, eagle, eagle3, mtp, suffix).")
             for knob in ("num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max", "draft_model"):
                 object.__setattr__(self, knob, None)
             return
         k = self.num_speculative_tokens
+        if self.schedule is not None:
+            plan = schedules.check(self.schedule)
+            object.__setattr__(self, "schedule", plan)
+            most = schedules.largest(plan)
+            if k is not None and _as_int("num_speculative_tokens", k, 1, LIMITS["num_assistant_tokens"]) != most:
+                raise InputError(f"num_speculative_tokens ({k}) must be the schedule's largest K ({most}), as vLLM "
+                                 f"cuts every K to it; leave it empty.")
+            k = most
         if k is None:
             k = METHOD_SPECULATIVE_TOKENS.get(self.method, DEFAULT_SPECULATIVE_TOKENS)
         object.__setattr__(self, "num_speculative_tokens",
@@ -113,12 +131,13 @@ class VllmArm(ArmRequest):
             return f"vllm {self.name}"
         if self.method == "plain":
             return "vllm plain"
+        k = (f"k={self.num_speculative_tokens}" if self.schedule is None else schedules.words(self.schedule))
         if self.method == "ngram":
-            return f"vllm ngram (k={self.num_speculative_tokens}, lookup {self.prompt_lookup_min}-{self.prompt_lookup_max})"
+            return f"vllm ngram ({k}, lookup {self.prompt_lookup_min}-{self.prompt_lookup_max})"
         if self.draft_model is None:
-            return f"vllm {self.method} (k={self.num_speculative_tokens})"
+            return f"vllm {self.method} ({k})"
         short = self.draft_model.rsplit("/", 1)[-1].removeprefix("bundled:")
-        return f"vllm {self.method}: {short} (k={self.num_speculative_tokens})"
+        return f"vllm {self.method}: {short} ({k})"
 
     def speculative_config(self, draft_folder: str | None = None) -> dict | None:
         """vLLM's --speculative-config for this arm (None for plain), as vLLM 0.32's SpeculativeConfig reads it;
@@ -126,6 +145,8 @@ class VllmArm(ArmRequest):
         if self.method == "plain" or self.url is not None:
             return None
         config = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
+        if self.schedule is not None:
+            config[schedules.FIELD] = [list(r) for r in self.schedule]
         if self.method == "ngram":
             config.update(prompt_lookup_min=self.prompt_lookup_min, prompt_lookup_max=self.prompt_lookup_max)
         elif self.method in DRAFT_METHODS:
@@ -138,6 +159,7 @@ class VllmArm(ArmRequest):
         data = dataclasses.asdict(self)
         data["engine"] = self.engine
         data["api_key"] = "set" if self.api_key else None  # a secret never goes into a report
+        data["schedule"] = None if self.schedule is None else [list(r) for r in self.schedule]  # as JSON reads back
         return data
 
 

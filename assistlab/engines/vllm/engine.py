@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from ...errors import AssistLabError, EngineError
 from ..base import (Arm, ArmInfo, Clock, Engine, LoadResult, RunFailure, RunResult, Status, Watch, sampling_flags,
-                    sum_counts, while_loading)
+                    sum_counts, unwatched, while_loading)
 from ..transformers import models as transformer_models
 from ..transformers.paths import same_tokenizer
 from . import answers, bounds, client, load, memory, methods, server
+from . import schedule as schedules
 from .arms import VllmArm
 
 # What the runs through a server cannot give, in every report that has such an arm.
@@ -110,6 +111,11 @@ def start_servers(endpoints: list[Endpoint], python: server.VllmPython, folder: 
         if endpoint.error or endpoint.url:
             continue
         arm = endpoint.arm
+        if arm.schedule is not None and schedules.too_old(python.vllm):
+            endpoint.error = (f"vLLM {python.vllm} cannot serve a schedule of draft lengths ({schedules.FIELD} came "
+                              f"in vLLM {'.'.join(map(str, schedules.SINCE))}); upgrade the vLLM in "
+                              f"{server.PYTHON_VAR}, or time a fixed K.")
+            continue
         try:
             needs = methods.prepare(arm, served_name, folder, python)
         except AssistLabError as exc:
@@ -160,7 +166,9 @@ def wait_all(endpoints: list[Endpoint], should_stop: Callable[[], bool], on_wait
         try:
             endpoint.server.wait_ready(timeout, should_stop, lambda s, e=endpoint: on_wait(e.label, s))
         except EngineError as exc:
-            endpoint.error = str(exc)
+            schedule = endpoint.arm.schedule
+            endpoint.error = (schedule is not None and schedules.refusal(endpoint.arm.method, schedule, str(exc))
+                              or str(exc))
             endpoint.server.stop()
         if should_stop():
             return
@@ -287,9 +295,17 @@ class ServerArm(Arm):
 
     def run(self, prompt_ids: list[int], round_index: int, clock: Clock, should_stop: Callable[[], bool],
             watch: Watch) -> RunResult | RunFailure:
+        return self._request(prompt_ids, clock, should_stop, watch, self.request.max_new_tokens)
+
+    def warm_up(self, prompt_ids: list[int], round_index: int, clock: Clock, should_stop: Callable[[], bool],
+                tokens: int) -> RunResult | RunFailure:
+        return self._request(prompt_ids, clock, should_stop, unwatched, min(tokens, self.request.max_new_tokens))
+
+    def _request(self, prompt_ids: list[int], clock: Clock, should_stop: Callable[[], bool], watch: Watch,
+                 tokens: int) -> RunResult | RunFailure:
         endpoint, request = self.endpoint, self.request
         try:
-            outcome = run_once(endpoint, prompt_ids, request.max_new_tokens, clock, should_stop,
+            outcome = run_once(endpoint, prompt_ids, tokens, clock, should_stop,
                                lambda: watch(endpoint.pids), request.fixed_length, request.seed)
         except AssistLabError as exc:
             return RunFailure(str(exc))

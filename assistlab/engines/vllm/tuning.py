@@ -1,13 +1,97 @@
-"""The vLLM engine's settings, declared once (engines/settings.py): what a tuner searches, how the winner is
-re-timed with `bench`, and the `vllm serve` line that deploys it."""
+"""What a search over vLLM settings asks of this engine: the settings it declares (engines/settings.py: what a
+tuner searches, how the winner is re-timed with `bench`), the request that checks a schedule against the best
+fixed K of each level, and the `vllm serve` line that deploys an arm."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
+from dataclasses import dataclass
 
+from ...config import BenchRequest
+from ...errors import InputError
 from ..settings import EngineSettings, Family, Setting
-from .arms import DEFAULT_LOOKUP, DEFAULT_SPECULATIVE_TOKENS, METHOD_SPECULATIVE_TOKENS, VllmArm
+from . import schedule as schedules
+from .arms import DEFAULT_LOOKUP, DEFAULT_SPECULATIVE_TOKENS, METHOD_SPECULATIVE_TOKENS, SUFFIX_CACHED_REQUESTS, VllmArm
+
+
+@dataclass(frozen=True)
+class SchedulePlan:
+    """The comparison that checks a schedule: `request` times plain, each level's best fixed K and the schedule
+    under load at `levels`; `schedule` and `fixed` ({level: arm}) say which of its arms is which (each arm's
+    to_dict() is its `spec` in the report, the one rule results.schedule matches arms by)."""
+
+    request: BenchRequest
+    schedule: VllmArm
+    fixed: dict[int, VllmArm]
+    best: dict[int, int]
+    ranges: schedules.Schedule
+
+    def ks(self) -> dict[int, int]:
+        """The schedule's K at each level checked."""
+        return {level: schedules.k_at(self.ranges, level) for level in sorted(self.best)}
+
+    def specs(self) -> tuple[dict, dict[int, dict]]:
+        """(the schedule arm's spec, {level: its best fixed arm's spec}): how the report names them."""
+        return self.schedule.to_dict(), {level: arm.to_dict() for level, arm in self.fixed.items()}
+
+    def record(self) -> dict:
+        """The report's `tune.schedule`: the method, each level's best K, the ranges and their rule, and the
+        --speculative-config the check's server was started with."""
+        return {"method": self.schedule.method, "best_k_by_level": {str(c): k for c, k in sorted(self.best.items())},
+                "ranges": [list(r) for r in self.ranges], "text": schedules.text(self.ranges),
+                "label": self.schedule.label, "rule": schedules.RULE,
+                "speculative_config": self.schedule.speculative_config()}
+
+
+def schedule_plan(base: BenchRequest, template: VllmArm, best: dict[int, int],
+                  max_batch: int | None = None) -> SchedulePlan:
+    """The check of the schedule built from `best` ({level: best K}, 0 where plain was best) for `template`'s
+    method and settings (its draft model, lookup window): plain, one arm per distinct best K above 0, and the
+    schedule arm, at the levels of `best`, `base.load_rounds` rounds each; one untimed single request per arm
+    (the load phase's own warm-up rounds warm each level). `max_batch`: as schedule.from_levels takes it."""
+    if template.url is not None or not template.assisted:
+        raise InputError("A schedule is checked for a speculative method AssistLab starts a server for (ngram, "
+                         "draft_model, eagle, eagle3, mtp, suffix), not plain or an operator's server.")
+    ranges = schedules.from_levels(best, max_batch)
+    levels = tuple(sorted(best))
+    like = {"prompt_lookup_min": template.prompt_lookup_min, "prompt_lookup_max": template.prompt_lookup_max,
+            "draft_model": template.draft_model}
+    fixed = {level: VllmArm(template.method, best[level], **like) for level in levels if best[level] > 0}
+    scheduled = VllmArm(template.method, **like, schedule=ranges)
+    arms = (VllmArm("plain"), *dict.fromkeys(fixed.values()), scheduled)
+    request = dataclasses.replace(base, arms=arms, engines=("vllm",), concurrency=levels, repeats=1, warmup=0,
+                                  stop_rule="fixed", precision=None, max_time_s=None)
+    return SchedulePlan(request, scheduled, fixed, dict(best), ranges)
+
+
+def deploy(arm: VllmArm, target: str, *, max_num_seqs: int | None = None, draft_folder: str | None = None) -> dict:
+    """The `vllm serve` line that serves `arm`'s setting for deployment: {command, argv, speculative_config,
+    notes}. `target` is the model as the deployment names it; `max_num_seqs` is added when given (a schedule's
+    ranges are batch sizes up to it); `draft_folder` replaces the draft model's reference where it lies on
+    disk. AssistLab's measurement-only choices are left out and said in `notes`."""
+    if arm.url is not None:
+        raise InputError(f"The server {arm.name} is the operator's: its own command line is its deployment.")
+    config = arm.speculative_config(draft_folder)
+    notes = []
+    if config is not None and config.get("suffix_decoding_max_cached_requests") == SUFFIX_CACHED_REQUESTS:
+        del config["suffix_decoding_max_cached_requests"]  # vLLM's default cache learns from past answers
+        notes.append("AssistLab timed suffix decoding without its cache of past answers (every repetition asks "
+                     "the same prompt); a deployment keeps vLLM's default cache, which may draft better.")
+    argv = ["vllm", "serve", target]
+    if max_num_seqs is not None:
+        argv += ["--max-num-seqs", str(max_num_seqs)]
+    if config is not None:
+        argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+    if arm.schedule is not None:
+        top = arm.schedule[-1][1]
+        notes.append(f"The schedule's last K ({arm.schedule[-1][2]}) holds past batch size {top} up to the "
+                     f"server's --max-num-seqs; ranges were measured only at the levels timed.")
+    return {"command": shlex.join(argv), "argv": argv, "speculative_config": config, "notes": notes}
+
+
+# ---------------------------------------------------------------- the settings a tuner searches
 
 ENGINE = "vllm"
 
@@ -58,12 +142,10 @@ def bench_args(arm: VllmArm) -> list[str]:
     return args
 
 
-def deploy(arm: VllmArm, target: str, info: dict | None = None) -> dict:
-    """The `vllm serve` line with the winner's --speculative-config JSON."""
-    config = arm.speculative_config()
-    line = f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(config))}"
-    return {"engine": ENGINE, "method": arm.method, "speculative_config": config, "command": line,
-            "snippet": line}
+def _deploy(arm: VllmArm, target: str, info: dict | None = None) -> dict:
+    """The tuner's deploy block: `deploy`'s `vllm serve` line, as the snippet to copy."""
+    served = deploy(arm, target)
+    return {"engine": ENGINE, "method": arm.method, **served, "snippet": served["command"]}
 
 
 def simplicity(arm: VllmArm) -> tuple:
@@ -78,5 +160,5 @@ def phrase(arm: VllmArm) -> str:
     return f"vLLM {arm.method} with {arm.num_speculative_tokens} tokens{lookup}"
 
 
-SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, deploy, simplicity, phrase,
+SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, _deploy, simplicity, phrase,
                           plain_arm=lambda: VllmArm("plain"), title="vLLM")

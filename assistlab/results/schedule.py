@@ -1,0 +1,104 @@
+"""Whether a schedule of draft lengths per batch size holds up: at each load level, its throughput beside the
+best fixed K of that level, timed in the same rotated rounds, with the ratio's interval and the band.
+
+The ratio at a level is the median over rounds of (schedule's output tokens/s) / (fixed K's), paired by round:
+both arms ran in every round, in rotated order, so a round's busy spell touches both. Its interval is the
+order-statistic interval of stats.speedup, which assumes only independent rounds (5 rounds: [min, max], 93.75%);
+it is per level, not adjusted across levels. `within_band` is True when that interval lies inside 1 ± band (no
+practical difference, config.NO_DIFFERENCE_BAND unless the request says), False when it lies wholly outside
+the band, None while it is too wide to say.
+"""
+
+from __future__ import annotations
+
+from . import stats
+
+
+def _arm_index(arms: list[dict], spec: dict) -> int | None:
+    return next((i for i, a in enumerate(arms) if a.get("spec") == spec), None)
+
+
+def _entry(load: list[dict], index: int | None, level: int) -> dict | None:
+    return next((e for e in load if e.get("arm_index") == index and e.get("concurrency") == level), None)
+
+
+def _failed(entry: dict | None, arm: dict | None) -> str | None:
+    """Why an arm has no figure at a level: its own error (a server that would not start, a refused schedule),
+    else the level's failure."""
+    if arm is not None and arm.get("error"):
+        return arm["error"]
+    if entry is None:
+        return "it was not measured at this level"
+    return entry.get("failed")
+
+
+def band_verdict(ratio: dict, band: float) -> bool | None:
+    """True inside 1 ± band, False wholly outside it, None while the interval is too wide or absent."""
+    if not stats.has_interval(ratio):
+        return None
+    low, high = ratio["ci_low"], ratio["ci_high"]
+    if 1.0 - band <= low and high <= 1.0 + band:
+        return True
+    if high < 1.0 - band or low > 1.0 + band:
+        return False
+    return None
+
+
+def _sentence(level: int, ratio: dict, within: bool | None, band: float, fixed_k: int) -> str:
+    at = f"At {level} request{'' if level == 1 else 's'} at once"
+    rival = f"the fixed k={fixed_k}" if fixed_k else "plain"
+    if ratio.get("median") is None:
+        return f"{at} the schedule and {rival} have no paired rounds to compare."
+    figure = f"{ratio['median']:.3f}×"
+    if not stats.has_interval(ratio):
+        return (f"{at} the schedule ran at {figure} the throughput of {rival}, from too few rounds "
+                f"({ratio.get('n') or 0}) for an interval.")
+    interval = f"{ratio['ci_low']:.3f}–{ratio['ci_high']:.3f} at {ratio['level'] * 100:.4g}%"
+    if within is True:
+        return (f"{at} the schedule ran at {figure} the throughput of {rival} ({interval}): within "
+                f"±{band:.0%}, no practical difference.")
+    if within is False:
+        side = "faster" if ratio["ci_low"] > 1.0 else "slower"
+        return (f"{at} the schedule was {side} than {rival} by more than ±{band:.0%}: {figure} "
+                f"({interval}).")
+    return (f"{at} the schedule ran at {figure} the throughput of {rival} ({interval}): not yet "
+            f"shown within ±{band:.0%} or outside it; more rounds would tell.")
+
+
+def check(report: dict, schedule_spec: dict, fixed_specs: dict[int, dict], ks: dict[int, int],
+          band: float) -> dict:
+    """The report's `tune.schedule_check` from a finished comparison's report (Report.to_dict(), or one read
+    back): per level of `fixed_specs` ({level: the spec of that level's best fixed-K arm}), the two throughputs
+    (medians over rounds), the ratio with its interval, and `within_band`. `ks` is the schedule's K at each level.
+    A level whose best was plain (no fixed arm) compares the schedule with plain. Arms are found by their spec."""
+    arms, load = report.get("arms") or [], report.get("load") or []
+    mine = _arm_index(arms, schedule_spec)
+    plain = next((i for i, a in enumerate(arms) if a.get("strategy") == "plain"), None)
+    refused = arms[mine]["error"] if mine is not None and arms[mine].get("error") else None
+    levels = []
+    for level in sorted(ks):
+        spec = fixed_specs.get(level)
+        other = _arm_index(arms, spec) if spec is not None else plain
+        fixed_k = (spec or {}).get("num_speculative_tokens") or 0
+        ours, theirs = _entry(load, mine, level), _entry(load, other, level)
+        failed = (_failed(ours, arms[mine] if mine is not None else None)
+                  or _failed(theirs, arms[other] if other is not None else None))
+        row = {"concurrency": level, "schedule_k": ks[level], "fixed_k": fixed_k,
+               "fixed_arm": None if other is None else arms[other].get("name"),
+               "schedule_tokens_per_s": None, "fixed_tokens_per_s": None, "ratio": None, "within_band": None,
+               "failed": failed, "sentence": None}
+        if failed:
+            row["sentence"] = f"At {level} at once the schedule could not be compared: {failed.rstrip('.')}."
+            levels.append(row)
+            continue
+        a, b = ours["output_tokens_per_s_rounds"], theirs["output_tokens_per_s_rounds"]
+        n = min(len(a), len(b))  # every round times both arms; a failure drops all of an arm's rounds there
+        ratio = stats.speedup(a[:n], b[:n])  # baseline / candidate: the schedule's throughput over the fixed K's
+        within = band_verdict(ratio, band)
+        row.update(schedule_tokens_per_s=ours["output_tokens_per_s"], fixed_tokens_per_s=theirs["output_tokens_per_s"],
+                   ratio=ratio, within_band=within, sentence=_sentence(level, ratio, within, band, fixed_k))
+        levels.append(row)
+    verdicts = [r["within_band"] for r in levels]
+    every = (None if refused or not levels else False if False in verdicts else None if None in verdicts else True)
+    return {"band": band, "levels": levels, "refused": refused, "all_within_band": every,
+            "assumption": "independent rounds (an order-statistic interval of the median ratio), per level"}
