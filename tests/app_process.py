@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,7 +18,7 @@ def start_app(env: dict, port: int, within_s: float = 180.0) -> tuple[subprocess
     proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + within_s
+    deadline = time.monotonic() + patient(within_s)
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"app.py ended early: {proc.stdout.read()}")
@@ -27,4 +28,4 @@ def start_app(env: dict, port: int, within_s: float = 180.0) -> tuple[subprocess
         except httpx.HTTPError:
             time.sleep(0.5)
     proc.kill()
-    raise AssertionError(f"app.py did not answer within {within_s:g} s")
+    raise AssertionError(f"app.py did not answer within {patient(within_s):g} s")

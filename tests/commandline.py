@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,5 +18,5 @@ def cli(*args, models_dir=None, env_extra=None):
         env["ASSISTLAB_MODELS_DIR"] = str(models_dir)
     env.update(env_extra or {})
     return subprocess.run(
-        [sys.executable, "-m", "assistlab", *args], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, "-m", "assistlab", *args], capture_output=True, text=True, env=env, timeout=patient(300)
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import urllib.request
+from patience import patient
 
 
 class Pinger:
@@ -21,7 +22,7 @@ class Pinger:
     def _run(self) -> None:
         while not self._stop.is_set():
             began = time.monotonic()
-            with urllib.request.urlopen(self.url, timeout=60) as answer:
+            with urllib.request.urlopen(self.url, timeout=patient(60)) as answer:
                 answer.read()
             self.times.append((began, time.monotonic() - began))
             self._stop.wait(self.every)
@@ -32,7 +33,7 @@ class Pinger:
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        self._thread.join(70)
+        self._thread.join(patient(70))
 
     def slowest(self, since: float, until: float, overlapping: bool = False) -> tuple[float, int]:
         """The longest answer to a GET begun between `since` and `until` (with `overlapping`, under way at some

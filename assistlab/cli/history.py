@@ -9,7 +9,7 @@ import sys
 from .. import history
 from ..errors import InputError
 from ..history.derive import PLAIN
-from ..views.history_html import PLAIN_NOTE, best_words, board_lines, latest_words, plain_line, section_title
+from ..views.history_html import PLAIN_NOTE, UNSETTLED, best_words, board_lines, latest_words, plain_line, section_title
 from .tables import format_table
 
 
@@ -94,9 +94,10 @@ def run(args: argparse.Namespace, store: history.History | None = None) -> int:
         for section in sections:
             measured = f" ({section.measured})" if section.measured else ""
             print(f"\n{section_title(section)}{measured}: {section.note}")
+            shown = lambda rank: "-" if rank is None else str(rank)  # noqa: E731 - a board with no answer ranks none
             rows = [
-                [str(rank), plain_line(section), "1.00×", "-", PLAIN_NOTE, "", ""] if r is None else
-                [str(rank), r.label, _speed(r.speedup), str(r.comparisons), latest_words(r),
+                [shown(rank), plain_line(section), "1.00×", "-", PLAIN_NOTE, "", ""] if r is None else
+                [shown(rank), r.label, _speed(r.speedup), str(r.comparisons), latest_words(r),
                  f"{r.latest_at:%Y-%m-%d}", r.latest_id]
                 for rank, r in board_lines(section)
             ]
@@ -115,7 +116,8 @@ def run(args: argparse.Namespace, store: history.History | None = None) -> int:
         return 0
     rows = [
         [e.id, f"{e.created_at:%Y-%m-%d %H:%M}", e.owner or "-", e.status, e.target, e.assistants or "-",
-         e.engines, e.device_name, best_words(e) if e.best_arm == PLAIN else _speed(e.best_speedup)]
+         e.engines, e.device_name,
+         best_words(e) if e.best_arm == PLAIN or e.status == UNSETTLED else _speed(e.best_speedup)]
         for e in page.entries
     ]
     print(_table(["id", "saved (UTC)", "who", "status", "target", "assistants", "engines", "device", "best"], rows))

@@ -7,8 +7,9 @@ from ..results.likely import answer_words
 
 # The table's abbreviations in plain words, printed under it.
 TABLE_KEY = (
-    "IQR: the spread of the middle half of the runs. TTFT: time to the first new token. accepted: share of "
-    "drafted tokens the target kept. tok/fwd: new tokens per target forward pass (one step of the target; plain "
+    "IQR: the spread of the middle half of the runs. TTFT: time to the first new token. accepted: share of all "
+    "drafted tokens the target kept (alpha, below, counts only the drafted tokens it checked, so it is higher). "
+    "tok/fwd: new tokens per target forward pass (one step of the target; plain "
     "writes 1)."
 )
 
@@ -54,19 +55,24 @@ def settings_phrase(settings: dict) -> str:
 
 def ranking_lines(data: dict) -> list[str]:
     """With two or more assisted arms, the page's ranking: every arm, plain among them, and the same note."""
-    from ..views.panels import ranked_rows, ranking_note
+    from ..views.panels import ranked_rows, ranking_words
 
     rows = ranked_rows(data)
     if sum(1 for row in rows if not row.get("plain")) < 2:
         return []
+    from ..results.report import unsettled
+
+    no_answer = unsettled(data)  # no clear answer: listed by median, never ranked
+
     def said(row: dict) -> str:
         if row.get("rank") is None:
             return f"{row['arm']} ({'failed' if row.get('error') else 'no run'})"
         speed = "1×, no assistant" if row.get("plain") else f"{row['speedup']:.2f}×"
-        return f"{row['rank']}. {row['arm']} ({speed})"
+        return f"{row['arm']} ({speed})" if no_answer else f"{row['rank']}. {row['arm']} ({speed})"
 
     order = ", ".join(said(row) for row in rows)
-    return [f"Ranking, fastest first: {order}.", f"  {ranking_note(rows)}"]
+    head = "By median, not ranked" if no_answer else "Ranking, fastest first"
+    return [f"{head}: {order}.", f"  {ranking_words(data, rows)}"]
 
 
 def server_phrase(settings: dict) -> str:
@@ -148,11 +154,11 @@ def load_lines(data: dict) -> list[str]:
 def format_table(data: dict) -> str:
     """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
     # Imported here: the report brings numpy, which --help, presets and history do not need.
-    from ..results.report import is_busy, speedup_sentence
+    from ..results.report import UNSETTLED_ADVICE, counted, is_busy, speedup_sentence, unsettled, unsettled_sentence
 
     request, env = data["request"], data["environment"]
     title = (
-        f" Generation: {request['max_new_tokens']} new tokens, {data['counted_repetitions']} repetitions "
+        f" Generation: {request['max_new_tokens']} new tokens, {counted(data['counted_repetitions'], 'repetition')} "
         f"(+{request['warmup']} warm-up), {env['device']} {env['dtype']}, {env['cpu_threads']} threads "
     )
     comp = {c["arm"]: c for c in data["comparison"]}
@@ -182,12 +188,15 @@ def format_table(data: dict) -> str:
     out.append(TABLE_KEY)
     if env.get("prompt_note"):
         out.append(env["prompt_note"])
+    if unsettled(data):  # said before the sentences under it, in the page's words
+        out.append(f"{unsettled_sentence(data['stopping'])} {UNSETTLED_ADVICE}")
     for entry in data["comparison"]:
         against = f" (against {entry['baseline']})" if entry.get("engine", "transformers") != "transformers" else ""
         out.append("  " + speedup_sentence(entry, data["request"]["do_sample"], busy=is_busy(data)) + against)
         if entry.get("predicted_speedup") is not None:
             out.append(
-                f"    why: alpha {entry['alpha']:.2f} (acceptance per drafted token), c {entry['c']:.2f} (drafting "
+                f"    why: alpha {entry['alpha']:.2f} (chance the target keeps a drafted token it checks), "
+                f"c {entry['c']:.2f} (drafting "
                 f"cost per token in target steps), drafted per step {entry['k']:.3g} -> predicted {entry['predicted_speedup']:.2f}×. "
                 f"{entry['limit']}"
             )

@@ -11,9 +11,12 @@ import posixpath
 import re
 import unicodedata
 
+from ..config import PROMPT_LOOKUP_DEFAULT
 from ..engines.vllm import schedule as schedules
 from ..errors import InputError
 from ..results import cells, load
+from ..results.explain import NOTHING_DRAFTED
+from ..results.report import unsettled
 from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS
 
 # The largest report one comparison may store (issue 10, as the limits in records); only _report_text reads it.
@@ -73,7 +76,9 @@ def _setting(strategy: str, spec: dict, settings: dict | None = None) -> str:
     """The drafting settings someone chose, as ArmSpec.label says them; none chosen reads 'transformers defaults'."""
     settings = settings or {}
     if strategy == "prompt-lookup":
-        lookup = spec.get("prompt_lookup_num_tokens") or settings.get("prompt_lookup_num_tokens")
+        # As ArmSpec.lookup_tokens: none given runs AssistLab's default, and the page names the arm by it ('k=10').
+        lookup = (spec.get("prompt_lookup_num_tokens") or settings.get("prompt_lookup_num_tokens")
+                  or PROMPT_LOOKUP_DEFAULT)
         return f"k={lookup}"
     parts = []
     if spec.get("num_assistant_tokens") is not None:
@@ -197,6 +202,9 @@ def arm_rows(report: dict) -> list[dict]:
         assistant, setting, label = _pairing(strategy, spec, kinds, settings)
         entry = by_name.get(arm.get("name")) or {}
         identical = entry.get("outputs_identical")
+        # An arm that drafted nothing has no speedup from drafting: its ratio is kept in the report, never ranked
+        # nor named best.
+        speed = None if entry.get("limit_kind") == NOTHING_DRAFTED else entry.get("speedup")
         rows.append({
             "arm_index": index,
             "label": label,
@@ -204,7 +212,7 @@ def arm_rows(report: dict) -> list[dict]:
             "assistant": assistant,
             "setting": setting,
             "engine": engine_of(arm),
-            **_speed_columns(entry.get("speedup")),
+            **_speed_columns(speed),
             "acceptance_rate": _number(entry.get("acceptance_rate")),
             "outputs_identical": identical if isinstance(identical, bool) else None,
         })
@@ -291,7 +299,8 @@ def summary_columns(report: dict) -> dict:
     new_tokens = request.get("max_new_tokens")
     if isinstance(plain, dict) and plain.get("new_tokens"):
         new_tokens = plain["new_tokens"][-1]
-    status = "stopped" if report.get("status") == "stopped" else "complete"
+    # 'unsettled': ran until clear but ended (time budget, most repetitions) first: shown as no answer, never ranked
+    status = "stopped" if report.get("status") == "stopped" else "unsettled" if unsettled(report) else "complete"
     workload = workload_label(report)
     preview = request.get("prompt") or ""
     if workload:  # a workload's request has no prompt of its own; its first prompt says what it is about

@@ -91,6 +91,6 @@ def build_board(rows: list) -> tuple[BoardSection, ...]:
             target, device, tuple(board), new_tokens=new_tokens or None, workload=workload or None,
             prompt_preview=None if workload else last.get("prompt_preview"),
             sampling=bool(sampling) if sampling != "" else None, stopped=status == "stopped", engine=engine,
-            concurrency=level,
+            concurrency=level, unsettled=status == "unsettled",
         ))
     return tuple(sections)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..errors import AssistLabError, InputError
+from ..results.report import NO_CLEAR_ANSWER, NO_CLEAR_ANSWER_SHORT
 
 # Size limits for what one comparison may store (issue 10: the database follows the page's rules).
 MAX_NAME_CHARS = 200
@@ -130,6 +131,7 @@ class BoardSection:
     sampling: bool | None = None
     stopped: bool = False
     engine: str = "transformers"
+    unsettled: bool = False  # comparisons that ended before their answer was clear: shown, never ranked
     concurrency: int = 1  # requests at once: 1 is a comparison's own result, more a load level's (issue 27)
 
     @property
@@ -155,12 +157,17 @@ class BoardSection:
             parts.append("sampling" if self.sampling else "greedy")
         if self.stopped:
             parts.append("stopped before every repetition ran")
+        if self.unsettled:
+            parts.append(NO_CLEAR_ANSWER_SHORT)
         if self.concurrency > 1:
             parts.append(f"at {self.concurrency} requests at once (throughput)")
         return " · ".join(parts)
 
     @property
     def note(self) -> str:
+        if self.unsettled:
+            return (f"{NO_CLEAR_ANSWER}: these comparisons ended before their answer was clear, so their medians "
+                    f"are listed, not ranked.")
         winners = [r for r in self.rows if r.faster and r.speedup > 1.0]
         if winners:
             best = self.rows[0]  # its median is above 1× too: winners' are, and it is the highest
@@ -180,5 +187,6 @@ class BoardSection:
                 "concurrency": self.concurrency,
                 "new_tokens": self.new_tokens,
                 "workload": self.workload, "prompt_preview": self.prompt_preview, "sampling": self.sampling,
-                "stopped": self.stopped, "measured": self.measured, "beaten": self.beaten, "note": self.note,
+                "stopped": self.stopped, "unsettled": self.unsettled, "measured": self.measured, "beaten": self.beaten,
+                "note": self.note,
                 "rows": [r.to_dict() for r in self.rows]}

@@ -15,7 +15,7 @@ from ..engines.base import Arm, Host, RunFailure, RunResult, Status, unwatched
 from ..errors import AssistLabError, InputError, ResourceError
 from ..results import estimate, explain, stats
 from ..results.events import Event
-from ..results.report import Report, RunRecord
+from ..results.report import Report, RunRecord, counted
 from . import contention, setup
 from . import load as load_phase
 from . import stopping as stop_rules
@@ -327,7 +327,7 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
         keep_whole_repetitions(report, stopping["repetitions"], host)
         report.status = "stopped"
         most = "at most " if request.stopping_rule != "fixed" else ""
-        report.message = f"Stopped after {stopping['repetitions']} of {most}{request.repeats} repetitions."
+        report.message = f"Stopped after {stopping['repetitions']} of {most}{counted(request.repeats, 'repetition')}."
         if cap is not None and time.monotonic() > deadline:
             report.message += f" This server stops a comparison after {cap:g} s ({MAX_RUN_ENV})."
         return progress.event("done", report.message, report, step="Stopped", eta_s=0.0)

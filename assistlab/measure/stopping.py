@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..config import MIN_PRECISION_REPEATS, BenchRequest
 from ..results import likely, sequential, stats
 from ..results.likely import answer_words, arm_answer
-from ..results.report import Report
+from ..results.report import Report, counted, unsettled_sentence
 
 # What the sequential rules record as their method, for the report's `stopping` block.
 METHOD = ("confidence sequence for the median paired speedup: a sequential sign test with a Beta(0.1, 0.1) "
@@ -171,9 +171,9 @@ def answer_message(report: Report) -> str:
     """The status line once the repetitions are over and before the untimed drafting-cost runs."""
     n = report.stopping["repetitions"]
     if report.stopping["ended_by"] == "clear":
-        return f"Stopped after {n} repetitions: the answer was clear."
+        return f"Stopped after {counted(n, 'repetition')}: the answer was clear."
     if report.stopping["ended_by"] == "likely":
-        return f"Stopped after {n} repetitions: {answer_words(report.stopping)}."
+        return f"Stopped after {counted(n, 'repetition')}: {answer_words(report.stopping)}."
     return f"The timed repetitions are done ({n})."
 
 
@@ -214,36 +214,26 @@ def finish_message(report: Report, request: BenchRequest) -> str:
     tail = "" if not failed else f" {', '.join(failed)} failed."
     ended = stop["ended_by"]
     if stop["rule"] == "clear":
-        open_arms = [name for name, arm in stop["arms"].items() if arm.get("settled") is None and "error" not in arm]
         if ended == "clear":
-            text = f"Complete. Stopped after {n} repetitions: the answer was clear. {answer_words(stop)}."
+            text = f"Complete. Stopped after {counted(n, 'repetition')}: the answer was clear. {answer_words(stop)}."
         elif ended == "no assisted arm":
             text = "Complete, but no assisted arm is left to compare."
-        elif ended == "time budget":
-            text = (f"Complete, but the time budget of {request.max_time_s:g} s ran out after {n} repetitions before "
-                    f"the answer was clear for {', '.join(open_arms)}.")
-        else:
-            text = (f"Complete, but {n} repetitions (the most allowed) did not make the answer clear for "
-                    f"{', '.join(open_arms)}: within the noise of plain.")
+        else:  # the time budget or the most repetitions: said as the page, History and the command line say it
+            text = f"Complete. {unsettled_sentence(stop)}"
     elif stop["rule"] == "likely":
-        open_arms = [name for name in stop["arms"] if not arm_answer(stop, name) and "error" not in stop["arms"][name]]
         said = answer_words(stop)
         if ended == "likely":
-            text = f"Complete after {n} repetitions. {said}."
+            text = f"Complete after {counted(n, 'repetition')}. {said}."
         elif ended == "no assisted arm":
             text = "Complete, but no assisted arm is left to compare."
-        else:
-            cause = (f"the time budget of {request.max_time_s:g} s ran out after {n} repetitions" if ended == "time budget"
-                     else f"{n} repetitions (the most allowed) ended")
-            text = (f"Complete, but {cause} before {', '.join(open_arms)} had an answer: no "
-                    f"answer, likely or sure, for {'it' if len(open_arms) == 1 else 'them'}."
-                    + (f" So far {said}." if said else ""))
+        else:  # no answer, likely or sure, for some arm: the same sentence as an unsettled 'clear' run
+            text = f"Complete. {unsettled_sentence(stop)}" + (f" So far: {said}." if said else "")
     elif stop["rule"] == "precision":
         target = f"±{request.precision:.0%}"
         if stop["reached"]:
-            text = f"Complete: every speedup is known to {target} at every look after {n} repetitions."
+            text = f"Complete: every speedup is known to {target} at every look after {counted(n, 'repetition')}."
         elif ended == "time budget":
-            text = (f"Complete, but the time budget of {request.max_time_s:g} s ran out after {n} repetitions "
+            text = (f"Complete, but the time budget of {request.max_time_s:g} s ran out after {counted(n, 'repetition')} "
                     f"before every speedup was known to {target}.")
         elif ended == "no assisted arm":
             text = f"Complete, but no assisted arm is left to measure to {target}."
@@ -252,7 +242,7 @@ def finish_message(report: Report, request: BenchRequest) -> str:
                     f"{target}.")
     elif ended == "time budget":
         text = (f"Complete, but the time budget of {request.max_time_s:g} s ended the runs after {n} of "
-                f"{request.repeats} repetitions.")
+                f"{counted(request.repeats, 'repetition')}.")
     else:
         text = "Complete."
     return text + tail

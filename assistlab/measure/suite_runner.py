@@ -12,7 +12,7 @@ from ..engines.base import Host, Status
 from ..errors import AssistLabError, InputError
 from ..results import estimate, stats
 from ..results.events import Event
-from ..results.report import Report
+from ..results.report import Report, counted
 from ..results.suite import PromptResult, SuiteReport
 from ..results.suite_inputs import CPU_SUITE_DEFAULTS, CUDA_SUITE_DEFAULTS, Selection
 from . import contention, setup
@@ -75,7 +75,8 @@ def describe_estimate(estimate: dict, seconds_per_run: float | None = None) -> s
     """The estimate in words, with a time when a seconds-per-run figure is known."""
     most = "at most " if estimate.get("until_clear") else ""
     text = (
-        f"{estimate['prompts']} prompts × {estimate['arms']} arms × {most}{estimate['repeats']} repetitions = "
+        f"{counted(estimate['prompts'], 'prompt')} × {counted(estimate['arms'], 'arm')} × "
+        f"{most}{counted(estimate['repeats'], 'repetition')} = "
         f"{most}{estimate['timed_runs']} timed runs of {estimate['new_tokens']} new tokens, plus "
         f"{estimate['warmup_runs']} warm-up runs"
     )
@@ -334,7 +335,12 @@ def _run_suite(
                          f"{load_phase.kept_words(suite.load)}.")
     elif should_stop() and any(r.status in ("pending", "stopped") for r in suite.results):
         suite.status = "stopped"
-        suite.message = f"Stopped after {measured} of {n_items} prompts; the figures use what was measured."
+        finished = sum(1 for r in suite.results if r.status == "measured")
+        if finished == measured:
+            suite.message = f"Stopped after {measured} of {n_items} prompts; the figures use what was measured."
+        else:  # a prompt cut short is started, not finished (issue 36 item 6)
+            suite.message = (f"Stopped: {measured} of {n_items} prompts started, {finished} finished; the figures "
+                             "use the whole repetitions measured.")
     else:
         suite.status = "complete"
         others = ", ".join(f"{count} {what}" for count, what in ((skipped, "skipped"), (failed, "failed")) if count)

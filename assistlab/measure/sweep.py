@@ -13,7 +13,7 @@ from ..engines import registry
 from ..engines.base import LOSSY_MARK
 from ..errors import InputError
 from ..results import ranking, stats
-from ..results.report import Report, comparisons_words, interval_phrase, level_words, slower_phrase, time_ratio
+from ..results.report import Report, comparisons_words, interval_phrase, level_words, slower_phrase
 from .runner import Clock, Event, run_benchmark
 
 # The variants are the sweeping engine's to make (engines/registry.py names it); named here as the callers know them.
@@ -74,7 +74,7 @@ def summarize_sweep(report: dict, param: str = "num_assistant_tokens") -> dict:
         text = f"Best: {best['label']} at {s['median']:.2f}× over plain ({interval_phrase(s)})"
     else:  # a slowdown is never called the best speedup
         took = slower_phrase(s) if stats.has_interval(s) else interval_phrase(s)
-        text = f"No setting beat plain. Least slow: {best['label']}, which took {time_ratio(s['median'])} as long as plain ({took})"
+        text = f"No setting beat plain. Least slow: {best['label']}, at {s['median']:.2f}× the speed of plain ({took})"
     family = versus["family_level"]
     if not rivals:
         text += "."

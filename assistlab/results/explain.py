@@ -249,6 +249,20 @@ def limit_shares(predicted: float, measured: float | None, alpha: float, c: floa
     }
 
 
+NOTHING_DRAFTED = "nothing drafted"  # limit_kind of an arm that drafted nothing: its figure is not a speedup
+
+
+def nothing_drafted_words(measured: float | None) -> str:
+    """What an arm that drafted nothing measured, in words: every step was a plain target step, so the ratio to
+    plain is not a speedup from drafting but noise or other work around generation."""
+    said = ("Nothing was drafted, so every step was a plain target step: drafting cannot have made this arm "
+            "faster or slower.")
+    if measured is None:
+        return said
+    return (f"{said} Its {measured:.2f}× against plain is not a speedup: it is run-to-run noise or other work "
+            "around generation (set-up, the cache), not drafting.")
+
+
 def limit_kind(predicted: float, measured: float | None, alpha: float, c: float, k: float) -> str:
     """'acceptance', 'assistant' or 'overhead': whichever share of `limit_shares` is smallest."""
     shares = limit_shares(predicted, measured, alpha, c, k)
@@ -378,7 +392,8 @@ def explain_arm(
     if not steps:  # no finished run to explain yet
         return result
     if not k:
-        result["limit"] = "Nothing was drafted, so every step was a plain target step and no speedup was possible."
+        result["limit_kind"] = NOTHING_DRAFTED
+        result["limit"] = nothing_drafted_words(measured_speedup)
         return result
     if c is None:
         result["limit"] = (

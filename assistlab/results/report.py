@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from dataclasses import dataclass, field
 
 from ..engines.base import ArmInfo, sampling_flags
@@ -12,6 +11,13 @@ from . import cells, explain, likely, ranking, sequential, stats
 from . import load as load_mod
 from .busy import probe_warning
 from .busy import warnings as busy_warnings
+from .verdicts import (  # noqa: F401 - the words every view imports from here
+    BUSY_MACHINE, LEVEL_KEYS, NONE_CLEARLY_FASTER, NOTHING_HELPED, NO_CLEAR_ANSWER, NO_CLEAR_ANSWER_SHORT,
+    TOO_FEW_FOR_EVERY_LOOK, TOO_FEW_TO_TELL, UNSETTLED_ADVICE, UNSETTLED_ENDS, answer_sentence, busy_clause,
+    comparisons_words, counted, interval_cell, interval_phrase, is_busy, judged, level_words, open_arms, provisional,
+    provisional_sentence, slower_phrase, speedup_sentence, time_hover, time_ratio, unsettled, unsettled_sentence,
+    verdict, with_level_words
+)
 
 SCHEMA = 1
 
@@ -315,7 +321,8 @@ class Report:
                      if arm["latency_summary"]["median"]}  # each arm's single-request median, to compare with C=1
             data.update(load_mod.report_parts(self.load, self.arms, self.environment.get("load_contention"), alone))
             data["load_raw"] = load_mod.raw(self.load)
-        return data
+        data["answer"] = answer_sentence(data)  # the page's first line, in words
+        return with_level_words(data)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -341,160 +348,3 @@ class Report:
         for row in load_mod.csv_rows(load_mod.raw(self.load), [(a.name, a.strategy, a.engine) for a in self.arms]):
             writer.writerow(row)
         return buf.getvalue()
-
-
-def level_words(level: float) -> str:
-    """A true level as a person reads it, rounded down so it never claims more: 0.9375 -> '93.7%'."""
-    tenths = math.floor(level * 1000 + 1e-9)
-    return f"{tenths // 10}%" if tenths % 10 == 0 else f"{tenths / 10:.1f}%"
-
-
-def comparisons_words(count: int) -> str:
-    """'the one run-by-run comparison' or 'all 3 run-by-run comparisons together', after 'n% sure of'."""
-    return "the one run-by-run comparison" if count == 1 else f"all {count} run-by-run comparisons together"
-
-
-def judged(entry: dict) -> dict:
-    """The interval a comparison entry's verdict rests on: its time-uniform sequence when the stopping rule
-    looked after every repetition, else its fixed-n interval; the median is always the speedup's own."""
-    speedup, seq = entry.get("speedup") or {}, entry.get("sequence")
-    return {**seq, "median": speedup.get("median")} if seq else speedup
-
-
-def _sure(speedup: dict) -> str:
-    """'95.8% sure', or for a time-uniform interval '95% sure at every look' (with the arms sharing it)."""
-    if speedup.get("family_level") is None:
-        return f"{level_words(speedup['level'])} sure"
-    shared = speedup.get("arms_sharing") or 1
-    return f"{level_words(speedup['family_level'])} sure at every look" + (
-        f" (shared by the {shared} assisted arms)" if shared > 1 else "")
-
-
-def verdict(speedup: dict) -> str:
-    """'faster', 'slower', 'unclear' (the interval contains 1×) or 'too few' (no interval of 90% or more).
-
-    Only a real interval (stats.has_interval) can make a result faster or slower; a range of a few runs,
-    or a single run, never does, however far from 1× its median is.
-    """
-    if speedup.get("median") is None:
-        return "unclear"
-    if not stats.has_interval(speedup):
-        return "too few"
-    low, high = speedup["ci_low"], speedup["ci_high"]
-    return "faster" if low > 1.0 else "slower" if high < 1.0 else "unclear"
-
-
-def interval_phrase(speedup: dict) -> str:
-    """The interval in words with its true level: '95.8% sure the speedup lies between 1.12× and 1.21×',
-    'range of 3 runs 0.90–1.30×: too few to be sure', or 'one repetition, so no interval'."""
-    low, high, n, level = speedup.get("ci_low"), speedup.get("ci_high"), speedup.get("n", 0), speedup.get("level")
-    if speedup.get("family_level") is not None and not stats.has_interval(speedup):
-        return f"{n} repetition{'' if n == 1 else 's'}, too few yet for an interval that holds at every look"
-    if n <= 1 or low is None or high is None:
-        return "one repetition, so no interval" if n == 1 else "no repetition, so no interval"
-    if stats.has_interval(speedup):
-        return f"{_sure(speedup)} the speedup lies between {low:.2f}× and {high:.2f}×"
-    if level is None:  # a report from before levels were recorded
-        return f"{low:.2f}–{high:.2f}× over {n} runs, at a level not recorded"
-    return f"range of {n} runs {low:.2f}–{high:.2f}×: too few to be sure"
-
-
-def time_ratio(speedup: float) -> str:
-    """A speedup below 1× as the time it costs: 0.54 -> '1.85×' (plain time × this is the assisted time)."""
-    return f"{1.0 / speedup:.2f}×"
-
-
-def slower_phrase(speedup: dict) -> str:
-    """A slower verdict's interval in times as long as plain: '94.5% sure it takes between 1.72× and 1.89× as
-    long', so a slowdown is never worded as a speedup below 1×."""
-    low, high = speedup["ci_low"], speedup["ci_high"]
-    return f"{_sure(speedup)} it takes between {time_ratio(high)} and {time_ratio(low)} as long"
-
-
-def interval_cell(speedup: dict) -> str:
-    """The interval for a table cell: '1.12–1.21×, 95.8%', 'range of 3 runs 0.90–1.30×', or '' for none."""
-    low, high, n = speedup.get("ci_low"), speedup.get("ci_high"), speedup.get("n", 0)
-    if n <= 1 or low is None or high is None:
-        return ""
-    if stats.has_interval(speedup):
-        return f"{low:.2f}–{high:.2f}×, {level_words(speedup['level'])}"
-    if speedup.get("level") is None:  # a report from before levels were recorded
-        return f"{low:.2f}–{high:.2f}× over {n} runs, level not recorded"
-    return f"range of {n} runs {low:.2f}–{high:.2f}×"
-
-
-BUSY_MACHINE = "busy-machine"
-
-
-def is_busy(report: dict) -> bool:
-    """Whether a report dict carries the busy-machine warning."""
-    return any(w.get("code") == BUSY_MACHINE for w in report.get("warnings") or [])
-
-
-def busy_clause(busy: bool) -> str:
-    """What a verdict adds when others used the machine during the timed runs ('' when they did not)."""
-    return " Measured on a busy machine, so this may not hold on an idle one." if busy else ""
-
-
-def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) -> str:
-    """One comparison entry in words; the CLI and the page both say a result this way.
-
-    e.g. 'assistant: x (k=5) was 1.17× faster (95.8% sure the speedup lies between 1.12× and 1.21×); 83% of
-    drafted tokens accepted; outputs identical.' A slower one is said in time: 'was slower: it took 1.85× as
-    long as plain (94.5% sure it takes between 1.72× and 1.89× as long)'. A result whose interval contains 1×
-    is called no clear difference, and one with too few runs for a 90% interval is neither faster nor slower.
-    """
-    name, s = entry["arm"], judged(entry)
-    median = s.get("median")
-    if median is None:
-        return f"{name} finished no repetition, so there is no speedup to report."
-    interval = interval_phrase(s)
-    kind = verdict(s)
-    if s.get("settled") == sequential.SAME:
-        parts = [f"{name} was {median:.2f}×, no practical difference from plain ({interval}, within "
-                 f"±{s['band']:.0%} of 1×)"]
-    elif kind == "faster":
-        parts = [f"{name} was {median:.2f}× faster ({interval})"]
-    elif kind == "slower":
-        parts = [f"{name} was slower: it took {time_ratio(median)} as long as plain ({slower_phrase(s)})"]
-    elif kind == "unclear":
-        parts = [f"{name} was {median:.2f}×, no clear difference from plain ({interval}, which contains 1×)"]
-    else:
-        parts = [f"{name} ran at {median:.2f}× the speed of plain ({interval})"]
-    if entry.get("acceptance_rate") is not None:
-        parts.append(f"{entry['acceptance_rate']:.0%} of drafted tokens accepted")
-    if entry.get("outputs_identical") is True:
-        parts.append("outputs identical")
-    elif entry.get("outputs_identical") is False:
-        first = entry.get("first_difference")
-        differ = "outputs differ" + (f" from token {first + 1}" if first is not None else "")
-        parts.append(differ + (" (expected when sampling)" if sampling else ""))
-    if entry.get("lossless") is False and not sampling:
-        parts.append(f"lossy: {entry.get('lossy_reason') or 'not lossless by construction'}")
-    return "; ".join(parts) + "." + busy_clause(busy)
-
-
-def provisional_sentence(entry: dict) -> str:
-    """A comparison entry in words while its repetitions go on: what its time-uniform interval says so far,
-    which later looks can only sharpen ('So far prompt lookup is slower than plain, 95% sure at every look...')."""
-    name, s = entry["arm"], judged(entry)
-    if s.get("median") is None:
-        return f"{name} has finished no repetition yet."
-    sharpen = "; more repetitions can only sharpen this."
-    if s.get("settled") == sequential.SAME:
-        return (f"So far {name} is within ±{s['band']:.0%} of plain, {_sure(s)}: no practical difference"
-                f"{sharpen}")
-    kind = verdict(s)
-    if kind == "faster":
-        return (f"So far {name} is faster than plain, {_sure(s)}: between {s['ci_low']:.2f}× and "
-                f"{s['ci_high']:.2f}×{sharpen}")
-    if kind == "slower":
-        return (f"So far {name} is slower than plain, {_sure(s)}: it takes between {time_ratio(s['ci_high'])} "
-                f"and {time_ratio(s['ci_low'])} as long{sharpen}")
-    return (f"So far {name} runs at {s['median']:.2f}× the speed of plain, not yet clearly faster or slower "
-            f"({interval_phrase(s)}).")
-
-
-def provisional(report: dict) -> bool:
-    """Whether a report dict's verdicts are still provisional: repetitions go on and the rule has not ended them."""
-    return report.get("status") == "running" and not (report.get("stopping") or {}).get("ended_by")

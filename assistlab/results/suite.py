@@ -19,7 +19,7 @@ import numpy as np
 from . import cells
 from . import load as load_mod
 from .busy import warnings as busy_warnings
-from .report import Report, level_words
+from .report import Report, level_words, with_level_words
 from .suite_inputs import Item, Selection
 
 LEVEL = 0.95
@@ -147,7 +147,10 @@ def aggregate(rows: list[dict], arm_names: list[str]) -> dict:
             "identical": sum(bool(i) for i in identical),
             "prompts": len(figures),
         })
-    return {"prompts": len(rows), "arms": arms}
+    # The prompts behind these figures: those where some arm has a speedup, so a label's count ('summary (1)')
+    # never counts a prompt whose runs gave no speedup yet ('nothing measured yet').
+    measured = sum(1 for r in rows if any(a["arm"] in arm_names and a["speedup"] is not None for a in r["arms"]))
+    return {"prompts": measured, "arms": arms}
 
 
 def _interval_text(s: dict) -> str:
@@ -294,7 +297,8 @@ class SuiteReport:
             data.update(load_mod.report_parts(self.load, self.load_arms, self.environment.get("load_contention")))
             data["load_summary"]["notes"] += [self.load_note] if self.load_note else []
             data["load_raw"] = load_mod.raw(self.load)
-        return data
+        data["answer"] = overall["best"]  # the workload's answer in the words the page shows
+        return with_level_words(data)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)

@@ -22,7 +22,7 @@ from ..history import History
 from ..measure import slots
 from ..measure.slots import Finished, SlotPool, Waiting
 from ..results.suite import summary_sentences
-from ..views import charts, progress
+from ..views import answers, progress
 from . import compare_tab, gradio_private, history_tab, suite_tab, sweep_tab
 from . import form as form_mod
 from .api_parameters import COMPARE_API, COMPARE_SUITE_API, SUITE_PARAMETERS, ApiParameter
@@ -71,7 +71,8 @@ def build_app(
                     with gr.Tab("Workloads", id="workloads", elem_id="al-tab-workloads"):
                         suites = suite_tab.build()
                     with gr.Tab("History", id="history", elem_id="al-tab-history") as history_page:
-                        saved = history_tab.build_history()
+                        # A shared server (logins on) keeps its path to itself; its operator chooses it.
+                        saved = history_tab.build_history(None if os.environ.get(AUTH_ENV) else history.where)
                     with gr.Tab("Leaderboard", id="leaderboard", elem_id="al-tab-leaderboard") as board_page:
                         board = history_tab.build_board()
 
@@ -125,6 +126,18 @@ def build_app(
                 raise ResourceError("The comparison stopped before it started; try again.")
             return final
 
+        async def _save_once(job, report: dict, owner: str | None) -> dict:
+            """Save a request's report unless the server's shutdown already saved it (Page.claim). Off the event
+            loop: a stalled or locked database delays this answer only, never the server."""
+            done = page.claim(job)
+            if done is None:
+                return {"id": None, "warning": "Saved as stopped when the server was shut down."}
+            try:
+                result = await asyncio.to_thread(history.save, report, owner=owner)
+            finally:
+                done.set()
+            return {"id": result.id, "warning": result.warning}
+
         @api_endpoint(COMPARE_API)
         async def compare(values: dict, request: gr.Request | None) -> tuple[dict, str]:
             """Compare a target with and without assistance; returns the JSON report and its headline.
@@ -161,10 +174,8 @@ def build_app(
                     page.save_when_over(job, owner, seen[-1] if seen else None)
                     raise
                 report = final.report.to_dict()
-            # Off the event loop: a stalled or locked database delays this answer only, never the server.
-            result = await asyncio.to_thread(history.save, report, owner=owner)
-            report["saved"] = {"id": result.id, "warning": result.warning}
-            return report, charts.headline(report)
+            report["saved"] = await _save_once(job, report, owner)
+            return report, answers.headline(report)
 
         gr.api(compare, api_name="compare", concurrency_id=GPU_GROUP, concurrency_limit=pool.size)
 
@@ -223,9 +234,7 @@ def build_app(
                     raise
                 report = final.report.to_dict()
             if report["suite"]["overall"]["prompts"]:
-                # Off the event loop, as for /compare: a locked database delays this answer, never the server.
-                result = await asyncio.to_thread(history.save, report, owner=owner)
-                report["saved"] = {"id": result.id, "warning": result.warning}
+                report["saved"] = await _save_once(job, report, owner)
             else:
                 report["saved"] = {"id": None, "warning": "Nothing was measured, so nothing was saved."}
             return report, "\n".join(summary_sentences(report))

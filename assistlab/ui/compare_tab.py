@@ -136,7 +136,7 @@ def wire(page: Page, results: Results) -> None:
         yield from page.streamed(request.session_hash, results.progress,
                                  lambda: (page.form_request(data), None), render,
                                  owner=getattr(request, "username", None) or None)
-        yield from save_after(finished, results.progress, page.history, request)
+        yield from save_after(finished, results.progress, None if page.closing else page.history, request)
 
     page.run_listeners(
         results.run, arm_run, [results.progress, results.download_json, results.download_csv, results.panel],

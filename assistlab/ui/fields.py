@@ -183,6 +183,9 @@ HINTS.update({
 SWEEP_VALUES = "1,2,3,5,8"
 SWEEP_SCHEDULES = ("heuristic",)  # the adaptive point added to a draft-length sweep
 SWEEP_INTRO = (
+    "**Why:** an assistant that guesses too few words saves little, and one that guesses too many wastes time on "
+    "guesses the target throws away; the best length depends on the pair and the text. Use this after a run, to "
+    "find the length that makes your pair fastest, then **Apply best**. "
     "How many words should the assistant guess at a time? Try several lengths in one go, each timed against the "
     "same plain run, with the settings above. **Sweep draft length** tries them for the first assistant model "
     "(and one length that adapts as it goes); **Sweep prompt-lookup length** tries them for prompt lookup."

@@ -17,7 +17,7 @@ import gradio as gr
 from ..errors import AssistLabError
 from ..history import History, SaveResult, canonical_model, check_id, runs_csv, savable
 from ..views import charts
-from ..views.history_html import board_html, chooser_label, entries_html, entry_caption_html
+from ..views.history_html import board_html, chooser_label, entries_html, entry_caption_html, where_html
 from ..views.panels import headline_html, numbers_html, ranking_html, sweep_html, why_html
 from ..views.texts import texts_html
 from .load_panel import load_section, load_updates
@@ -189,9 +189,10 @@ def _side(name: str) -> Side:
                 environment, download_json, download_csv, *load_parts)
 
 
-def build_history() -> dict:
-    """The History tab's layout (inside a gr.Tab)."""
+def build_history(where: str | None = None) -> dict:
+    """The History tab's layout (inside a gr.Tab); `where` is where the history is kept (None: not said)."""
     gr.Markdown("Saved comparisons, newest first. Choose one to open it, or two to see them side by side.")
+    gr.HTML(where_html(where))
     with gr.Row():
         target = gr.Textbox(label="Target contains", max_lines=1, max_length=200, min_width=150)
         assistant = gr.Textbox(label="Assistant contains", max_lines=1, max_length=200, min_width=150)

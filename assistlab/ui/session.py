@@ -24,15 +24,16 @@ from ..config import BenchRequest
 from ..engines.transformers import models as models_mod
 from ..engines.transformers.models import ModelStore
 from ..errors import AssistLabError
-from ..history import History, savable
+from ..history import History
 from ..measure import contention, suite_runner, sweep
 from ..measure.runner import run_benchmark
-from ..measure.slots import ABANDONED, Finished, Job, Placement, SlotPool, Waiting
+from ..measure.slots import ABANDONED, Job, Placement, SlotPool, Waiting
 from ..results.events import Event
 from ..results.report import Report
 from ..results.suite_inputs import Selection
 from ..views.progress import progress_html
 from .api_parameters import FORM_FIELDS
+from .keeping import SHUT_DOWN, TERMINATED, Kept
 from .fields import SweepPlan, in_page_words, request_from_form
 
 log = logging.getLogger(__name__)
@@ -52,12 +53,12 @@ HEARTBEAT_S = 1.0
 ABANDON_S = 120.0
 CLIENT_CHECK_S = 0.5
 # Why a run stopped, for its last line: "Stopped: you pressed Stop, after 1 of 5 repetitions."
-PRESSED, CLOSED, CANCELLED, TERMINATED = "pressed", "closed", "cancelled", "terminated"
+PRESSED, CLOSED, CANCELLED = "pressed", "closed", "cancelled"
 STOPPED_BECAUSE = {
     PRESSED: "you pressed Stop",
     CLOSED: "the page was closed",
     CANCELLED: "the request was cancelled",
-    TERMINATED: "the server was shut down",
+    TERMINATED: SHUT_DOWN,
     ABANDONED: f"nothing read its progress for {ABANDON_S:g} s",
 }
 # Listener options for instant, page-only events.
@@ -328,11 +329,17 @@ class Page:
     run_buttons: tuple = ()
     # Whether gradio has seen this session's client go (gradio_private.client_gone, bound to the page's Blocks).
     client_gone: Callable[[str], bool] = lambda session: False
-    # Every job started and the login name it is saved under: what is still running when the server is shut down
-    # is stopped and saved (`save_unfinished`). A job is saved once, whoever gets there first (`_claim`).
-    _jobs: dict = dataclasses.field(default_factory=dict)
-    _saves: dict = dataclasses.field(default_factory=dict)  # job -> Event set once its save of last resort is done
-    _jobs_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    # The jobs started, so that what is still running at the server's shutdown is saved (ui/keeping.py).
+    kept: Kept = dataclasses.field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.kept is None:
+            self.kept = Kept(self.history)
+
+    @property
+    def closing(self) -> bool:
+        """Whether the server is shutting down: the page's own readers then leave saving to the shutdown."""
+        return self.kept.closing
 
     @property
     def heavy(self) -> dict:
@@ -366,51 +373,55 @@ class Page:
                         contention.settle(should_stop=stopping)
 
         job = Job(self.pool, work, whole=whole, abandon_after_s=ABANDON_S, lockstep=redraws is not None)
-        with self._jobs_lock:
-            for old in [j for j in self._jobs if j.finished and (j not in self._saves or self._saves[j].is_set())]:
-                self._jobs.pop(old)  # over, and saved by its reader or by a saver of last resort
-                self._saves.pop(old, None)
-            self._jobs[job] = owner
+        self.kept.add(job, owner)
         return job.start()
 
-    def _save_stopped(self, job: Job, final: Event | None, owner: str | None, why: str | None = None) -> bool:
-        """Save the report of `final`, a job's last event, as a stopped one, once per job whoever comes first (a
-        cancelled request's drain, the shutdown); by the history's rule (`savable`). `why` prefixes its message."""
-        if self.history is None or not isinstance(final, Event) or final.kind != "done" or final.report is None:
-            return False
-        with self._jobs_lock:
-            if job in self._saves:
-                return False
-            done = self._saves[job] = threading.Event()
-        try:
-            report = final.report
-            if why and report.status == "stopped" and not report.message.startswith("Stopped:"):
-                rest = report.message
-                report.message = (f"Stopped: {why}, {rest[len('Stopped '):]}" if rest.startswith("Stopped after")
-                                  else f"Stopped: {why}. {rest}")
-            data = report.to_dict()
-            return savable(data) and bool(self.history.save(data, owner=owner).saved)
-        finally:
-            done.set()
+    def claim(self, job: Job) -> threading.Event | None:
+        return self.kept.claim(job)
 
     def save_unfinished(self, wait_s: float = 30.0) -> int:
-        """At the server's shutdown (SIGTERM, Ctrl-C): stop every job still running, wait up to `wait_s` for them
-        to end as Stop ends them, and save what each measured as stopped, as Stop keeps it; nothing reads them any
-        more. Saves already under way (a cancelled request's) are waited for too. Returns how many it saved."""
-        with self._jobs_lock:
-            running = [(job, owner) for job, owner in self._jobs.items() if not job.finished]
-        for job, _owner in running:
-            job.stop(TERMINATED)
-        deadline = time.monotonic() + wait_s
-        saved = 0
-        for job, owner in running:
-            job.wait(max(0.0, deadline - time.monotonic()))
-            saved += self._save_stopped(job, job.last, owner, STOPPED_BECAUSE[TERMINATED])
-        with self._jobs_lock:
-            under_way = list(self._saves.values())
-        for done in under_way:
-            done.wait(max(0.0, deadline - time.monotonic()))
-        return saved
+        return self.kept.save_unfinished(wait_s)
+
+    def form_request(self, data: dict) -> BenchRequest:
+        """The request a {component: value} dict from the form describes."""
+        names = {component: name for name, component in zip(FORM_FIELDS, self.inputs)}
+        return request_from_form(**{names[c]: value for c, value in data.items() if c in names})
+
+    def streamed(self, session: str, progress: gr.HTML, prepare: Callable, render: Callable,
+                 redraws: Callable = repetition_end, owner: str | None = None):
+        """Run the comparison `prepare()` describes ((request, plan or None)) for one session, yielding
+        `render(event)`; a failure ends in the progress bar. `render` draws results only on events `redraws`
+        names; each timed run starts after the page has drawn (see `start_job`).
+
+        The work runs in a Job. This handler yields at least every HEARTBEAT_S, so a cancel closes it promptly;
+        closing it (or gradio ceasing to read it) stops the work, which frees its slot when it has stopped.
+        """
+        event, job = None, None
+        try:
+            with user_errors(in_page_words), self.stops.running(session) as stop:
+                if stop.is_set():  # Stop was pressed while this run waited in the queue
+                    yield {progress: progress_html(_not_started(stop, None), 0.0, "stopped")}
+                    return
+                request, plan = prepare()
+                job = self.start_job(request, self._watching(session, stop), plan, redraws=redraws, owner=owner)
+                for item in job.items(heartbeat_s=HEARTBEAT_S):
+                    if item is None:
+                        yield gr.skip()  # nothing new; lets gradio see a cancel or a departed client
+                    elif isinstance(item, Waiting):
+                        yield {progress: progress_html(item.message(), None)}
+                    else:
+                        event = _say_why(item, stop, job)
+                        yield render(event)
+                if event is None:  # stopped while it waited for a slot
+                    yield {progress: progress_html(_not_started(stop, job), 0.0, "stopped")}
+        except gr.Error as exc:
+            # The message goes under Run and Stop, in red, rather than into a toast: a toast covers the buttons
+            # (at the top right on a wide screen, across the whole width on a phone).
+            done, total = (event.done, event.total) if event is not None else (0, 0)
+            yield {progress: progress_html(f"Failed: {exc.message}", done / total if total else 0.0, "failed")}
+        finally:
+            if job is not None:
+                job.stop(CANCELLED)  # a no-op when it has finished; else gradio closed this handler
 
     def _watching(self, session: str, stop: StopFlag) -> Callable[[], bool]:
         """The run's stop check: its flag, which a departed client sets too (looked at every CLIENT_CHECK_S)."""
@@ -428,24 +439,8 @@ class Page:
 
     def save_when_over(self, job: Job, owner: str | None, final: Event | None = None) -> None:
         """Save a comparison nobody waits for any more (a cancelled request), as a stopped one is saved: once its
-        work has stopped, on a thread of its own, by the history's rule (`savable`). `final` is its last event
-        the request had read, if any."""
-        if self.history is None:
-            return
-
-        def drain(final: Event | None) -> None:
-            while True:
-                try:
-                    item = job.get(timeout=HEARTBEAT_S)
-                except Finished:
-                    break
-                except Exception:  # noqa: BLE001 - it failed: there is nothing to save
-                    return
-                if isinstance(item, Event):
-                    final = item
-            self._save_stopped(job, final, owner)
-
-        threading.Thread(target=drain, args=(final,), name="assistlab-save-cancelled", daemon=True).start()
+        work has stopped, on a thread of its own (ui/keeping.py)."""
+        self.kept.save_when_over(job, owner, final)
 
     def waiting_for_slot(self, session: str, progress: gr.HTML, hidden: tuple) -> dict:
         """Clear the session's stop flag and say it is queued, hiding what the previous run offered; every run

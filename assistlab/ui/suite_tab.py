@@ -376,7 +376,7 @@ def wire(page: Page, view: SuiteView) -> None:
                         json_path, csv_path = write_files(page.files.root, report)
                         update[view.download_json] = gr.update(value=json_path, visible=True)
                         update[view.download_csv] = gr.update(value=csv_path, visible=True)
-                        update[view.progress] += save_report(page.history, data_, request)
+                        update[view.progress] += save_report(None if page.closing else page.history, data_, request)
             return update
 
         yield from page.streamed(request.session_hash, view.progress, prepare, render, redraws,

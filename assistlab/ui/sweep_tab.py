@@ -116,7 +116,7 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
 
         yield from page.streamed(request.session_hash, view.progress, prepare, render,
                                  owner=getattr(request, "username", None) or None)
-        yield from save_after(finished, view.progress, page.history, request)
+        yield from save_after(finished, view.progress, None if page.closing else page.history, request)
 
     def sweep_draft_length(data: dict, request: gr.Request):
         yield from sweep_stream("num_assistant_tokens", data, request)

@@ -6,11 +6,11 @@ import html
 
 import plotly.graph_objects as go
 
-from ..results import sequential
-from ..results.likely import arm_answer
-from ..results.report import (busy_clause, interval_cell, is_busy, judged, level_words, provisional,
-                              provisional_sentence, speedup_sentence, time_ratio, verdict)
-from ..results.stats import fewest_runs, spread_is_wide
+from ..results.report import counted as counted_words
+from ..results.report import (NONE_CLEARLY_FASTER, NOTHING_HELPED, TOO_FEW_FOR_EVERY_LOOK,  # noqa: F401
+                              TOO_FEW_TO_TELL, answer_sentence, interval_cell, is_busy, level_words, provisional,
+                              provisional_sentence, speedup_sentence, time_hover)
+from ..results.stats import spread_is_wide
 
 # Plain is always the calm slate; assisted arms take the colours after it, in report order.
 PALETTE = ("#64748b", "#4f46e5", "#0d9488", "#d97706", "#db2777", "#2563eb", "#65a30d", "#9333ea", "#dc2626")
@@ -172,6 +172,12 @@ def _interval_text(speedup: dict) -> str:
     return interval_cell(speedup) or "one run, so no interval"
 
 
+def _slower_hover(median: float) -> str:
+    """Below 1×, a hover's second line: 'slower: takes 4.23× as long as plain'; '' otherwise."""
+    said = time_hover(median)
+    return f"<br>slower: {said}" if said else ""
+
+
 def _key(fig: go.Figure, text: str) -> None:
     """A one-line marker key above the plot, for charts whose traces are arms rather than kinds of mark."""
     fig.add_annotation(text=text, showarrow=False, x=1.0, y=1.02, xref="paper", yref="paper", xanchor="right",
@@ -213,10 +219,10 @@ def speedup_figure(report: dict) -> go.Figure:
                 marker={"color": arm_color(i), "size": 13, "symbol": "diamond"},
                 error_x={"type": "data", "symmetric": False, "array": [high - s["median"]],
                          "arrayminus": [s["median"] - low], "color": arm_color(i), "thickness": 2, "width": 8},
-                customdata=[[low, high, s.get("n", 0), _interval_text(s)]],
+                customdata=[[low, high, s.get("n", 0), _interval_text(s), _slower_hover(s["median"])]],
                 hovertemplate=(
                     "<b>%{fullData.name}</b><br>measured speedup %{x:.2f}× (plain time ÷ this arm's time)"
-                    "<br>%{customdata[3]}"
+                    "%{customdata[4]}<br>%{customdata[3]}"
                     "<br>%{customdata[2]} paired runs<extra></extra>"
                 ),
             )
@@ -357,96 +363,9 @@ def sweep_figure(report: dict) -> go.Figure:
     return fig
 
 
-NOTHING_HELPED = "Plain generation was fastest here: no assistant helped."
-NONE_CLEARLY_FASTER = (
-    "No assistant was clearly faster than plain generation here: the differences are within the run-to-run noise."
-)
-TOO_FEW_TO_TELL = (
-    "Too few repetitions to tell yet whether an assistant saves time over plain generation: each speedup below "
-    f"is the range of a few runs, too few to be sure; {fewest_runs()} repetitions are the fewest that give an "
-    "interval and an answer."
-)
-
-TOO_FEW_FOR_EVERY_LOOK = (
-    "Too few repetitions yet for an answer that holds at every look: the runs go on until each assistant is "
-    "clearly faster, clearly slower, or within a few percent of plain generation."
-)
-
-
-def likely_verdict(report: dict, comp: dict) -> str | None:
-    """The likely verdict an arm's answer rests on under the rule 'likely' (faster, slower or no practical
-    difference), or None: another rule, no likely answer yet, or its sure answer came first (then that one is
-    the answer)."""
-    stop = report.get("stopping") or {}
-    if stop.get("rule") != "likely" or (comp.get("sequence") or {}).get("settled"):
-        return None
-    return (stop.get("likely") or {}).get(comp["arm"])
-
-
-def likely_sentence(report: dict, comp: dict) -> str:
-    """An arm answered by its likely interval, its assumption said: 'universal: Likely slower (4 repetitions,
-    assuming roughly normal noise): it took 3.70× as long as plain.'"""
-    name, median = comp["arm"], comp["speedup"]["median"]
-    kind = likely_verdict(report, comp)
-    words = arm_answer(report["stopping"], name)
-    if kind == sequential.SLOWER:
-        said = f"it took {time_ratio(median)} as long as plain"
-    elif kind == sequential.FASTER:
-        said = f"{median:.2f}× the speed of plain"
-    else:
-        said = f"{median:.2f}×, within ±{report['stopping']['band']:.0%} of plain"
-    return f"{name}: {words}: {said}." + busy_clause(is_busy(report))
-
-
-LIKELY_NOTHING_HELPED = "Plain generation was likely fastest here, assuming roughly normal noise: no assistant helped."
-
-
-def _likely_lead(report: dict, measured: list[tuple[dict, dict]], so_far: str) -> str | None:
-    """The lead under the rule 'likely' once some arm's answer rests on its likely interval; None otherwise."""
-    likely = {comp["arm"]: likely_verdict(report, comp) for _arm, comp in measured}
-    if not any(likely.values()):
-        return None
-    answer = {name: v or (judged(comp).get("settled")) for (_arm, comp), (name, v) in zip(measured, likely.items())}
-    faster = [(arm, comp) for arm, comp in measured if answer[comp["arm"]] == sequential.FASTER]
-    if faster:
-        arm, comp = max(faster, key=lambda pair: pair[1]["speedup"]["median"])
-        saved = 1.0 - 1.0 / comp["speedup"]["median"]
-        hedge = ", assuming roughly normal noise" if likely[comp["arm"]] else ""
-        return (f"{so_far}{arm['name']} was {'likely ' if hedge else ''}fastest: the same text took {saved:.0%} less "
-                f"time than plain generation (the target model on its own){hedge}.")
-    if all(answer.values()):
-        return so_far + LIKELY_NOTHING_HELPED
-    return None
-
-
 def lead_sentence(report: dict) -> str | None:
-    """The answer first, in plain words: which arm was fastest, or that plain was; None before any comparison.
-
-    Only a real interval (report.verdict 'faster') names an arm fastest; when none does and some arm has too
-    few runs for an interval, it says so rather than calling anything faster or slower. Otherwise it says plain
-    was fastest whenever no assisted arm's median beats 1×, so a slower arm is never the answer.
-    """
-    measured = [(arm, comp) for _i, arm, comp in _assisted(report)
-                if arm.get("latencies_s") and (comp.get("speedup") or {}).get("median") is not None]
-    if not measured:
-        return None
-    so_far = "So far: " if provisional(report) else ""
-    lead = _likely_lead(report, measured, so_far)
-    if lead:
-        return lead
-    faster = [(arm, comp) for arm, comp in measured if verdict(judged(comp)) == "faster"]
-    if faster:
-        arm, comp = max(faster, key=lambda pair: pair[1]["speedup"]["median"])
-        saved = 1.0 - 1.0 / comp["speedup"]["median"]
-        return (f"{so_far}{arm['name']} was fastest: the same text took {saved:.0%} less time than plain generation "
-                f"(the target model on its own).")
-    if any(verdict(judged(comp)) == "too few" for _arm, comp in measured):
-        if any(comp.get("sequence") for _arm, comp in measured):  # the rule 'clear' or 'precision' looks on
-            return so_far + TOO_FEW_FOR_EVERY_LOOK
-        return so_far + TOO_FEW_TO_TELL
-    if max(comp["speedup"]["median"] for _arm, comp in measured) <= 1.0:
-        return so_far + NOTHING_HELPED
-    return so_far + NONE_CLEARLY_FASTER
+    """The answer first, in plain words (results.report.answer_sentence: the report's `answer` says the same)."""
+    return answer_sentence(report)
 
 
 NOISY = "Timings were noisy"  # how the note on wide spreads starts (the page folds it with the warnings)
@@ -473,9 +392,7 @@ def headline_lines(report: dict) -> list[str]:
             continue
         if comp["speedup"].get("median") is None:
             continue
-        if likely_verdict(report, comp):
-            sentence = likely_sentence(report, comp)
-        elif comp.get("sequence") and provisional(report):
+        if comp.get("sequence") and provisional(report):
             sentence = provisional_sentence(comp)
         else:
             sentence = speedup_sentence(comp, sampling, busy=is_busy(report))
@@ -483,16 +400,13 @@ def headline_lines(report: dict) -> list[str]:
     if not sentences:
         sentences.append("No assisted arm finished a run, so there is nothing to compare.")
     counted, planned = report.get("counted_repetitions", plain_runs), report.get("planned_repetitions")
-    rule = (report.get("stopping") or {}).get("rule")
-    if provisional(report) and rule == "clear":
-        sentences.append(f"So far: {counted} repetitions; the runs stop once the answer is clear (at most {planned}).")
-    elif provisional(report) and rule == "likely":
-        sentences.append(f"So far: {counted} repetitions; the runs stop at the likely answer, assuming roughly normal "
-                         f"noise (at most {planned}).")
+    if provisional(report) and (report.get("stopping") or {}).get("rule") == "clear":
+        sentences.append(f"So far: {counted_words(counted, 'repetition')}; the runs stop once the answer is clear "
+                         f"(at most {planned}).")
     elif report.get("status") == "running":
-        sentences.append(f"So far: {counted} of {planned} repetitions.")
+        sentences.append(f"So far: {counted} of {counted_words(planned, 'repetition')}.")
     elif report.get("status") == "stopped":
-        sentences.append(f"Stopped after {counted} of {planned} repetitions.")
+        sentences.append(f"Stopped after {counted} of {counted_words(planned, 'repetition')}.")
     sentences += [w["message"] for w in report.get("warnings") or []]
     noisy = [a["name"] for a in arms if a.get("latencies_s") and spread_is_wide(a["latency_summary"])]
     if noisy:

@@ -12,7 +12,9 @@ from urllib.parse import quote
 
 from ..history import INTERVAL_KINDS, BoardRow, BoardSection, Entry, Page, check_id
 from ..history.derive import PLAIN
-from ..results.report import level_words
+from ..results.report import NO_CLEAR_ANSWER, NO_CLEAR_ANSWER_SHORT, level_words
+
+UNSETTLED = "unsettled"  # an entry's status when it ran until clear and ended first (history.derive)
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
@@ -66,11 +68,27 @@ def interval_words(kind: str, low: float | None, high: float | None, level: floa
 
 
 def best_words(entry: Entry) -> str:
-    """A comparison's best as History says it: 'plain (no assistant helped)' when nothing beat plain, else
-    '1.17× <pairing>' (the page sets the pairing apart itself)."""
+    """A comparison's best as History says it: 'no clear answer: the runs ended before it was clear' for one that
+    ran until clear and ended first (never 'plain' or an arm), 'plain (no assistant helped)' when nothing beat
+    plain, else '1.17× <pairing>' (the page sets the pairing apart itself)."""
+    if entry.status == UNSETTLED:
+        return NO_CLEAR_ANSWER_SHORT
     if entry.best_arm == PLAIN:
         return "plain (no assistant helped)"
     return _speed(entry.best_speedup) + (f" {entry.best_arm}" if entry.best_arm else "")
+
+
+def where_html(where: str | None) -> str:
+    """Where the history is kept and how to keep another, for the History tab; `where` is History.where ('the
+    history file /path/history.sqlite3'), None on a shared server, whose operator chooses (its path stays unsaid)."""
+    if where is None:
+        return ('<p class="al-sub" id="al-history-where">Saved comparisons are kept on the server; its operator '
+                "chooses where (docs/history.md, “Where it is kept”).</p>")
+    return (f'<p class="al-sub" id="al-history-where">Kept in {escape(where)} on the machine running AssistLab. '
+            "Everything run under that account saves there (this page, <code>bench --save</code>, other copies of "
+            "AssistLab), so entries made elsewhere appear here too. To keep a history of your own, start AssistLab "
+            "with <code>ASSISTLAB_DATA_DIR</code> set to another folder, or <code>ASSISTLAB_DATABASE_URL</code> "
+            "set to a database (docs/history.md, “Where it is kept”).</p>")
 
 
 def _when(entry_time) -> str:
@@ -89,8 +107,8 @@ def entries_html(page: Page, base: str = "") -> str:
     rows = []
     for e in page.entries:
         identical = {True: "yes", False: "no", None: "–"}[e.outputs_identical]
-        status = "" if e.status == "complete" else ' <span class="al-sub">(stopped)</span>'
-        best = escape(best_words(e)) if e.best_arm == PLAIN else (
+        status = ' <span class="al-sub">(stopped)</span>' if e.status == "stopped" else ""
+        best = escape(best_words(e)) if e.best_arm == PLAIN or e.status == UNSETTLED else (
             _speed(e.best_speedup) + (f' <span class="al-sub">{escape(e.best_arm)}</span>' if e.best_arm else ""))
         cells = (
             escape(_when(e.created_at)) + status, escape(e.owner or "–"), escape(e.target), escape(e.assistants or "–"),
@@ -116,7 +134,8 @@ def entries_html(page: Page, base: str = "") -> str:
 def entry_caption_html(entry: Entry, base: str = "") -> str:
     """One line above a saved comparison: when, who, where, and its permalink."""
     who = f" by {escape(entry.owner)}" if entry.owner else ""
-    stopped = " It was stopped before all repetitions finished." if entry.status == "stopped" else ""
+    stopped = {"stopped": " It was stopped before all repetitions finished.",
+               UNSETTLED: f" {NO_CLEAR_ANSWER}: it ended before its answer was clear."}.get(entry.status, "")
     versions = f"AssistLab {escape(entry.assistlab_version or '?')}, transformers {escape(entry.transformers_version or '?')}"
     if entry.engines != "transformers":
         versions += f"; engines {escape(entry.engines)}"
@@ -134,6 +153,8 @@ def chooser_label(entry: Entry) -> str:
     """One saved comparison in the chooser, by what tells it apart from the others: when, the pair, the new
     tokens, its answer and the start of its prompt (plain text: the dropdown shows it as text)."""
     answer = "no answer" if entry.best_speedup is None else f"{entry.best_arm or 'best'} {entry.best_speedup:.2f}×"
+    if entry.status == UNSETTLED:
+        answer = NO_CLEAR_ANSWER.lower()
     tokens = f"{entry.new_tokens} tokens" if entry.new_tokens else "tokens ?"
     prompt = entry.prompt_preview[:40] + ("…" if len(entry.prompt_preview) > 40 else "")
     stopped = " (stopped)" if entry.status == "stopped" else ""
@@ -156,9 +177,12 @@ def section_title(section: BoardSection) -> str:
 
 def board_lines(section: BoardSection) -> list[tuple[int, BoardRow | None]]:
     """(rank, row) fastest first with plain (row None) in its place at 1×: after every pairing whose median beats
-    it, before the rest, so a pairing slower than plain never ranks above it."""
+    it, before the rest, so a pairing slower than plain never ranks above it. A board of comparisons with no clear
+    answer ranks nothing: every rank is None."""
     ahead = [r for r in section.rows if r.speedup > 1.0]
     behind = [r for r in section.rows if r.speedup <= 1.0]
+    if section.unsettled:  # no answer: listed in the same order, with no rank (None)
+        return [(None, row) for row in [*ahead, None, *behind]]
     return list(enumerate([*ahead, None, *behind], 1))
 
 
@@ -167,6 +191,10 @@ def latest_words(row: BoardRow) -> str:
     interval = interval_words(row.latest_kind, row.latest_low, row.latest_high, row.latest_level, row.latest_n)
     speed = _speed(row.latest_speedup)
     return speed if interval == "–" else f"{speed}, {interval}"
+
+
+def _rank(rank: int | None) -> str:
+    return "–" if rank is None else str(rank)
 
 
 def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
@@ -181,11 +209,11 @@ def board_html(sections: tuple[BoardSection, ...], base: str = "") -> str:
         rows = []
         for rank, row in board_lines(section):
             if row is None:
-                cells = (str(rank), escape(plain_line(section)), "1.00×", "–", escape(PLAIN_NOTE), "", "")
+                cells = (_rank(rank), escape(plain_line(section)), "1.00×", "–", escape(PLAIN_NOTE), "", "")
                 rows.append('<tr class="al-plain-row">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
                 continue
             cells = (
-                str(rank), escape(row.label), f"{row.speedup:.2f}×", str(row.comparisons), escape(latest_words(row)),
+                _rank(rank), escape(row.label), f"{row.speedup:.2f}×", str(row.comparisons), escape(latest_words(row)),
                 escape(_when(row.latest_at)),
                 f'<a href="{escape(permalink(row.latest_id, base))}" target="_blank" rel="noopener">open</a>',
             )

@@ -12,10 +12,11 @@ from .. import __version__
 from ..engines.base import LOSSY_MARK, LOSSY_TRADE
 from ..results import busy
 from ..results.ranking import rank_arms
-from ..results.report import busy_clause, comparisons_words, interval_cell, level_words
+from ..results.report import (busy_clause, comparisons_words, interval_cell, level_words, time_hover, unsettled,
+                              unsettled_sentence)
 from ..results.stats import MIN_LEVEL, spread_is_wide
-from . import charts
-from .markup import dot, glossary_html, md_text, term
+from . import answers, charts
+from .markup import dot, glossary_html, md_text, term, with_terms
 
 WHY_TERMS = ("alpha", "c", "drafted", "k", "forward", "bonus", "speedup")
 NUMBER_TERMS = ("plain", "iqr", "ttft", "speedup", "accepted", "per_pass")
@@ -23,7 +24,8 @@ NUMBER_TERMS = ("plain", "iqr", "ttft", "speedup", "accepted", "per_pass")
 # (shown name, glossary term, the comparison entry's key, format, meaning). The mean drafted per step is the
 # cost model's k, but "k" in an arm's name is its draft length, so the panel names the mean in words.
 WHY_ROWS = (
-    ("α", "alpha", "alpha", ".2f", "chance the target keeps each drafted token it checks"),
+    ("α", "alpha", "alpha", ".2f", "chance the target keeps a drafted token it checks (tokens after a rejected "
+     "one are thrown away unchecked, so this is higher than the share of all drafted tokens accepted)"),
     ("c", "c", "c", ".2f", "time to draft one token, in target forward passes"),
     ("drafted per step", "drafted", "k", ".3g", "tokens drafted before each check, on average"),
 )
@@ -44,25 +46,34 @@ PLAIN_ROW_NOTE = "The target model on its own: the baseline every arm is compare
 
 def headline_html(report: dict) -> str:
     """The answer first in plain words, then the headline sentences, each arm's line marked with its chart colour."""
-    lines = charts.headline_lines(report)
+    lines = answers.headline_lines(report)
     arm_names = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
-    lead = charts.lead_sentence(report)
-    parts = [f'<p class="al-lead" id="al-lead">{html.escape(lead)}</p>'] if lead else []
+    lead = answers.lead_sentence(report)
+    parts = [f'<p class="al-lead" id="al-lead">{with_terms(lead)}</p>'] if lead else []
     warned = {w["message"] for w in report.get("warnings") or []}
     folded = [line for line in lines if line in warned or line.startswith(charts.NOISY)]
     warning = warnings_html(report, folded)
     if warning:  # one line under the answer; the sentences behind it are one click away
         parts.append(warning)
         lines = [line.removesuffix(busy_clause(True)) for line in lines if line not in folded]  # said once, above
+    medians = {c["arm"]: (c.get("speedup") or {}).get("median") for c in report.get("comparison", [])}
     for line in lines:
         index = next((i for name, i in arm_names.items() if i and line.startswith((name + " ", name + ":"))), None)
         if line in warned:  # beside the verdict, marked so a reader cannot miss it
             parts.append(f'<p class="al-warning" role="alert">⚠ {html.escape(line)}</p>')
         elif index is not None:
-            parts.append(f'<p class="al-arm">{dot(index)}{html.escape(line)}</p>')
+            parts.append(f'<p class="al-arm"{_time_title(medians.get(report["arms"][index]["name"]))}>{dot(index)}'
+                         f'{with_terms(line)}</p>')
         else:
-            parts.append(f'<p class="al-note">{html.escape(line)}</p>')
+            parts.append(f'<p class="al-note">{with_terms(line)}</p>')
     return f'<div class="al-headline" id="al-headline">{"".join(parts)}</div>'
+
+
+def _time_title(median: float | None) -> str:
+    """A slower arm's time as a hover attribute (' title="takes 4.23× as long as plain"'); '' otherwise: the
+    text says a slower arm as its speedup below 1×, everywhere, and its time only here."""
+    said = time_hover(median)
+    return f' title="{html.escape(said)}"' if said else ""
 
 
 def warnings_html(report: dict, details: list[str] | None = None) -> str:
@@ -102,7 +113,8 @@ def numbers_html(report: dict) -> str:
         if s.get("median") is None:
             speed = "1× (baseline)" if arm["strategy"] == "plain" else "–"
         else:
-            speed = f"{s['median']:.2f}×" + (f" ({interval_cell(s)})" if interval_cell(s) else "")
+            speed = (f"<span{_time_title(s['median'])}>{s['median']:.2f}×</span>"
+                     + (f" ({interval_cell(s)})" if interval_cell(s) else ""))
         latency = _fmt(lat["median"], ".3f", " s")
         if lat["n"]:
             wide = spread_is_wide(lat)
@@ -137,7 +149,8 @@ def _speed_cell(median, speedup: dict) -> str:
     if median is None:
         return "–"
     interval = interval_cell(speedup)
-    return f"{median:.2f}× <span class=\"al-sub\">({html.escape(interval)})</span>" if interval else f"{median:.2f}×"
+    shown = f"<span{_time_title(median)}>{median:.2f}×</span>"
+    return f"{shown} <span class=\"al-sub\">({html.escape(interval)})</span>" if interval else shown
 
 
 def why_html(report: dict) -> str:
@@ -162,7 +175,7 @@ def why_html(report: dict) -> str:
             for symbol, word, key, pattern, meaning in WHY_ROWS
         )
         if comp.get("limit"):
-            limit = html.escape(comp["limit"])
+            limit = with_terms(comp["limit"])
         elif running:
             limit = "The drafting cost is measured after the timed runs; the prediction follows then."
         else:
@@ -267,9 +280,9 @@ def ranking_html(report: dict) -> str:
     if sum(1 for row in rows if not row.get("plain")) < 2:
         return ""
     colour = {arm["name"]: i for i, arm in enumerate(report.get("arms", []))}
-    body = []
+    body, no_answer = [], unsettled(report)  # no clear answer: listed by median, never ranked
     for row in rows:
-        rank = str(row["rank"]) if row.get("rank") is not None else "–"
+        rank = str(row["rank"]) if row.get("rank") is not None and not no_answer else "–"
         if row.get("plain"):
             cells = [rank, f"{dot(0)}{term('plain', 'plain')} <span class=\"al-sub\">(no assistant)</span>",
                      "1× (baseline)", "–", "–", "–", "–", html.escape(PLAIN_ROW_NOTE)]
@@ -297,8 +310,16 @@ def ranking_html(report: dict) -> str:
     return (
         '<div class="al-wrap"><h4 class="al-h">Ranking</h4><table class="al-table al-ranking" id="al-ranking">'
         f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-        f'<p class="al-sub" id="al-ranking-note">{html.escape(ranking_note(rows))}</p>{_lossy_note(rows)}</div>'
+        f'<p class="al-sub" id="al-ranking-note">{with_terms(ranking_words(report, rows))}</p>'
+        f'{_lossy_note(rows)}</div>'
     )
+
+
+def ranking_words(report: dict, rows: list[dict]) -> str:
+    """The ranking's note; for a run that ended without a clear answer, that first, and the order is medians."""
+    if unsettled(report):
+        return f"{unsettled_sentence(report['stopping'])} Ordered by median only, which is not an answer."
+    return ranking_note(rows)
 
 
 def _lossy_note(rows: list[dict]) -> str:
@@ -342,7 +363,8 @@ def environment_markdown(report: dict) -> str:
     hardware = f"GPU {env['gpu_name']}" if env.get("gpu_name") else f"CPU {env.get('cpu_model', '?')}"
     if env.get("cpu_threads") and not env.get("gpu_name"):
         hardware += f", {env['cpu_threads']} threads"
-    facts = (hardware, env.get("dtype", "?"), f"torch {env.get('torch', '?')}",
+    # The dtype in words first: how precisely the numbers were kept (float32 full, bfloat16 half the memory).
+    facts = (hardware, f"numbers kept as {env.get('dtype', '?')}", f"torch {env.get('torch', '?')}",
              f"transformers {env.get('transformers', '?')}", f"AssistLab {env.get('assistlab', __version__)}")
     parts = ["**Ran on** " + " · ".join(md_text(fact) for fact in facts)]
     for role, info in env.get("models", {}).items():

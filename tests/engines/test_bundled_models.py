@@ -12,6 +12,7 @@ from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.errors import ModelLoadError
 from assistlab.measure import runner
 from assistlab.engines.transformers import engine as tengine
+from patience import patient
 
 
 def test_provenance_names_package_license_and_checksum():
@@ -165,7 +166,7 @@ def _fake_registered(monkeypatch, gguf):
 def _wait_for(predicate, timeout=60.0):
     import time
 
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patient(timeout)
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
@@ -174,7 +175,7 @@ def _wait_for(predicate, timeout=60.0):
 def test_a_conversion_killed_mid_way_is_redone_on_the_next_start_never_trusted(tmp_path, monkeypatch):
     import signal
 
-    start, log, gguf = _converter(tmp_path, hold=60.0)
+    start, log, gguf = _converter(tmp_path, hold=patient(600.0))  # killed long before
     model = _fake_registered(monkeypatch, gguf)
     root = tmp_path / "cache"
     victim = start()
@@ -185,7 +186,7 @@ def test_a_conversion_killed_mid_way_is_redone_on_the_next_start_never_trusted(t
         under_way = bundled.conversion_under_way("bundled:fake", root)
         assert under_way.step == "De-quantizing the fake tensors..." and under_way.left() > 0
         victim.send_signal(signal.SIGKILL)
-        victim.wait(30)
+        victim.wait(patient(30))
     finally:
         victim.kill()
     assert list((root / "bundled").glob("fake-v*.tmp-*"))  # what it left behind, half-written
@@ -209,7 +210,7 @@ def test_a_conversion_killed_mid_way_is_redone_on_the_next_start_never_trusted(t
 def test_two_processes_starting_at_once_convert_once(tmp_path):
     start, log, _gguf = _converter(tmp_path, hold=2.0)
     first, second = start(), start()
-    outs = [p.communicate(timeout=120) for p in (first, second)]
+    outs = [p.communicate(timeout=patient(120)) for p in (first, second)]
     assert [p.returncode for p in (first, second)] == [0, 0], outs
     folders = {out.strip() for out, _err in outs}
     assert len(folders) == 1
@@ -231,14 +232,14 @@ def test_background_preparation_reports_its_step_then_ready(tmp_path, monkeypatc
         out.mkdir(parents=True)
         say("De-quantizing the fake tensors...")
         midway.set()
-        release.wait(30)
+        release.wait(patient(30))
         (out / "model.safetensors").write_bytes(b"whole")
 
     monkeypatch.setattr(bundled, "_convert", slow)
     preparation = bundled.Preparation(("bundled:fake",), root=root)
     assert preparation.needed and preparation.status().state == "converting"
     preparation.start()
-    assert midway.wait(30)
+    assert midway.wait(patient(30))
     status = preparation.status()
     assert status.state == "converting" and "De-quantizing the fake tensors" in status.message
     assert 0 < status.eta_s <= 30.0
@@ -250,7 +251,7 @@ def test_background_preparation_reports_its_step_then_ready(tmp_path, monkeypatc
     assert step == "Converting the bundled target (first use only): De-quantizing the fake tensors"
     assert "De-quantizing the fake tensors" in message and 0 < eta <= 30.0
     release.set()
-    preparation.join(30)
+    preparation.join(patient(30))
     assert preparation.status().state == "ready"
     assert "ready" in progress.preparation_html(preparation.status())
     assert bundled.Preparation(("bundled:fake",), root=root).status().state == "idle"  # next start: nothing to do
@@ -266,7 +267,7 @@ def test_a_failed_background_conversion_says_why_in_one_sentence(tmp_path, monke
 
     monkeypatch.setattr(bundled, "_convert", broken)
     preparation = bundled.Preparation(("bundled:fake",), root=tmp_path / "cache").start()
-    preparation.join(30)
+    preparation.join(patient(30))
     status = preparation.status()
     assert status.state == "failed"
     assert status.message.startswith("Converting the bundled Fake failed (fake.gguf is a 'mamba' model")

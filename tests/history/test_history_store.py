@@ -25,6 +25,7 @@ from assistlab.errors import InputError
 from assistlab.history import derive
 from assistlab.measure import runner
 from assistlab.views import history_html
+from patience import patient
 
 ROOT = Path(__file__).resolve().parents[2]
 NASTY_PROMPT = "<script>alert('x')</script> **bold** [link](http://evil) <img src=x onerror=alert(1)> # heading"
@@ -352,6 +353,57 @@ def test_a_comparison_where_nothing_beat_plain_has_plain_as_its_best(db):
     assert (helped.best_arm, helped.best_speedup) == ("assistant: org/a (k=5)", 1.3)
 
 
+def _unsettled(report: dict, ended_by: str = "time budget") -> dict:
+    """`report` as a run until clear that its time budget (or its most repetitions) ended before it was clear."""
+    arms = {c["arm"]: {"repetitions": 2, "settled": None, "looks": []} for c in report["comparison"]}
+    report["stopping"] = {"rule": "clear", "ended_by": ended_by, "reached": False, "repetitions": 2,
+                          "max_time_s": 600.0, "max_repetitions": 30, "arms": arms}
+    return report
+
+
+def test_a_comparison_with_no_clear_answer_is_said_so_and_never_ranked(db):
+    """Issue 36 item 2: a run until clear that its budget ended is 'no clear answer' in History, its caption, the
+    chooser and the Leaderboard, never 'plain (no assistant helped)' and never ranked."""
+    run_id = db.save(_unsettled(minimal_report("org/t", (("org/a", 0.72, 0.05, 3.1),), n=2))).id
+    entry = db.get(run_id)[0]
+    assert entry.status == "unsettled"
+    listing = history_html.entries_html(db.list())
+    assert history_html.best_words(entry) == "no clear answer: the runs ended before it was clear"
+    assert "no clear answer" in listing and "plain (no assistant helped)" not in listing
+    assert "(stopped)" not in listing  # it ended by its own rule, not by a stop
+    assert "No clear answer: it ended before its answer was clear." in history_html.entry_caption_html(entry)
+    assert "no clear answer" in history_html.chooser_label(entry) and "plain 1.00" not in history_html.chooser_label(entry)
+    # A settled comparison of the same pairing stays on a ranked board of its own.
+    db.save(minimal_report("org/t", (("org/a", 1.3, 1.2, 1.4, "order-statistic", 0.9375),), n=5))
+    sections = db.leaderboard()
+    (open_board,) = [s for s in sections if s.unsettled]
+    (ranked,) = [s for s in sections if not s.unsettled]
+    assert all(rank is None for rank, _row in history_html.board_lines(open_board))
+    assert [rank for rank, _row in history_html.board_lines(ranked)] == [1, 2]
+    assert open_board.note.startswith("No clear answer: ") and "fastest" not in open_board.note
+    assert "no clear answer" in open_board.measured
+    board = history_html.board_html(tuple(sections))
+    table = board[board.index(open_board.note):]
+    first_cells = re.findall(r"<tr[^>]*><td>([^<]*)</td>", table.split("</table>")[0])
+    assert first_cells == ["–", "–"]  # the pairing and plain, neither ranked
+    assert open_board.to_dict()["unsettled"] is True
+
+
+def test_only_a_run_until_clear_that_ended_first_is_unsettled():
+    base = minimal_report("org/t", (("org/a", 0.72, 0.05, 3.1),), n=2)
+    assert derive.summary_columns(_unsettled(json.loads(json.dumps(base))))["status"] == "unsettled"
+    assert derive.summary_columns(_unsettled(json.loads(json.dumps(base)), "repetitions"))["status"] == "unsettled"
+    cleared = _unsettled(json.loads(json.dumps(base)))
+    cleared["stopping"].update(ended_by="clear", reached=True)
+    assert derive.summary_columns(cleared)["status"] == "complete"
+    stopped = _unsettled(json.loads(json.dumps(base)))
+    stopped["status"] = "stopped"
+    assert derive.summary_columns(stopped)["status"] == "stopped"
+    fixed = _unsettled(json.loads(json.dumps(base)))
+    fixed["stopping"]["rule"] = "fixed"
+    assert derive.summary_columns(fixed)["status"] == "complete"
+
+
 def test_schema_upgrade_from_version_2_records_what_was_measured_and_plain_as_best(db_url):
     engine = hist.History(db_url)._make_engine()
     try:
@@ -391,7 +443,7 @@ def test_four_concurrent_saves_from_threads_give_four_rows(db, real_report):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(patient(60))
     assert all(r.saved for r in results), [r.warning for r in results]
     assert len({r.id for r in results}) == 4
     assert {e.owner for e in db.list().entries} == {"user0", "user1", "user2", "user3"}
@@ -422,7 +474,7 @@ def test_four_servers_saving_at_once_give_four_rows(db_url, tmp_path):
              for i in range(4)]
     time.sleep(3)  # let each connect and migrate before they all write at once
     go.touch()
-    outputs = [p.communicate(timeout=120) for p in procs]
+    outputs = [p.communicate(timeout=patient(120)) for p in procs]
     results = [json.loads(out) for out, err in outputs]
     assert all(r["id"] and r["warning"] is None for r in results), outputs
     store = hist.History(db_url, max_entries=None)
@@ -456,7 +508,7 @@ def test_a_crash_mid_save_leaves_the_database_readable(db_url, db):
         assert proc.stdout.readline().strip() == "inside", proc.stderr.read()
     finally:
         proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+        proc.wait(patient(30))
     fresh = hist.History(db_url, max_entries=None)
     try:
         assert [e.id for e in fresh.list().entries] == [kept]
@@ -800,3 +852,18 @@ def test_the_command_line_lists_engines_and_ranks_each_engine_against_its_own_pl
     board.json = True
     assert cli_history.run(board, sqlite_db) == 0
     assert [s["engine"] for s in json.loads(capsys.readouterr().out)] == ["transformers", "vllm"]
+
+
+def test_a_workloads_prompt_lookup_arm_is_named_as_the_page_names_it():
+    """Issue 36 item 6: History and the Leaderboard said 'prompt-lookup (k=None)' where the page says 'k=10'."""
+    from assistlab.config import PROMPT_LOOKUP_DEFAULT
+
+    name = ArmSpec("prompt-lookup").label
+    speed = {"geomean": 1.2, "ci_low": 1.1, "ci_high": 1.3, "level": 0.95, "n": 2}
+    report = {"kind": "suite", "arms": [name],
+              "request": {"arms": [{"strategy": "prompt-lookup", "prompt_lookup_num_tokens": None}]},
+              "suite": {"name": "spec-bench", "categories": [], "prompts": [],
+                        "overall": {"arms": [{"arm": name, "speedup": speed}], "selected": 2, "prompts": 2}}}
+    (row,) = derive.arm_rows(report)
+    assert row["label"] == f"prompt-lookup (k={PROMPT_LOOKUP_DEFAULT})" and "None" not in row["label"]
+    assert row["label"] == name  # one name for an arm: the page's

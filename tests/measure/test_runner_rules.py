@@ -18,6 +18,7 @@ from assistlab.measure import runner, sweep
 from assistlab.engines.transformers import prompt as tprompt
 from assistlab.engines.transformers import timing
 from assistlab.results import explain, sequential, stats
+from patience import patient
 
 PROMPT = "write me a long essay on deep learning"
 KNOBS = (*paths.DRAFTER_KNOBS, *paths.LOOKBEHIND_KNOBS)
@@ -348,11 +349,11 @@ def test_a_stop_from_another_thread_ends_generate_within_a_step(allowed_models, 
                 state["after_stop"] += 1
             elif state["reads"] == 10:
                 go.set()
-                assert stop.wait(30), "the stopping thread never ran"
+                assert stop.wait(patient(30)), "the stopping thread never ran"
         return time.perf_counter()
 
     def stopper():
-        go.wait(120)
+        go.wait(patient(120))
         stop.set()
 
     thread = threading.Thread(target=stopper, daemon=True)
@@ -365,7 +366,7 @@ def test_a_stop_from_another_thread_ends_generate_within_a_step(allowed_models, 
         if event.kind == "run" and event.round_done:
             # Repetition 0 is whole; repetition 1 starts with prompt lookup (the order rotates): the run to stop.
             state["armed"] = True
-    thread.join(5)
+    thread.join(patient(5))
     final = events[-1].report.to_dict()
     assert final["status"] == "stopped" and final["stopping"]["ended_by"] == "stopped"
     # The cut prompt-lookup run is not counted, and a stopped report keeps whole repetitions only (issue 20).

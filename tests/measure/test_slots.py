@@ -9,8 +9,9 @@ import time
 import pytest
 
 from assistlab.measure.slots import Finished, Job, Placement, SlotPool, Waiting
+from patience import patient
 
-WAIT = 10.0  # generous: the machine is shared while the tests run
+WAIT = patient(10.0)  # generous: the machine is shared while the tests run
 
 
 class Log:

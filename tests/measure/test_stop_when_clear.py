@@ -10,7 +10,7 @@ from assistlab.engines.transformers import timing
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner, stopping
 from assistlab.results import likely, sequential
-from assistlab.views import charts
+from assistlab.views import answers, charts
 
 PROMPT = "write me a long essay on deep learning"
 
@@ -138,7 +138,11 @@ def test_the_budget_ends_an_unclear_comparison(store, fake_runs):
     _, data = compare(store, fake, TWO_ARMS[:1], stop_rule="clear", repeats=8)
     stop = data["stopping"]
     assert (stop["rule"], stop["ended_by"], stop["reached"], stop["repetitions"]) == ("clear", "repetitions", False, 8)
-    assert "did not make the answer clear" in data["message"]
+    open_arm = next(iter(stop["arms"]))
+    said = f"No clear answer: 8 repetitions, the most allowed, ran, before the answer was clear for {open_arm}."
+    assert data["message"] == f"Complete. {said}"
+    # The report's answer says the same, and never that the runs go on (issue 36 item 2).
+    assert data["answer"].startswith(said) and "go on" not in data["answer"]
 
 
 def test_the_decision_alone():
@@ -189,9 +193,10 @@ def test_the_rule_likely_stops_at_the_likely_answer_and_says_its_assumption(stor
     words = "Likely slower (4 repetitions, assuming roughly normal noise)"
     assert data["message"] == f"Complete after {first} repetitions. " + "; ".join(
         f"{name}: {words}" for name in stop["arms"]) + "."
-    lines = charts.headline_lines(data)
+    lines = answers.headline_lines(data)
     assert all(any(line.startswith(f"{name}: {words}: it took ") for line in lines) for name in stop["arms"])
-    assert charts.lead_sentence(data) == charts.LIKELY_NOTHING_HELPED
+    assert not any("no clear difference" in line or "too few" in line for line in lines)
+    assert answers.lead_sentence(data) == answers.LIKELY_NOTHING_HELPED
     assert data["timing"]["likely_s"] <= data["timing"]["answer_s"]
     from assistlab import cli as cli_mod
 

@@ -303,6 +303,12 @@ def test_explain_arm_without_drafts_or_probe_says_why():
     nothing = explain.explain_arm({}, [(0, 0), (0, 0)], [[0.0, 0.1]], 0.9)
     assert nothing["alpha"] is None and nothing["predicted_speedup"] is None
     assert nothing["limit"].startswith("Nothing was drafted")
+    # Issue 36 item 7: a ratio measured with nothing drafted is said not to be a speedup.
+    assert nothing["limit_kind"] == explain.NOTHING_DRAFTED and "Its 0.90× against plain is not a speedup" in (
+        nothing["limit"])
+    noise = explain.explain_arm({}, [(0, 0), (0, 0)], [[0.0, 0.1]], 2.46)
+    assert "Its 2.46× against plain is not a speedup" in noise["limit"]
+    assert "not a speedup" not in explain.nothing_drafted_words(None)
     unprobed = explain.explain_arm(None, [(3, 1)], [[0.0, 0.1]], 0.9)
     assert unprobed["alpha"] == pytest.approx(0.5) and unprobed["c"] is None
     assert "not measured" in unprobed["limit"]

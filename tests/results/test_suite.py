@@ -356,10 +356,18 @@ def test_stop_keeps_what_was_measured(models_dir, store, monkeypatch):
         if event.kind == "run":
             runs.append(event)
     report = event.report
-    assert event.kind == "done" and report.status == "stopped" and "Stopped after 2 of 3 prompts" in report.message
+    # The half-measured prompt was started, not finished (issue 36 item 6): never "after 2 of 3 prompts".
+    assert event.kind == "done" and report.status == "stopped"
+    assert report.message.startswith("Stopped: 2 of 3 prompts started, 1 finished;"), report.message
     assert [r.status for r in report.results] == ["measured", "stopped", "not run"]
     data = report.to_dict()
     assert data["suite"]["overall"]["arms"][0]["prompts"] == 1  # the half-measured prompt has no pair yet
+    # The counts the chart's labels and the sentences show agree: one prompt measured.
+    assert data["suite"]["overall"]["prompts"] == 1 and data["suite"]["overall"]["best"].startswith("Overall (1 prompt)")
+    from assistlab.views import charts
+    labels = list(charts.suite_figure(data).layout.yaxis.categoryarray)
+    assert labels and all(label.endswith(" (1)") for label in labels), labels
+    assert data["answer"] == data["suite"]["overall"]["best"]
 
 
 def test_a_stop_ends_a_suite_run_within_a_step_and_drops_the_cut_run(models_dir, store, monkeypatch):
@@ -561,3 +569,18 @@ def test_a_suite_waits_for_a_bundled_conversion_before_its_first_run(models_dir,
     assert len(waits) == 2 and not any(checks[:2]), "the waiting came before the first timed run"
     assert "SmolLM2" in waits[0].message and waits[0].eta_s == 12.0
     assert event.kind == "done" and event.report.status != "stopped" and len(runs) == 4
+
+
+def test_a_prompt_with_no_speedup_yet_is_not_counted_in_its_category():
+    """Issue 36 item 6: a label 'summary (1)' beside 'summary: nothing measured yet' disagreed: a prompt whose
+    runs gave no speedup yet (plain ran, the assistant not) is not counted among a category's prompts."""
+    from assistlab.results.suite import aggregate, best_sentence
+
+    figures = {"drafted": 0, "accepted": 0, "steps": 0, "identical": None}
+    ran = {"arms": [{"arm": "a", "speedup": 1.3, **figures}]}
+    waiting = {"arms": [{"arm": "a", "speedup": None, **figures}]}
+    assert aggregate([waiting], ["a"])["prompts"] == 0
+    assert best_sentence("summary", aggregate([waiting], ["a"])) == "summary (0 prompts): nothing measured yet."
+    both = aggregate([ran, waiting], ["a"])
+    assert both["prompts"] == 1 and both["arms"][0]["prompts"] == 1
+    assert best_sentence("overall", both).startswith("overall (1 prompt): ")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from assistlab.measure.slots import SlotPool
+from patience import patient
 
 
 def test_with_a_login_on_only_the_login_page_answers_without_one(models_dir, store, monkeypatch):
@@ -26,14 +27,14 @@ def test_with_a_login_on_only_the_login_page_answers_without_one(models_dir, sto
               ("GET", "gradio_api/startup-events/../token", {}), ("GET", "monitoring", {}),
               ("POST", "gradio_api/upload", {"files": {"files": ("a.txt", b"x")}})]
     try:
-        with httpx.Client(base_url=url, timeout=30) as anonymous:
+        with httpx.Client(base_url=url, timeout=patient(30)) as anonymous:
             for method, path, kwargs in closed:
                 assert anonymous.request(method, path, **kwargs).status_code == 401, path
             page = anonymous.get("")
             assert page.status_code == 200
             asset = next(part.split('"')[0] for part in page.text.split('src="')[1:] if "assets/" in part)
             assert anonymous.get(asset.replace(url, "")).status_code == 200
-        with httpx.Client(base_url=url, timeout=30) as ann:
+        with httpx.Client(base_url=url, timeout=patient(30)) as ann:
             assert ann.post("login", data={"username": "ann", "password": "secret"}).status_code == 200
             for method, path, kwargs in closed[:5]:
                 with ann.stream(method, path, **kwargs) as answer:  # a heartbeat is a stream that stays open

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from patience import patient
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,10 +58,10 @@ def test_gradios_copies_are_private_and_go_at_a_signal(tmp_path, how):
         for copy in copies:
             assert stat.S_IMODE(copy.stat().st_mode) == 0o600, oct(copy.stat().st_mode)
         server.send_signal(how)
-        server.wait(60)
+        server.wait(patient(60))
     finally:
         if server.poll() is None:
             server.kill()
-            server.wait(10)
+            server.wait(patient(10))
     left = [p for p in (temp / "gradio").rglob("*") if p.is_file()] if (temp / "gradio").exists() else []
     assert not left, left

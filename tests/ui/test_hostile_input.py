@@ -19,6 +19,7 @@ from assistlab.engines.transformers.arms import ArmSpec, assisted_arms
 from assistlab.errors import InputError, ModelLoadError
 from assistlab.measure import runner
 from assistlab.views import charts, panels
+from patience import patient
 
 
 MARKUP = "<img src=//host/beacon><a href=//host/phish>Download</a>"
@@ -319,15 +320,15 @@ def call_api(url: str, api_name: str, **arguments) -> tuple[str, str]:
     import httpx
 
     url = url.rstrip("/") + "/"
-    info = httpx.get(f"{url}gradio_api/info", timeout=30).json()["named_endpoints"][f"/{api_name}"]
+    info = httpx.get(f"{url}gradio_api/info", timeout=patient(30)).json()["named_endpoints"][f"/{api_name}"]
     data = [arguments.get(p["parameter_name"], p.get("parameter_default")) for p in info["parameters"]]
     body = json.dumps({"data": data}, ensure_ascii=True)
     posted = httpx.post(f"{url}gradio_api/call/{api_name}", content=body,
-                        headers={"content-type": "application/json"}, timeout=60)
+                        headers={"content-type": "application/json"}, timeout=patient(60))
     assert posted.status_code == 200, posted.text
     event_id = posted.json()["event_id"]
     event, payload = "", ""
-    with httpx.stream("GET", f"{url}gradio_api/call/{api_name}/{event_id}", timeout=120) as stream:
+    with httpx.stream("GET", f"{url}gradio_api/call/{api_name}/{event_id}", timeout=patient(120)) as stream:
         for line in stream.iter_lines():
             if line.startswith("event:"):
                 event = line[6:].strip()

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from assistlab.measure.slots import SlotPool
+from patience import patient
 
 
 def test_pruning_keeps_the_folders_the_app_needs(tmp_path):
@@ -79,7 +80,7 @@ def test_sigterm_leaves_no_reports_or_copies_and_a_start_prunes_dead_servers_fol
         copies = [p for p in (tmp / "gradio").rglob("*") if p.is_file()]
         assert copies, "gradio kept no copy of the upload"
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.wait(timeout=patient(60))
     finally:
         if proc.poll() is None:
             proc.kill()

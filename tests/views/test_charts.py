@@ -13,7 +13,7 @@ from assistlab.measure.runner import run_to_report
 from assistlab.measure.sweep import run_sweep
 from assistlab.results import report as report_mod
 from assistlab.results import stats
-from assistlab.views import charts
+from assistlab.views import charts, panels
 
 BUILDERS = (charts.latency_figure, charts.timeline_figure, charts.speedup_figure, charts.acceptance_figure)
 
@@ -241,14 +241,21 @@ def test_the_headline_and_the_command_line_share_one_sentence():
 
 
 def test_headline_says_slower_when_slower():
-    text = charts.headline(_made(0.76, 0.70, 0.80))
-    # Said in time, never as a speedup below 1×: 1 / 0.76 = 1.32, 1 / 0.80 = 1.25, 1 / 0.70 = 1.43.
+    made = _made(0.76, 0.70, 0.80)
+    text = charts.headline(made)
+    # Said as the chart and the tables say it (issue 36 item 4): the speedup below 1×, with 'slower'.
     assert text.startswith(
-        "assistant: small (k=5) was slower: it took 1.32× as long as plain (95.8% sure it takes between 1.25× and "
-        "1.43× as long)"
+        "assistant: small (k=5) was slower: 0.76× the speed of plain (95.8% sure between 0.70× and 0.80× the "
+        "speed of plain)"
     )
-    assert "as fast" not in text and "the speedup lies" not in text
+    assert "as long" not in text and "the speedup lies" not in text
     assert "faster" not in text
+    # The time it costs only in a hover: 1 / 0.76 = 1.32.
+    assert 'title="takes 1.32× as long as plain"' in panels.headline_html(made)
+    made["arms"] = [{**arm, "tokens_per_s_summary": {"median": 10.0}, "ttft_s": []} for arm in made["arms"]]
+    assert "0.76×" in panels.numbers_html(made) and 'title="takes 1.32× as long as plain"' in panels.numbers_html(made)
+    hover = charts.speedup_figure(made).data[0]
+    assert "slower: takes 1.32× as long as plain" in hover.customdata[0][4]
 
 
 def test_headline_does_not_claim_a_difference_the_interval_does_not_show():

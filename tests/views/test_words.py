@@ -400,3 +400,93 @@ def test_the_details_stay_one_click_away():
     page = summary_html({"suite": suite})
     assert "<summary>How is this worked out?</summary>" in page and "Student-t" in page
     assert not _unexplained(page.split("<details")[0])
+
+
+def _until_clear(report: dict, ended_by: str | None, status: str = "complete", sequence=None) -> dict:
+    """`report` as a run until clear: each arm's time-uniform sequence (too few for an interval unless given)."""
+    seq = sequence or {"ci_low": None, "ci_high": None, "n": 2, "level": 0.95, "family_level": 0.95,
+                       "arms_sharing": 1, "band": 0.03, "settled": None, "interval": "none"}
+    for comp in report["comparison"]:
+        comp["sequence"] = dict(seq)
+    report["status"] = status
+    report["stopping"] = {"rule": "clear", "ended_by": ended_by, "reached": ended_by == "clear", "repetitions": 2,
+                          "max_time_s": 600.0, "max_repetitions": 30,
+                          "arms": {c["arm"]: {"repetitions": 2, "settled": None, "looks": []}
+                                   for c in report["comparison"]}}
+    return report
+
+
+def test_a_run_the_budget_ended_before_it_was_clear_says_so_and_not_that_it_goes_on():
+    """Issue 36 item 2: after the run ended, never 'the runs go on until…', and the ranking is not an answer."""
+    said = ("No clear answer: the time budget of 600 s ran out after 2 repetitions, before the answer was clear for "
+            "universal: small (k=5), prompt-lookup (k=10).")
+    report = _until_clear(_report(SLOW, SLOWER), "time budget")
+    lead = charts.lead_sentence(report)
+    assert lead.startswith(said) and "go on" not in lead and "fastest" not in lead
+    first = re.findall(r"<p[^>]*>(.*?)</p>", panels.headline_html(report))[0]
+    assert re.sub(r"<[^>]+>", "", first) == lead
+    assert "go on" not in panels.headline_html(report)
+    note = re.sub(r"<[^>]+>", "", re.search(r'id="al-ranking-note">(.*?)</p>', panels.ranking_html(report)).group(1))
+    assert note.startswith(said) and "not an answer" in note and "ranks first" not in note
+    assert all(row[0] == "–" for row in _ranking_rows(panels.ranking_html(report)))  # listed, never ranked
+    from assistlab.cli.tables import ranking_lines
+    lines = ranking_lines(report)
+    assert lines[0].startswith("By median, not ranked: ") and not re.search(r"\d\. ", lines[0])
+    assert lines[1].strip().startswith(said)
+    most = _until_clear(_report(SLOW), "repetitions")
+    assert charts.lead_sentence(most).startswith("No clear answer: 2 repetitions, the most allowed, ran, before")
+    # While it runs, the runs do go on; once clear, the answer leads.
+    running = _until_clear(_report(SLOW), None, status="running")
+    assert charts.lead_sentence(running) == "So far: " + charts.TOO_FEW_FOR_EVERY_LOOK
+    faster = {"ci_low": 1.1, "ci_high": 1.4, "n": 8, "level": 0.95, "family_level": 0.95, "arms_sharing": 1,
+              "band": 0.03, "settled": "faster", "interval": "time-uniform"}
+    clear = _until_clear(_report(FAST), "clear", sequence=faster)
+    assert charts.lead_sentence(clear).startswith("assistant: small (k=5) was fastest")
+
+
+def test_an_arm_that_drafted_nothing_is_never_given_a_speedup():
+    """Issue 36 item 7: 2.46× beside 'Nothing was drafted' is not a speedup; said so, and never the answer."""
+    from assistlab.history import derive
+    from assistlab.results import explain
+    from assistlab.results.report import speedup_sentence
+
+    arm, comp = _arm("assistant: none (k=5)", "assistant", 2.46, 2.1, 2.8)
+    comp.update(limit_kind=explain.NOTHING_DRAFTED, limit=explain.nothing_drafted_words(2.46), acceptance_rate=None)
+    arm["spec"] = {"assistant": "none"}
+    report = _report((arm, comp))
+    sentence = speedup_sentence(comp)
+    assert sentence.startswith("assistant: none (k=5) drafted nothing, so its 2.46× against plain is not a speedup")
+    assert "faster" not in sentence
+    assert "not a speedup" in comp["limit"] and "2.46×" in comp["limit"]
+    assert "fastest" not in charts.lead_sentence(report)
+    (row,) = derive.arm_rows(report)
+    assert row["speedup"] is None and derive.summary_columns(report)["best_speedup"] is None
+    comp.pop("limit_kind")  # the same figures from an arm that drafted: a speedup, and the answer
+    assert charts.lead_sentence(_report((arm, comp))).startswith("assistant: none (k=5) was fastest")
+    assert derive.arm_rows(_report((arm, comp)))[0]["speedup"] == 2.46
+
+
+def test_one_repetition_is_said_in_the_singular():
+    """Issue 36 item 9: '1 repetitions' nowhere a count is said."""
+    from assistlab.results.report import counted
+
+    assert (counted(1, "repetition"), counted(2, "repetition"), counted(0, "prompt")) == (
+        "1 repetition", "2 repetitions", "0 prompts")
+    one = _report(SLOW, status="stopped")
+    one["planned_repetitions"] = 1
+    assert "Stopped after 5 of 1 repetition." in charts.headline_lines(one)
+    running = _until_clear(_report(SLOW), None, status="running")
+    running["counted_repetitions"] = 1
+    assert any(line.startswith("So far: 1 repetition;") for line in charts.headline_lines(running))
+
+
+def test_terms_in_the_result_sentences_explain_themselves_on_hover():
+    """Issue 36 item 9: plain words first, the term in a hover, where the sentences use it."""
+    from assistlab.views.markup import with_terms
+
+    shown = with_terms("a (transformers defaults) run, too few for an interval that holds at every look <b>")
+    assert shown.count("<abbr") == 2 and "&lt;b&gt;" in shown and "<b>" not in shown
+    assert 'title="transformers defaults: no drafting setting was chosen here' in shown
+    assert 'title="an interval that holds at every look: a range for the true speedup' in shown
+    report = _until_clear(_report(SLOW), "time budget")
+    assert 'title="universal assisted generation: ' in panels.headline_html(report)
