@@ -12,6 +12,7 @@ from ..engines import catalog
 from ..engines.transformers import bundled
 from ..errors import AssistLabError, InputError
 from . import history as history_cli
+from . import tune as tune_cli
 from .parser import EXIT_USAGE, build_parser, request_from_args, suite_request_from_args
 from .tables import format_suite_table, format_table
 
@@ -71,16 +72,8 @@ def write_file(path, text: str) -> None:
         raise InputError(f"Cannot write {str(path)!r}: {exc.strerror or exc}.") from None
 
 
-def _bench(args: argparse.Namespace) -> int:
-    from ..engines.transformers.models import ModelStore
-    from ..measure import runner, suite_runner, sweep
-    from ..results.suite import SuiteReport
-
-    request = request_from_args(args)
-    suite_request = suite_request_from_args(args)
-    stop = threading.Event()
-
-    received: list[int] = []
+def _stop_on_signals(stop: threading.Event, received: list[int]) -> dict:
+    """Ctrl-C, SIGTERM and SIGHUP set `stop` (a second one aborts); the handlers they replace, to restore."""
 
     def on_interrupt(sig, _frame):
         # SIGTERM (timeout, systemd, a CI cancel, Kubernetes) and SIGHUP (a closed terminal) stop as Ctrl-C does:
@@ -94,7 +87,34 @@ def _bench(args: argparse.Namespace) -> int:
         sys.stderr.write(f"\n{name}: stopping at the next generation step and ending the vLLM servers AssistLab "
                          f"started; the run it cuts short is not counted ({again})...\n")
 
-    previous = {sig: signal.signal(sig, on_interrupt) for sig in STOP_SIGNALS}
+    return {sig: signal.signal(sig, on_interrupt) for sig in STOP_SIGNALS}
+
+
+def _tune(args: argparse.Namespace) -> int:
+    """The tune command; a stop keeps what was measured and says the search is not settled."""
+    stop, received = threading.Event(), []
+    previous = _stop_on_signals(stop, received)
+    try:
+        code = tune_cli.run(args, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received and received[0] != signal.SIGINT:
+        return 128 + received[0]
+    return code
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from ..engines.transformers.models import ModelStore
+    from ..measure import runner, suite_runner, sweep
+    from ..results.suite import SuiteReport
+
+    request = request_from_args(args)
+    suite_request = suite_request_from_args(args)
+    stop = threading.Event()
+
+    received: list[int] = []
+    previous = _stop_on_signals(stop, received)
     try:
         if suite_request is not None:
             events = _suite_events(args, request, suite_request, stop)
@@ -146,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "history":
             return history_cli.run(args)
+        if args.command == "tune":
+            return _tune(args)
         return _bench(args)
     except AssistLabError as exc:
         sys.stderr.write(f"error: {exc}\n")

@@ -35,6 +35,7 @@ from ..engines.transformers.arms import assisted_arms
 from ..engines.vllm import arms as vllm_arms_mod
 from ..errors import InputError
 from . import history as history_cli
+from . import tune as tune_cli
 
 EXIT_USAGE = 2
 
@@ -127,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     bench.add_argument("--save", action="store_true", help="keep the result in the history (see the history command)")
 
+    tune_cli.add_parser(sub)
     sub.add_parser("presets", help="list the preset model pairs")
     sub.add_parser("prepare", help="convert the bundled models once (otherwise done on first use)")
     history_cli.add_parser(sub)

@@ -51,6 +51,7 @@ class ArmInfo:
     unavailable: list[dict] | None = None  # figures the engine cannot give for this arm: [{figure, why}]
     flags: dict | None = None  # {"lossless", "lossy_reason", "figures_unavailable"}, set by its engine's plan
     analysis_drops: tuple[str, ...] = ()  # cost-model keys this arm's path cannot give (set to None)
+    left: str | None = None  # why a search (measure/tune.py) stopped timing it: rounds skip it, as a failed arm
 
     @property
     def assisted(self) -> bool:

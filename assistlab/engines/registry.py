@@ -7,7 +7,9 @@ that holds the target's tokenizer, the engine whose arms a sweep varies, and the
 from __future__ import annotations
 
 from .base import Engine, Host
+from .settings import EngineSettings
 from .transformers import sweep as transformers_sweep
+from .transformers import tuning as transformers_tuning
 from .transformers.engine import TransformersEngine
 from .vllm import tuning as vllm_tuning
 from .vllm.engine import VllmEngine
@@ -21,6 +23,11 @@ HOST: type[Host] = TransformersEngine  # prepared for every request: it tokenise
 SWEEPS = transformers_sweep  # the engine whose arms a sweep varies (engines/transformers/sweep.py)
 # The engine whose arms carry a draft length per batch size, and its check of one (engines/vllm/tuning.py).
 SCHEDULES = vllm_tuning
+# The settings each engine declares (engines/settings.py): what a tuner searches, re-times and deploys.
+SETTINGS: dict[str, EngineSettings] = {
+    transformers_tuning.ENGINE: transformers_tuning.SETTINGS,
+    vllm_tuning.ENGINE: vllm_tuning.SETTINGS,
+}
 
 
 def engines_for(request) -> list[type[Engine]]:

@@ -28,7 +28,7 @@ def prompts_in_turn(prompts: list[list[int]]) -> Callable[[int], list[list[int]]
 
 def runs_of_phase(request: BenchRequest, arms: list[Arm]) -> int:
     """How many load runs (warm-up included) the phase makes at most: for the progress bar's total."""
-    loading = sum(1 for a in arms if a.loads and not a.info.error)
+    loading = sum(1 for a in arms if a.loads and not a.info.error and not a.info.left)
     return len(request.concurrency) * (1 + request.load_rounds) * loading
 
 
@@ -80,7 +80,7 @@ def run_load(
     tried (nor those of the assisted arms timed against it, when it is their plain arm); lower levels stay. A
     stop discards the level under way and returns True: the record keeps whole levels only.
     """
-    loading = [i for i, a in enumerate(arms) if a.loads and not a.info.error]
+    loading = [i for i, a in enumerate(arms) if a.loads and not a.info.error and not a.info.left]
     record = report.load = LoadRecord(levels=tuple(request.concurrency), rounds_asked=request.load_rounds,
                                       arms=loading)
     if not loading or not request.concurrency:

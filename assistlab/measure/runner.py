@@ -21,6 +21,8 @@ from . import load as load_phase
 from . import stopping as stop_rules
 from .progress import Clock, Pace, Progress, likely_repetitions
 
+# After each repetition: (request, report, repetitions so far, seconds of timed runs) -> whether to stop.
+Decide = Callable[[BenchRequest, Report, int, float], stop_rules.Decision]
 MAX_RUN_ENV = "ASSISTLAB_MAX_RUN_S"  # the operator's cap on one comparison's wall time, in seconds
 
 
@@ -191,7 +193,7 @@ def run_round(
         last = position == len(order) - 1
         if should_stop():
             return True
-        if arm.info.error:
+        if arm.info.error or arm.info.left:  # failed, or retired by a search (measure/tune.py)
             progress.done += 1
             continue
         step, announce = _run_step(arm.info.name, warmup, round_index, request)
@@ -244,6 +246,8 @@ def run_benchmark(
     store,
     clock: Clock = time.perf_counter,
     should_stop: Callable[[], bool] = lambda: False,
+    decide: Decide | None = None,
+    probes: bool = True,
 ) -> Iterator[Event]:
     """Load, warm up, then time every arm in rotated order, repetition after repetition. The last event is 'done'.
 
@@ -254,16 +258,21 @@ def run_benchmark(
 
     Every engine is closed (servers stopped) when this generator ends, however it ends: done, stopped, an
     error, or closed by its caller (a cancelled request).
+
+    `decide(request, report, count, elapsed)`, when given, takes the stopping rule's place after each repetition
+    (a search's: it may retire arms by setting their `info.left`, and rounds then skip them); `probes` False
+    leaves out the untimed drafting-cost runs.
     """
     engines: list = []
     try:
-        yield from _run_benchmark(request, store, clock, should_stop, engines)
+        yield from _run_benchmark(request, store, clock, should_stop, engines, decide or stop_rules.after_repetition,
+                                  probes)
     finally:
         setup.close(engines)
 
 
 def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Callable[[], bool],
-                   engines: list) -> Iterator[Event]:
+                   engines: list, decide: Decide, probes: bool) -> Iterator[Event]:
     cap = max_run_s()
     if cap is not None:  # the operator's cap stops a comparison as Stop does, keeping what was measured
         deadline, asked = time.monotonic() + cap, should_stop
@@ -343,7 +352,7 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
             monitor.close()
             yield stopped_event()
             return
-        decision = stop_rules.after_repetition(request, report, r + 1, clock() - progress.started)
+        decision = decide(request, report, r + 1, clock() - progress.started)
         report.timing.setdefault("first_repetition_s", pace.elapsed())
         if "likely_s" not in report.timing and stop_rules.all_likely(stopping):
             report.timing["likely_s"] = pace.elapsed()
@@ -364,7 +373,8 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
     # The cost model: one untimed, instrumented run per assisted arm that has one, after every timed run. Each
     # is watched like a timed run (one window around it): its drafting time is the prediction's c, so others'
     # work during it would make the prediction wrong without touching the measured speedup.
-    probing = [(index, arm) for index, arm in enumerate(arms) if arm.info.assisted and not arm.info.error and arm.probes]
+    probing = [(index, arm) for index, arm in enumerate(arms)
+               if probes and arm.info.assisted and not arm.info.error and not arm.info.left and arm.probes]
     watch = contention.Monitor(device)
     report.environment["probe_contention"] = watch.record
     try:

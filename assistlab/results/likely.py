@@ -17,6 +17,7 @@ strong at any look gets no likely answer (`skewed`), only the sure one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from math import atan, cos, pi, sin, sqrt
 
 import numpy as np
@@ -53,6 +54,7 @@ def _two_sided_tail(t: float, df: int) -> float:
     return max(0.0, 1.0 - inside)
 
 
+@lru_cache(maxsize=4096)  # pure, and called once per look per search: a simulation asks the same few
 def t_quantile(alpha: float, df: int) -> float:
     """The t with P(|T| > t) = alpha for df degrees of freedom (bisection on the closed form)."""
     if df < 1:

@@ -93,6 +93,7 @@ class Report:
     probes: dict[int, dict] = field(default_factory=dict)  # arm index -> its engine's drafting-cost probe (Arm.probe)
     segments: dict[int, list] = field(default_factory=dict)  # arm index -> explain.text_segments(...) of its last run
     sweep: dict | None = None  # a sweep's summary, set by sweep.sweep()
+    tune: dict | None = None  # a search's summary, set by measure/tune.py
     stopping: dict | None = None  # how the number of repetitions was decided (runner._stopping_record)
     orders: list[list[int]] = field(default_factory=list)  # arm indices in run order, per counted repetition
     warmup_orders: list[list[int]] = field(default_factory=list)  # the same for warm-up rounds
@@ -160,6 +161,7 @@ class Report:
             "spec": info.spec,
             "settings": info.settings,
             "error": info.error,
+            **({"left": info.left} if info.left else {}),
             "latencies_s": [r.latency_s for r in runs],
             "new_tokens": [r.new_tokens for r in runs],
             "tokens_per_s": [r.tokens_per_s for r in runs],
@@ -313,6 +315,7 @@ class Report:
         ]
         if self.sweep is not None:
             data["sweep"] = self.sweep
+        data.update({"tune": self.tune} if self.tune is not None else {})  # a search's summary (measure/tune.py)
         if self.request.get("concurrency"):  # only a request with load levels has a load phase
             alone = {i: arm["latency_summary"]["median"] for i, arm in enumerate(data["arms"])
                      if arm["latency_summary"]["median"]}  # each arm's single-request median, to compare with C=1

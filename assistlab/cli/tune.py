@@ -1,0 +1,128 @@
+"""`python -m assistlab tune`: find the setting to deploy (measure/tune.py), print its sentence first, then the
+candidates, the code or command line that deploys it and the `bench` command that re-times it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+
+from ..config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, CPU_DEFAULTS, LIMITS, NO_DIFFERENCE_BAND
+from ..engines import catalog
+from ..errors import InputError
+
+CANDIDATES_HELP = ("narrow the search: 'family:setting=values' parts separated by ';', values by ',', e.g. "
+                   "\"prompt-lookup:prompt_lookup_num_tokens=3,5,10; vllm ngram:num_speculative_tokens=1,2,4,8\" "
+                   "('default' is the engine's own value; a family named without settings keeps its declared "
+                   "values; see docs/tune.md for every engine's families and settings)")
+
+
+def add_parser(sub) -> None:
+    """The `tune` command's options, named as `bench` names the same things."""
+    tune = sub.add_parser("tune", help="find the drafting setting to deploy: candidates leave as soon as they are "
+                                       "clearly behind")
+    tune.add_argument("--target", default=catalog.BUNDLED_TARGET, help="hub id, bundled:NAME or a folder in "
+                      "$ASSISTLAB_MODELS_DIR (default: %(default)s)")
+    tune.add_argument("--assistant", action="append", default=None, help="an assistant model to try; repeat for "
+                      "several (default: the presets' assistants for this target; none for another target)")
+    tune.add_argument("--no-assistants", dest="no_assistants", action="store_true",
+                      help="search only the settings that need no assistant model (prompt lookup, vLLM ngram)")
+    tune.add_argument("--engines", default="transformers", help="comma-separated engines whose settings to search: "
+                      "transformers, vllm (default: %(default)s)")
+    tune.add_argument("--candidates", default=None, help=CANDIDATES_HELP)
+    prompt = tune.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", default=None, help="the prompt (default: the preset's for the target)")
+    prompt.add_argument("--prompt-file", type=Path, default=None, help="read the prompt from a text file")
+    tune.add_argument("--max-new-tokens", default=None, help=f"tokens each arm generates (default "
+                      f"{CPU_DEFAULTS['max_new_tokens']} on CPU; max {LIMITS['max_new_tokens']})")
+    tune.add_argument("--repeats", default=None, help=f"the most repetitions the search may run (default "
+                      f"{CLEAR_MAX_REPEATS}, max {LIMITS['repeats']})")
+    tune.add_argument("--max-time", dest="max_time", default=None, help=f"time budget in seconds for the timed "
+                      f"repetitions (default {CLEAR_MAX_TIME_S:g})")
+    tune.add_argument("--warmup", default=None, help="uncounted warm-up runs per arm (default 1)")
+    tune.add_argument("--band", default=NO_DIFFERENCE_BAND, help="candidates whose latencies are all within 1 ± this "
+                      "share of each other count as no practical difference: then the simplest is picked (default "
+                      "%(default)s)")
+    tune.add_argument("--concurrency", default="", metavar="LEVELS", help="load levels for the vLLM candidates "
+                      "after the search, as bench's --concurrency (default: none)")
+    tune.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    tune.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
+    tune.add_argument("--no-chat-template", dest="chat_template", action="store_false",
+                      help="feed the prompt raw even if the target has a chat template")
+    tune.add_argument("--json", type=Path, default=None, help="write the report, with its tune block, as JSON here")
+    tune.add_argument("--csv", type=Path, default=None, help="write one row per run as CSV here")
+    tune.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def request_from_args(args: argparse.Namespace):
+    """The search's BenchRequest (measure.tune.tune_request) from the command line."""
+    from ..measure.tune import tune_request
+
+    if args.prompt_file is not None:
+        try:
+            prompt = args.prompt_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"Cannot read the prompt file {str(args.prompt_file)!r}: {exc.strerror or exc}.") from None
+    else:
+        prompt = args.prompt if args.prompt is not None else catalog.default_prompt(args.target)
+    if args.no_assistants and args.assistant:
+        raise InputError("--no-assistants searches without assistant models; leave out --assistant or it.")
+    assistants = [] if args.no_assistants else args.assistant
+    engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
+    return tune_request(args.target, assistants=assistants, engines=engines, candidates=args.candidates,
+                        repeats=args.repeats, max_time_s=args.max_time, prompt=prompt,
+                        max_new_tokens=args.max_new_tokens, warmup=args.warmup, band=args.band,
+                        concurrency=args.concurrency, device=args.device, dtype=args.dtype,
+                        chat_template=args.chat_template)
+
+
+def format_summary(summary: dict) -> str:
+    """The sentence first, then each candidate, then how to deploy and re-time the winner."""
+    lines = [summary["sentence"], ""]
+    lines.append(f"{'candidate':<44} {'speedup':>8}  {'interval':<14} {'runs':>4}  left")
+    for c in summary["candidates"]:
+        s = c["speedup"] or {}
+        low, high = (s.get("ci_low"), s.get("ci_high"))
+        if low is None or high is None:
+            low, high = s.get("likely_low"), s.get("likely_high")
+        span = f"{low:.2f}–{high:.2f}" if low is not None and high is not None else "—"
+        median = f"{s['median']:.2f}×" if s.get("median") else "—"
+        left = c["why"] or "still in"
+        lines.append(f"{c['arm'][:44]:<44} {median:>8}  {span:<14} {c['runs']:>4}  {left}")
+    confirmed = {True: "yes", False: "no: the rule that assumes nothing disagrees", None: "not tried or not yet "
+                 "decided"}[summary["confirmed"]]
+    lines += ["", f"Settled: {'yes' if summary['settled'] else 'no'} ({summary['outcome']}) after "
+                  f"{summary['repetitions']} repetitions; runs used {summary['runs_used']} of "
+                  f"{summary['runs_without_elimination']} without elimination. Confirmed: {confirmed}.",
+              f"How sure: {summary['level']:.0%} for the whole search, {summary['assumption']}."]
+    rec = summary["recommendation"]
+    if rec:
+        lines += ["", "Deploy it:", rec["deploy"]["snippet"], "", "Re-time it:", rec["bench_command"]]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, stop: threading.Event) -> int:
+    """Run the search, printing progress on stderr; the summary on stdout; the report where asked."""
+    from ..engines.transformers.models import ModelStore
+    from ..measure.tune import tune
+    from ..views.progress import progress_text
+
+    request = request_from_args(args)
+    if not args.quiet:
+        sys.stderr.write(f"Searching {sum(1 for a in request.arms if a.assisted)} candidates: "
+                         f"{', '.join(a.label for a in request.arms if a.assisted)}\n")
+    final, said = None, None
+    for event in tune(request, ModelStore(), should_stop=stop.is_set):
+        if not args.quiet and event.message != said:
+            sys.stderr.write(f"{progress_text(event)}\n")
+            said = event.message
+        final = event
+    print(format_summary(final.report.tune))
+    for path, text in ((args.json, final.report.to_json()), (args.csv, final.report.to_csv())):
+        if path is not None:
+            try:
+                path.write_text(text)
+            except OSError as exc:
+                raise InputError(f"Cannot write {str(path)!r}: {exc.strerror}.") from None
+    return 0

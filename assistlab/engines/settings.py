@@ -1,0 +1,210 @@
+"""The settings an engine can vary, declared once by the engine: what a tuner searches and a person narrows.
+
+Each engine lists its `Family`s (a drafting strategy of transformers, a speculative method of vLLM), each with
+the `Setting`s that family reads: the name of the arm-request field, its type, the candidate values a search
+tries when a person names none, the engine's own default, and the words a person reads. `space()` turns a
+family into the arm requests to time, and `parse_candidates` reads the text that narrows them:
+
+    prompt-lookup:prompt_lookup_num_tokens=3,5,10; vllm ngram:num_speculative_tokens=1,2,4,8
+
+one family per `;`-separated part (`engine family`, or the family alone when only one engine has it), then
+`:` and `name=values` pairs separated by spaces (or `&`), each a comma-separated list. A family named
+without settings is searched over its declared candidate values; a setting not named keeps them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..config import ArmRequest
+from ..errors import InputError
+
+# A search bigger than this is refused with a sentence saying how to narrow it (a comparison's LIMITS['arms']).
+MAX_CANDIDATES = 8
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One knob an engine can vary: `name` is the arm request's field, `values` the candidates a search tries
+    when none are named (None among them means the engine's own default), `default` the value the engine uses
+    when the knob is not given (None when the engine decides at run time), `words` what a person reads, `flag`
+    the `bench` option that sets it."""
+
+    name: str
+    type: type
+    values: tuple = ()
+    default: object = None
+    words: str = ""
+    flag: str | None = None
+
+    def parse(self, text: str) -> object:
+        """One value from text ('default' or '' is the engine's default); one sentence naming the setting if bad."""
+        text = text.strip()
+        if text.lower() in ("", "default", "none"):
+            return None
+        try:
+            return self.type(text)
+        except (TypeError, ValueError):
+            kind = {int: "a whole number", float: "a number"}.get(self.type, "a word")
+            raise InputError(f"--candidates: {self.name} takes {kind}, got {text[:20]!r}.") from None
+
+
+@dataclass(frozen=True)
+class Family:
+    """A strategy (transformers) or method (vLLM) with the settings it reads. `build(values, assistant)` makes
+    the arm request for one combination; `needs_assistant` says whether it drafts with a second model;
+    `simplicity(arm)` orders ties (lower is simpler: the engine's defaults first, then the shortest draft)."""
+
+    engine: str
+    name: str
+    words: str
+    settings: tuple[Setting, ...]
+    build: Callable[[dict, str | None], ArmRequest]
+    needs_assistant: bool = False
+    searched: bool = True  # searched when no --candidates names families (early exit needs a layer named)
+
+    def setting(self, name: str) -> Setting:
+        for s in self.settings:
+            if s.name == name:
+                return s
+        names = ", ".join(s.name for s in self.settings) or "none"
+        raise InputError(f"--candidates: {self.engine} {self.name} has no setting {name!r}; its settings: {names}.")
+
+    def space(self, assistants: Sequence[str | None], narrowed: Mapping[str, tuple] | None = None) -> list[ArmRequest]:
+        """Every combination of this family's values (narrowed where named), once per assistant if it needs one."""
+        narrowed = narrowed or {}
+        grids = [narrowed.get(s.name, s.values) or (None,) for s in self.settings]
+        helpers = list(assistants) if self.needs_assistant else [None]
+        arms = []
+        for helper in helpers:
+            for combo in itertools.product(*grids):
+                arm = self.build(dict(zip((s.name for s in self.settings), combo)), helper)
+                if arm not in arms:
+                    arms.append(arm)
+        return arms
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What one engine declares: its families, how its default arm reads, and how to deploy and re-time an arm."""
+
+    engine: str
+    families: tuple[Family, ...]
+    # The arm that runs the engine's own defaults for a family and assistant, or None when it has none.
+    default_arm: Callable[[Family, str | None], ArmRequest | None]
+    # The `bench` options that time this arm alone, and the code or command line that deploys it.
+    bench_args: Callable[[ArmRequest], list[str]]
+    deploy: Callable[[ArmRequest, str], dict]
+    simplicity: Callable[[ArmRequest], tuple] = field(default=lambda arm: (0,))
+    # The arm in a few words for the tuner's sentence: "prompt lookup with 3 tokens".
+    phrase: Callable[[ArmRequest], str] = field(default=lambda arm: arm.label)
+    # The plain arm a request must list for this engine's candidates to have a baseline (a server engine's),
+    # or None when the engine times plain by itself (the host's).
+    plain_arm: Callable[[], ArmRequest] | None = None
+    title: str = ""  # the engine's name as a person reads it (empty: `engine`)
+
+    @property
+    def possessive(self) -> str:
+        """"transformers' ", "vLLM's ": the engine's name before what it owns."""
+        name = self.title or self.engine
+        return f"{name}'" if name.endswith("s") else f"{name}'s"
+
+    def family(self, name: str) -> Family | None:
+        return next((f for f in self.families if f.name == name), None)
+
+    def family_of(self, arm: ArmRequest) -> Family | None:
+        name = getattr(arm, "strategy", None) or getattr(arm, "method", None)
+        return self.family(name)
+
+
+def parse_candidates(text: str | None, declared: Sequence[EngineSettings]) -> dict[tuple[str, str], dict]:
+    """The families a person named, each with the values named per setting: {(engine, family): {name: values}}.
+
+    Empty or None: {} (every family the engines search by default). Unknown names are refused in one sentence.
+    """
+    if text is None or not text.strip():
+        return {}
+    if len(text) > 1000:
+        raise InputError("--candidates is longer than 1,000 characters; name fewer values.")
+    chosen: dict[tuple[str, str], dict] = {}
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        head, _, rest = part.partition(":")
+        words = head.split()
+        if len(words) == 2:
+            engines = [e for e in declared if e.engine == words[0]]
+            if not engines:
+                known = ", ".join(e.engine for e in declared)
+                raise InputError(f"--candidates: no engine {words[0]!r} is in this search; engines: {known}.")
+            family_name = words[1]
+        elif len(words) == 1:
+            engines, family_name = list(declared), words[0]
+        else:
+            raise InputError(f"--candidates: each part reads 'family:setting=values' or 'engine family:setting=values'"
+                             f"; got {part[:60]!r}.")
+        matches = [(e, e.family(family_name)) for e in engines if e.family(family_name) is not None]
+        if not matches:
+            known = "; ".join(f"{e.engine}: {', '.join(f.name for f in e.families)}" for e in engines)
+            raise InputError(f"--candidates: no family {family_name!r}; the families are {known}.")
+        if len(matches) > 1:
+            raise InputError(f"--candidates: {family_name!r} is a family of several engines; write the engine "
+                             f"first, as in '{matches[-1][0].engine} {family_name}:...'.")
+        engine, family = matches[0]
+        values: dict[str, tuple] = {}
+        for pair in rest.replace("&", " ").split():
+            name, sep, listed = pair.partition("=")
+            if not sep:
+                raise InputError(f"--candidates: write each setting as name=values, as in "
+                                 f"num_speculative_tokens=1,2,4; got {pair[:40]!r}.")
+            setting = family.setting(name.strip())
+            values[setting.name] = tuple(dict.fromkeys(setting.parse(v) for v in listed.split(",")))
+        chosen[(engine.engine, family.name)] = values
+    return chosen
+
+
+def search_space(declared: Sequence[EngineSettings], assistants: Sequence[str], candidates: str | None = None,
+                 limit: int = MAX_CANDIDATES) -> list[ArmRequest]:
+    """The arm requests a search times: every searched family of every engine given (or those `candidates`
+    names, narrowed), once per assistant where a family drafts with one. Refused, in one sentence, when empty
+    or larger than `limit`."""
+    chosen = parse_candidates(candidates, declared)
+    arms: list[ArmRequest] = []
+    for engine in declared:
+        for family in engine.families:
+            key = (engine.engine, family.name)
+            if chosen and key not in chosen:
+                continue
+            if not chosen and not family.searched:
+                continue
+            if family.needs_assistant and not assistants:
+                if key in chosen:
+                    raise InputError(f"--candidates: {engine.engine} {family.name} drafts with an assistant model; "
+                                     "give one with --assistant.")
+                continue
+            arms += [a for a in family.space(assistants, chosen.get(key)) if a not in arms]
+    if not arms:
+        raise InputError("--candidates leaves nothing to search; name a family, as in 'prompt-lookup:"
+                         "prompt_lookup_num_tokens=3,5,10'.")
+    if len(arms) > limit:
+        raise InputError(f"The search has {len(arms)} candidates; at most {limit} can be timed side by side. Narrow "
+                         "it with --candidates, as in 'prompt-lookup:prompt_lookup_num_tokens=3,10'.")
+    return arms
+
+
+def settings_table(declared: Sequence[EngineSettings]) -> str:
+    """The Markdown table of every engine's families and settings, as docs/tune.md shows it (a test checks)."""
+    rows = ["| engine | family | setting | searched by default | default | what it is |", "|---|---|---|---|---|---|"]
+    for engine in declared:
+        for family in engine.families:
+            searched = "yes" if family.searched else "when named"
+            if not family.settings:
+                rows.append(f"| {engine.engine} | `{family.name}` | | {searched} | | {family.words} |")
+            for s in family.settings:
+                values = ", ".join("default" if v is None else str(v) for v in s.values) or "(name them)"
+                default = "the engine's own, read at run time" if s.default is None else str(s.default)
+                rows.append(f"| {engine.engine} | `{family.name}` | `{s.name}` | {values if family.searched else searched}"
+                            f" | {default} | {s.words} |")
+    return "\n".join(rows)

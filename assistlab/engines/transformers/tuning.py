@@ -1,0 +1,123 @@
+"""The transformers engine's settings, declared once (engines/settings.py): what a tuner searches, how the
+winner is re-timed with `bench`, and the generate(...) call that deploys it."""
+
+from __future__ import annotations
+
+from ...config import PROMPT_LOOKUP_DEFAULT, SCHEDULES
+from ..settings import EngineSettings, Family, Setting
+from .arms import ArmSpec
+
+ENGINE = "transformers"
+
+DRAFT_LENGTH = Setting("num_assistant_tokens", int, (None, 3, 8), None,
+                       "tokens the assistant drafts per step (empty: transformers' default)", "--num-assistant-tokens")
+SCHEDULE = Setting("num_assistant_tokens_schedule", str, (None,), None,
+                   f"how the draft length changes within a run: {', '.join(SCHEDULES)}", "--schedule")
+THRESHOLD = Setting("assistant_confidence_threshold", float, (None,), None,
+                    "the assistant stops drafting below this probability", "--confidence-threshold")
+LOOKUP = Setting("prompt_lookup_num_tokens", int, (None, 3, 5), PROMPT_LOOKUP_DEFAULT,
+                 "tokens prompt lookup proposes per step (empty: AssistLab's 10; transformers has none)",
+                 "--prompt-lookup-num-tokens")
+LAYER = Setting("early_exit_layer", int, (), None, "the target's layer whose output drafts (early exit)",
+                "--early-exit-layer")
+
+
+def _drafting(strategy: str):
+    def build(values: dict, assistant: str | None) -> ArmSpec:
+        return ArmSpec(strategy, assistant, **values)
+    return build
+
+
+FAMILIES = (
+    Family(ENGINE, "auto", "an assistant model drafts (AssistLab picks the way that fits the pair)",
+           (DRAFT_LENGTH, SCHEDULE, THRESHOLD), _drafting("auto"), needs_assistant=True),
+    Family(ENGINE, "prompt-lookup", "prompt lookup: the target's own prompt proposes the next tokens", (LOOKUP,),
+           _drafting("prompt-lookup")),
+    Family(ENGINE, "early-exit", "early exit: the target's own first layers draft", (LAYER, DRAFT_LENGTH),
+           _drafting("early-exit"), searched=False),
+)
+
+
+def default_arm(family: Family, assistant: str | None) -> ArmSpec | None:
+    """The arm that runs transformers' own defaults (AssistLab's 10 tokens for prompt lookup), or None."""
+    if family.name == "early-exit":
+        return None  # no layer is a default
+    return ArmSpec(family.name, assistant if family.needs_assistant else None)
+
+
+def bench_args(arm: ArmSpec) -> list[str]:
+    """The `bench` options that time this arm alone beside plain."""
+    args = ["--strategy", arm.strategy]
+    if arm.assistant:
+        args += ["--assistant", arm.assistant]
+    family = next((f for f in FAMILIES if f.name == arm.strategy), None)
+    for setting in family.settings if family else ():
+        value = getattr(arm, setting.name)
+        if value is not None and setting.flag:
+            args += [setting.flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    if arm.strategy != "prompt-lookup":
+        args.append("--no-prompt-lookup")
+    return args
+
+
+def deploy(arm: ArmSpec, target: str, info: dict | None = None) -> dict:
+    """The generate(...) keyword arguments the winner ran with, and a copyable snippet that loads the models.
+
+    `info` is the arm's report entry (its resolved strategy and effective settings), when the run got that far.
+    """
+    info = info or {}
+    strategy = info.get("strategy") or arm.strategy
+    effective = info.get("settings") or {}
+    kwargs: dict = {}
+    if arm.strategy == "prompt-lookup":
+        kwargs["prompt_lookup_num_tokens"] = arm.lookup_tokens
+    else:
+        for name in ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold"):
+            value = getattr(arm, name)
+            if value is None and name in effective and (effective.get("source") or {}).get(name) != "transformers default":
+                value = effective[name]
+            if value is not None:
+                kwargs[name] = value
+        if arm.early_exit_layer is not None:
+            kwargs["assistant_early_exit"] = arm.early_exit_layer
+    lines = ["from transformers import AutoModelForCausalLM, AutoTokenizer", "",
+             f"tokenizer = AutoTokenizer.from_pretrained({target!r})",
+             f"target = AutoModelForCausalLM.from_pretrained({target!r})"]
+    extra = ""
+    if arm.assistant:
+        lines.append(f"assistant = AutoModelForCausalLM.from_pretrained({arm.assistant!r})")
+        extra = "assistant_model=assistant, "
+        if strategy == "universal":
+            lines.append(f"assistant_tokenizer = AutoTokenizer.from_pretrained({arm.assistant!r})")
+            extra += "tokenizer=tokenizer, assistant_tokenizer=assistant_tokenizer, "
+    settings = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    lines += ["inputs = tokenizer(prompt, return_tensors=\"pt\")",
+              f"output = target.generate(**inputs, {extra}{settings}{', ' if settings else ''}max_new_tokens=256)"]
+    if str(target).startswith("bundled:") or str(arm.assistant or "").startswith("bundled:"):
+        lines.insert(0, "# bundled:NAME is AssistLab's own copy; use the folder `python -m assistlab prepare` prints.")
+    return {"engine": ENGINE, "strategy": strategy, "generate_kwargs": kwargs, "assistant": arm.assistant,
+            "snippet": "\n".join(lines)}
+
+
+def simplicity(arm: ArmSpec) -> tuple:
+    """Lower is simpler: the engine's defaults first, then the shortest draft."""
+    if arm.strategy == "prompt-lookup":
+        return (0 if arm.prompt_lookup_num_tokens is None else 1, arm.lookup_tokens)
+    from .paths import transformers_defaults
+
+    length = arm.num_assistant_tokens if arm.num_assistant_tokens is not None else transformers_defaults()[
+        "num_assistant_tokens"]
+    return (0 if arm.uses_transformers_defaults else 1, length)
+
+
+def phrase(arm: ArmSpec) -> str:
+    """The arm in a few words: 'prompt lookup with 3 tokens', 'smollm2-135m-instruct drafting 8 tokens'."""
+    if arm.strategy == "prompt-lookup":
+        return f"prompt lookup with {arm.lookup_tokens} token{'' if arm.lookup_tokens == 1 else 's'}"
+    if arm.assistant:
+        short = arm.assistant.rsplit("/", 1)[-1].removeprefix("bundled:")
+        return f"{short} as assistant ({arm.draft_label})"
+    return arm.label
+
+
+SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, deploy, simplicity, phrase)

@@ -1,0 +1,162 @@
+"""A search's summary, the report's `tune` block (docs/tune.md): each candidate, the recommendation with its
+intervals, the runs it took, the `bench` options that re-time it and the code or command line that deploys it."""
+
+from __future__ import annotations
+
+import shlex
+
+import numpy as np
+
+from ..engines import catalog, registry
+from ..results import likely, sequential
+from ..results import tune as elimination
+from ..results.report import Report
+
+
+def _settings(spec) -> dict:
+    """The declared settings of a candidate, as it asks for them (None: the engine's default)."""
+    family = registry.SETTINGS[spec.engine].family_of(spec)
+    names = [s.name for s in family.settings] if family else []
+    out = {name: getattr(spec, name, None) for name in names}
+    if getattr(spec, "assistant", None) or getattr(spec, "draft_model", None):
+        out["assistant"] = getattr(spec, "assistant", None) or getattr(spec, "draft_model", None)
+    return out
+
+
+def _interval(base: list[float], arm: list[float], alpha: float, looks) -> dict:
+    """The speedup base/arm: the sure interval (time-uniform, assumes nothing) and the likely one, at alpha."""
+    sure = sequential.speedup_sequence(base, arm, alpha)
+    seen = likely.speedup_sequence(base, arm, alpha, looks)
+    return {"median": sure["median"], "n": sure["n"], "level": 1.0 - alpha,
+            "ci_low": sure["ci_low"], "ci_high": sure["ci_high"], "interval": sure["interval"],
+            "likely_low": seen["ci_low"], "likely_high": seen["ci_high"], "likely_skewed": seen["skewed"]}
+
+
+def _best_bounds(entry: dict) -> tuple[float | None, float | None, str]:
+    """The interval a sentence quotes: the sure one once bounded, else the likely one (said)."""
+    if entry["ci_low"] is not None and entry["ci_high"] is not None:
+        return entry["ci_low"], entry["ci_high"], ""
+    if entry["likely_low"] is not None and entry["likely_high"] is not None:
+        return entry["likely_low"], entry["likely_high"], ", assuming roughly normal noise"
+    return None, None, ""
+
+
+def _bench_args(report: Report, spec) -> list[str]:
+    request = report.request
+    args = ["--target", request["target"], *registry.SETTINGS[spec.engine].bench_args(spec)]
+    if request.get("max_new_tokens"):
+        args += ["--max-new-tokens", str(request["max_new_tokens"])]
+    if request.get("prompt") and request["prompt"] != catalog.default_prompt(request["target"]):
+        args += ["--prompt", request["prompt"]]
+    return args
+
+
+def _sentence(rec: dict | None, outcome: str) -> str:
+    if rec is None:
+        if outcome == elimination.NONE:
+            return "Use plain generation: every candidate was clearly slower than plain."
+        return "No candidate could be timed; nothing to recommend."
+    s = rec["speedup"]
+    low, high, said = _best_bounds(s)
+    span = f" ({low:.2f}–{high:.2f}{said})" if low is not None else " (too few repetitions for an interval)"
+    ratio = s["median"] or 0.0
+    text = (f"{rec['phrase'][0].upper()}{rec['phrase'][1:]}: {ratio:.2f}× faster than plain{span}" if ratio >= 1.0 else
+            f"{rec['phrase'][0].upper()}{rec['phrase'][1:]}: {1 / ratio if ratio else 0:.2f}× slower than plain{span}")
+    over = rec.get("over_default")
+    owner = registry.SETTINGS[rec["engine"]].possessive
+    if over and over.get("is_default"):
+        text += f", and it is {owner} default setting"
+    elif over and over.get("median"):
+        pct = (over["median"] - 1.0) * 100
+        text += f", {abs(pct):.0f}% {'faster' if pct >= 0 else 'slower'} than {owner} defaults"
+    if outcome == elimination.OPEN:
+        return f"Not settled within the budget; best so far: {text[0].lower()}{text[1:]}."
+    return f"Use {text[0].lower()}{text[1:]}."
+
+
+def summarize(report: Report, state) -> dict:
+    """The `tune` block from the report and the search's state (measure/tune.py's _State)."""
+    looks = tuple(t for t in likely.LOOKS if t <= (report.request.get("repeats") or max(likely.LOOKS)))
+    m = len(state.candidates)
+    alpha = (1.0 - elimination.FAMILY) / max(1, m)  # the winner is one of m: its interval over plain says so
+    candidates = []
+    for pos, (index, spec) in enumerate(zip(state.candidates, state.specs)):
+        info = report.arms[index]
+        base, mine = _paired_runs(report, state.baselines[pos], index)
+        left = state.left_at.get(pos)
+        seq = likely.speedup_sequence(base, mine, elimination.comparison_alpha(m), looks) if mine else {"looks": []}
+        candidates.append({
+            "arm": info.name, "engine": spec.engine, "family": getattr(spec, "strategy", None) or spec.method,
+            "settings": _settings(spec), "left_at": left[0] if left else None,
+            "why": info.error or (left[1] if left else None), "runs": len(mine),
+            "speedup": _interval(base, mine, alpha, looks) if mine else None,
+            "looks": seq["looks"],  # the likely interval over plain after each repetition, at the search's share
+        })
+    rec = None
+    if state.winner is not None:
+        rec = _recommendation(report, state, state.winner, alpha, looks)
+    runs_used = len(report.runs)
+    reps = report.stopping["repetitions"] if report.stopping else 0
+    arms_timed = len([a for a in report.arms if not a.error or report.runs_of(report.arms.index(a))])
+    summary = {
+        "outcome": state.outcome,
+        "settled": state.outcome != elimination.OPEN,
+        "assumption": elimination.ASSUMPTION,
+        "level": elimination.FAMILY,
+        "comparisons": elimination.comparisons(m),
+        "comparison_level": 1.0 - elimination.comparison_alpha(m),
+        "looks": list(looks),
+        "band": report.request.get("band"),
+        "candidates": candidates,
+        "recommendation": rec,
+        "confirmed": state.confirmed,
+        "confirmed_against": (report.arms[state.candidates[state.rival]].name
+                              if state.rival is not None and state.confirmed is not None else None),
+        "repetitions": reps,
+        "runs_used": runs_used,
+        "runs_without_elimination": arms_timed * reps,
+        "deploy": rec["deploy"] if rec else None,
+    }
+    summary["sentence"] = _sentence(rec, state.outcome)
+    return summary
+
+
+def _paired_runs(report: Report, a: int, b: int) -> tuple[list[float], list[float]]:
+    la = {r.repetition: r.latency_s for r in report.runs_of(a)}
+    lb = {r.repetition: r.latency_s for r in report.runs_of(b)}
+    reps = sorted(set(la) & set(lb))
+    return [la[r] for r in reps], [lb[r] for r in reps]
+
+
+def _recommendation(report: Report, state, pos: int, alpha: float, looks) -> dict:
+    index, spec = state.candidates[pos], state.specs[pos]
+    declared = registry.SETTINGS[spec.engine]
+    base, mine = _paired_runs(report, state.baselines[pos], index)
+    family = declared.family_of(spec)
+    helper = getattr(spec, "assistant", None) or getattr(spec, "draft_model", None)
+    default = declared.default_arm(family, helper) if family else None
+    over: dict | None
+    if default is not None and default == spec:
+        over = {"is_default": True, "median": 1.0, "default": report.arms[index].name}
+    elif default is not None and default in state.specs:
+        d = state.specs.index(default)
+        theirs, ours = _paired_runs(report, state.candidates[d], index)
+        over = {**_interval(theirs, ours, 1.0 - elimination.FAMILY, looks), "is_default": False,
+                "default": report.arms[state.candidates[d]].name}
+    else:
+        over = {"is_default": False, "median": None, "default": None,
+                "why": "the engine's default setting was not among the candidates"}
+    info = report.arms[index]
+    arm_info = {"strategy": info.strategy, "settings": info.settings}
+    args = _bench_args(report, spec)
+    return {
+        "arm": info.name, "engine": spec.engine, "strategy": info.strategy,
+        "family": getattr(spec, "strategy", None) or spec.method, "settings": _settings(spec),
+        "phrase": declared.phrase(spec),
+        "speedup": _interval(base, mine, alpha, looks),
+        "over_default": over,
+        "bench_args": args,
+        "bench_command": "python -m assistlab bench " + shlex.join(args),
+        "deploy": declared.deploy(spec, report.request["target"], arm_info),
+        "mean_log_speedup": float(np.mean(np.log(np.divide(base, mine)))) if mine else None,
+    }

@@ -1,0 +1,175 @@
+"""The tuner's elimination: which candidates are still in after each planned look, and when the search ends.
+numpy only; the same function decides a real run's latest look and runs thousands of simulated searches.
+
+The rule. Each repetition times every baseline (plain) and every candidate still in. At each planned look of
+the likely rule (likely.LOOKS: after 4, 5, 6, 8, 10, 15, 20, 30, 50 repetitions) and for every candidate still
+in, in this order:
+  1. it leaves when it is clearly slower than its own engine's plain (the interval of its latency ratio over
+     plain lies above 1);
+  2. the leader is the candidate still in with the lowest mean log latency; every other candidate leaves when
+     it is clearly slower than the leader (the interval of their latency ratio lies above 1).
+The search ends when one candidate is left ("clear": it is clearly ahead of every other), when every pair
+left lies within 1 ± band of each other ("same": then the simplest is picked, the engine's defaults if among
+them, else the shortest draft), when none is left ("none": every candidate was clearly slower than plain),
+or at the budget ("open": the best so far, not settled).
+
+The level, and how it is split. A search over m candidates may make m comparisons with plain and m(m-1)/2
+between candidates, m(m+1)/2 in all; each gets an equal share of 1 - family (Bonferroni over comparisons), and
+inside each the likely rule splits its share equally over its planned looks (Bonferroni over looks). So with
+chance at least `family` every interval of every look holds at once, however the looks decide which
+candidates stay; then the true best is never dropped (nothing is clearly faster than it), and a "same" pick is
+within the band of it.
+
+What it assumes: that of likely.py, named in every report (ASSUMPTION): each pair's log latency ratios are
+independent and roughly normal; a pair whose sample is strongly skewed gets no interval, and so never drops a
+candidate. The winner can then be confirmed by the rule that assumes nothing (sequential.py), `confirm`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import log
+
+import numpy as np
+
+from . import likely, sequential
+
+FAMILY = 0.95
+ASSUMPTION = (f"candidates leave on the likely rule, {likely.ASSUMPTION}; the level {FAMILY:.0%} is split "
+              "equally over every comparison the search may make (each candidate with plain, and each pair of "
+              "candidates) and over the looks")
+# Why a candidate left, as codes (0: still in) and as words.
+STILL_IN, SLOWER_THAN_PLAIN, SLOWER_THAN_LEADER, FAILED = 0, 1, 2, 3
+# How a search ended.
+OPEN, CLEAR, SAME, NONE = "not settled", "clear", "no practical difference", "none faster than plain"
+
+
+def comparisons(m: int) -> int:
+    """How many comparisons a search over m candidates may make: each with plain, and each pair."""
+    return m * (m + 1) // 2
+
+
+def comparison_alpha(m: int, family: float = FAMILY) -> float:
+    """The error each comparison may spend (before the likely rule splits it over its looks)."""
+    return (1.0 - family) / max(1, comparisons(m))
+
+
+@dataclass
+class Search:
+    """The state of many searches (axis 0) after the looks so far. `left_at[s, i]`: the repetition at which
+    candidate i left (0: still in); `why[s, i]`: a code above; `beaten_by[s, i]`: the leader it left behind
+    (-1 when it left for plain or not at all); `ended[s]`: OPEN, CLEAR, SAME or NONE; `ended_at[s]`: the
+    repetition it ended at (the last repetition seen when open); `pick[s]`: the candidate chosen (-1: none)."""
+
+    left_at: np.ndarray
+    why: np.ndarray
+    beaten_by: np.ndarray
+    ended: np.ndarray
+    ended_at: np.ndarray
+    pick: np.ndarray
+
+    def runs(self, baselines: int) -> tuple[np.ndarray, np.ndarray]:
+        """(runs used, runs a grid would use to the same repetition): every baseline and every candidate
+        until it left, against every arm to the end."""
+        stop = self.ended_at[:, None]
+        ran = np.where(self.left_at > 0, np.minimum(self.left_at, stop), stop)
+        used = baselines * self.ended_at + ran.sum(axis=1)
+        return used, (baselines + self.left_at.shape[1]) * self.ended_at
+
+
+def _pair_bounds(x: np.ndarray, alpha: float, looks: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low, high, _ = likely.bounds(x, alpha, looks)
+    return low, high
+
+
+def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int], band: float,
+           simplicity: Sequence[float] | None = None, failed: np.ndarray | None = None, family: float = FAMILY,
+           looks: Sequence[int] = likely.LOOKS, decide_at: Sequence[int] | None = None) -> Search:
+    """Run the elimination over `logs`, log latencies of shape (S, arms, T) (S searches, T repetitions; NaN
+    where an arm did not run). `candidates[i]` is an arm index and `baseline[i]` the index of its engine's plain
+    arm. `simplicity[i]` orders a "same" pick (lowest first; default: the order given). `failed` (S, m) marks
+    candidates already out (they could not run, or a search run one look at a time retired them earlier).
+    `looks` are the planned looks the error is split over; `decide_at` those of them decided here (default:
+    all), so a running search can decide only its latest look with the state it kept.
+    """
+    logs = np.asarray(logs, dtype=float)
+    S, _, T = logs.shape
+    m = len(candidates)
+    cand, base = np.asarray(candidates), np.asarray(baseline)
+    simple = np.asarray(simplicity if simplicity is not None else range(m), dtype=float)
+    alpha = comparison_alpha(m, family)
+    # Intervals of log(t_candidate / t_plain) and of log(t_i / t_j) for i < j, at every repetition.
+    plain_low, _ = _pair_bounds(logs[:, cand] - logs[:, base], alpha, looks)
+    iu, ju = np.triu_indices(m, k=1)
+    pair_low, pair_high = _pair_bounds(logs[:, cand[iu]] - logs[:, cand[ju]], alpha, looks)
+    with np.errstate(invalid="ignore"):
+        mean = np.cumsum(logs[:, cand], axis=2) / np.arange(1, T + 1)
+
+    left_at = np.zeros((S, m), dtype=int)
+    why = np.where(failed, FAILED, STILL_IN) if failed is not None else np.zeros((S, m), dtype=int)
+    beaten_by = np.full((S, m), -1)
+    ended = np.full(S, OPEN, dtype=object)
+    ended_at = np.full(S, T)
+    pick = np.full(S, -1)
+    alive = why == STILL_IN
+    rows = np.arange(S)
+    upper_band, lower_band = log(1.0 + band), log(1.0 - band)
+    for t in (t for t in (looks if decide_at is None else decide_at) if t <= T):
+        k = t - 1
+        open_ = ended == OPEN
+        if not open_.any():
+            break
+        alive &= np.isfinite(mean[:, :, k])  # a candidate with a repetition missing is no longer in
+        with np.errstate(invalid="ignore"):
+            slow = alive & open_[:, None] & (plain_low[:, :, k] > 0)
+        left_at[slow], why[slow] = t, SLOWER_THAN_PLAIN
+        alive &= ~slow
+        # low[s, i, j] bounds log(t_i / t_j) from below: above 0, i is clearly slower than j.
+        low = np.full((S, m, m), -np.inf)
+        low[:, iu, ju], low[:, ju, iu] = pair_low[:, :, k], -pair_high[:, :, k]
+        leader = np.argmin(np.where(alive, mean[:, :, k], np.inf), axis=1)
+        with np.errstate(invalid="ignore"):
+            behind = alive & open_[:, None] & (low[rows, :, leader] > 0)
+        behind[rows, leader] = False
+        left_at[behind], why[behind] = t, SLOWER_THAN_LEADER
+        beaten_by[behind] = np.broadcast_to(leader[:, None], (S, m))[behind]
+        alive &= ~behind
+        count = alive.sum(axis=1)
+        high = np.full((S, m, m), np.inf)
+        high[:, iu, ju], high[:, ju, iu] = pair_high[:, :, k], -pair_low[:, :, k]
+        with np.errstate(invalid="ignore"):
+            inside = (low >= lower_band) & (high <= upper_band)
+        pair_alive = alive[:, :, None] & alive[:, None, :] & ~np.eye(m, dtype=bool)
+        together = np.all(inside | ~pair_alive, axis=(1, 2))
+        for outcome, mask in ((NONE, count == 0), (CLEAR, count == 1), (SAME, (count > 1) & together)):
+            hit = open_ & mask & (ended == OPEN)
+            ended[hit], ended_at[hit] = outcome, t
+    for s in range(S):
+        if ended[s] == NONE:
+            continue
+        if ended[s] == SAME:
+            pick[s] = int(np.argmin(np.where(alive[s], simple, np.inf)))
+        else:  # the best so far (-1 when every candidate failed)
+            k = ended_at[s] - 1
+            ranked = np.where(alive[s] & np.isfinite(mean[s, :, k]), mean[s, :, k], np.inf)
+            pick[s] = int(np.argmin(ranked)) if np.isfinite(ranked).any() else -1
+    return Search(left_at, why, beaten_by, ended, ended_at, pick)
+
+
+def confirm(winner: Sequence[float], rival: Sequence[float], outcome: str, band: float,
+            family: float = FAMILY) -> bool | None:
+    """The winner against its nearest rival by the rule that assumes nothing (sequential.py, one comparison at
+    `family`), over the repetitions both ran: True when it agrees with the search (the winner clearly faster
+    after a "clear" end; faster or within the band after a "same" end), False when it says otherwise, None
+    while it cannot say (too few repetitions, or still undecided)."""
+    seq = sequential.speedup_sequence(rival, winner, 1.0 - family)
+    verdict = sequential.settled(seq, band)
+    if verdict is None:
+        return None
+    if verdict == sequential.FASTER:
+        return True
+    if verdict == sequential.SAME:
+        return outcome == SAME
+    return False

@@ -1,0 +1,125 @@
+"""The tuner's runner (measure/tune.py) on the tiny models, each candidate's latency replaced by a known one with
+seeded noise: candidates leave as the elimination says and the rounds skip them, the winner is confirmed by the
+rule that assumes nothing, a candidate that fails leaves with its sentence, and Stop keeps what was measured."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from assistlab.engines.base import RunFailure
+from assistlab.engines.transformers import engine as transformers_engine
+from assistlab.measure import tune
+from assistlab.results import tune as elimination
+
+PROMPT = "the quick brown fox jumps over the lazy dog and the quick brown fox"
+CANDIDATES = "prompt-lookup:prompt_lookup_num_tokens=1,2,3,4"
+
+
+@pytest.fixture
+def known_latencies(monkeypatch):
+    """Replace every timed run's latency by table[arm name] times seeded log-normal noise (sd 0.02); 'fail'
+    makes the run fail with a sentence."""
+    table: dict[str, object] = {}
+    rng = np.random.default_rng(11)
+    original = transformers_engine.TransformersArm.run
+
+    def run(self, prompt_ids, round_index, clock, should_stop, watch):
+        outcome = original(self, prompt_ids, round_index, clock, should_stop, watch)
+        wanted = table.get(self.info.name)
+        if wanted == "fail":
+            return RunFailure("ran out of memory (simulated)")
+        if wanted is not None and not isinstance(outcome, RunFailure):
+            outcome.latency = float(wanted) * float(np.exp(0.02 * rng.standard_normal()))
+        return outcome
+
+    monkeypatch.setattr(transformers_engine.TransformersArm, "run", run)
+    return table
+
+
+def _request(repeats=12, candidates=CANDIDATES):
+    return tune.tune_request("target", assistants=[], candidates=candidates, prompt=PROMPT, max_new_tokens=4,
+                             repeats=repeats, warmup=0, device="cpu", max_time_s=3000)
+
+
+def test_losers_leave_the_rounds_and_the_winner_is_confirmed(allowed_models, store, known_latencies):
+    known_latencies.update({"plain": 1.0, "prompt-lookup (k=1)": 0.5, "prompt-lookup (k=2)": 0.8,
+                            "prompt-lookup (k=3)": 1.3, "prompt-lookup (k=4)": 0.7})
+    report, summary = tune.run_tune(_request(), store)
+    data = report.to_dict()
+    by_arm = {c["arm"]: c for c in summary["candidates"]}
+    assert summary["outcome"] == elimination.CLEAR and summary["settled"]
+    assert summary["recommendation"]["arm"] == "prompt-lookup (k=1)"
+    assert re.match(r"Use prompt lookup with 1 token: (1\.9\d|2\.0\d)× faster than plain \(\d", summary["sentence"])
+    # k=3 is clearly slower than plain at the first look; k=2 and k=4 clearly behind k=1 there.
+    assert by_arm["prompt-lookup (k=3)"]["left_at"] == 4 and "slower than plain" in by_arm["prompt-lookup (k=3)"]["why"]
+    assert by_arm["prompt-lookup (k=2)"]["left_at"] == 4 and "prompt-lookup (k=1), the leader" in by_arm[
+        "prompt-lookup (k=2)"]["why"]
+    assert by_arm["prompt-lookup (k=1)"]["left_at"] is None
+    runs = {a["name"]: len(a["latencies_s"]) for a in data["arms"]}
+    assert runs["prompt-lookup (k=3)"] == runs["prompt-lookup (k=2)"] == 4  # the rounds skipped them after
+    # The winner and its nearest rival (k=4, back in) ran on until the sure rule (6 repetitions at 95%) agreed.
+    assert summary["confirmed"] is True and summary["confirmed_against"] == "prompt-lookup (k=4)"
+    assert runs["prompt-lookup (k=1)"] == runs["prompt-lookup (k=4)"] == runs["plain"] == summary["repetitions"] == 6
+    assert summary["runs_used"] == sum(runs.values()) < summary["runs_without_elimination"] == 5 * 6
+    rec = summary["recommendation"]
+    assert rec["deploy"]["generate_kwargs"] == {"prompt_lookup_num_tokens": 1}
+    assert "prompt_lookup_num_tokens=1" in rec["deploy"]["snippet"]
+    assert rec["bench_args"][:6] == ["--target", "target", "--strategy", "prompt-lookup", "--prompt-lookup-num-tokens", "1"]
+    assert rec["speedup"]["median"] == pytest.approx(2.0, rel=0.05) and rec["speedup"]["likely_low"] > 1.0
+    # One of four at 95%: the sure interval needs 8 repetitions, so the sentence quotes the likely one and says so.
+    assert rec["speedup"]["ci_low"] is None and "assuming roughly normal noise" in summary["sentence"]
+    # The default (AssistLab's 10 tokens) was not a candidate: over_default says so rather than guessing.
+    assert rec["over_default"]["median"] is None and "not among the candidates" in rec["over_default"]["why"]
+    # The report carries the block (its to_dict adds level_percent beside each level).
+    assert set(summary) <= set(data["tune"]) and data["tune"]["sentence"] == summary["sentence"]
+    assert report.status == "complete"
+    assert report.message == f"{summary['sentence']} The search ran 6 repetitions and ended when the answer was clear."
+
+
+def test_a_candidate_that_fails_leaves_with_its_sentence_and_the_search_goes_on(allowed_models, store,
+                                                                             known_latencies):
+    known_latencies.update({"plain": 1.0, "prompt-lookup (k=1)": "fail", "prompt-lookup (k=2)": 0.6,
+                            "prompt-lookup (k=3)": 0.9})
+    report, summary = tune.run_tune(_request(candidates="prompt-lookup:prompt_lookup_num_tokens=1,2,3"), store)
+    by_arm = {c["arm"]: c for c in summary["candidates"]}
+    assert "ran out of memory" in by_arm["prompt-lookup (k=1)"]["why"] and by_arm["prompt-lookup (k=1)"]["runs"] == 0
+    assert summary["recommendation"]["arm"] == "prompt-lookup (k=2)" and summary["settled"]
+
+
+def test_stop_mid_search_keeps_what_was_measured_and_says_not_settled(allowed_models, store, known_latencies):
+    known_latencies.update({"plain": 1.0, "prompt-lookup (k=1)": 0.9, "prompt-lookup (k=2)": 0.92})
+    seen = []
+
+    def should_stop():
+        return sum(1 for e in seen if e.kind == "run") >= 6  # two whole repetitions of three arms
+
+    events = tune.tune(_request(candidates="prompt-lookup:prompt_lookup_num_tokens=1,2"), store,
+                       should_stop=should_stop)
+    for event in events:
+        seen.append(event)
+    final = seen[-1]
+    summary = final.report.tune
+    assert final.kind == "done" and final.report.status == "stopped"
+    assert summary["outcome"] == elimination.OPEN and not summary["settled"]
+    assert summary["sentence"].startswith("Not settled within the budget; best so far: prompt lookup with ")
+    assert summary["repetitions"] == 2 and summary["confirmed"] is None
+    assert final.message.startswith("Not settled")
+
+
+def test_the_sentence_reads_as_the_issue_asks():
+    from assistlab.measure.tune_summary import _sentence
+
+    speedup = {"median": 1.42, "ci_low": 1.35, "ci_high": 1.50, "likely_low": 1.38, "likely_high": 1.47}
+    rec = {"phrase": "prompt lookup with 3 tokens", "engine": "transformers", "speedup": speedup,
+           "over_default": {"median": 1.09, "is_default": False}}
+    assert _sentence(rec, elimination.CLEAR) == ("Use prompt lookup with 3 tokens: 1.42× faster than plain "
+                                                "(1.35–1.50), 9% faster than transformers' defaults.")
+    unbounded = {**rec, "engine": "vllm", "phrase": "vLLM ngram with 4 tokens (lookup 2-4)",
+                 "speedup": {**speedup, "ci_low": None}, "over_default": {"is_default": True, "median": 1.0}}
+    assert _sentence(unbounded, elimination.OPEN) == (
+        "Not settled within the budget; best so far: vLLM ngram with 4 tokens (lookup 2-4): 1.42× faster than "
+        "plain (1.38–1.47, assuming roughly normal noise), and it is vLLM's default setting.")
+    assert _sentence(None, elimination.NONE) == "Use plain generation: every candidate was clearly slower than plain."
