@@ -100,6 +100,9 @@ class EngineSettings:
     simplicity: Callable[[ArmRequest], tuple] = field(default=lambda arm: (0,))
     # The arm in a few words for the tuner's sentence: "prompt lookup with 3 tokens".
     phrase: Callable[[ArmRequest], str] = field(default=lambda arm: arm.label)
+    # The plain arm a request must list for this engine's candidates to have a baseline (a server engine's),
+    # or None when the engine times plain by itself (the host's).
+    plain_arm: Callable[[], ArmRequest] | None = None
 
     def family(self, name: str) -> Family | None:
         return next((f for f in self.families if f.name == name), None)
@@ -182,3 +185,19 @@ def search_space(declared: Sequence[EngineSettings], assistants: Sequence[str], 
         raise InputError(f"The search has {len(arms)} candidates; at most {limit} can be timed side by side. Narrow "
                          "it with --candidates, as in 'prompt-lookup:prompt_lookup_num_tokens=3,10'.")
     return arms
+
+
+def settings_table(declared: Sequence[EngineSettings]) -> str:
+    """The Markdown table of every engine's families and settings, as docs/tune.md shows it (a test checks)."""
+    rows = ["| engine | family | setting | searched by default | default | what it is |", "|---|---|---|---|---|---|"]
+    for engine in declared:
+        for family in engine.families:
+            searched = "yes" if family.searched else "when named"
+            if not family.settings:
+                rows.append(f"| {engine.engine} | `{family.name}` | | {searched} | | {family.words} |")
+            for s in family.settings:
+                values = ", ".join("default" if v is None else str(v) for v in s.values) or "(name them)"
+                default = "the engine's own, read at run time" if s.default is None else str(s.default)
+                rows.append(f"| {engine.engine} | `{family.name}` | `{s.name}` | {values if family.searched else searched}"
+                            f" | {default} | {s.words} |")
+    return "\n".join(rows)

@@ -41,22 +41,25 @@ def candidate_arms(engines: Sequence[str], assistants: Sequence[str], candidates
     """The candidates the engines declare for these assistants, narrowed by `candidates` (engines/settings.py's
     syntax), with each server engine's plain arm in front of its candidates."""
     declared = [registry.SETTINGS[e] for e in engines if e in registry.SETTINGS]
-    arms = search_space(declared, list(assistants), candidates)
-    engines_used = {a.engine for a in arms}
-    if "vllm" in engines_used:
-        from ..engines.vllm.arms import VllmArm
-
-        arms = [a for a in arms if a.engine != "vllm"] + [VllmArm("plain")] + [a for a in arms if a.engine == "vllm"]
+    found = search_space(declared, list(assistants), candidates)
+    arms: list = []
+    for engine in declared:
+        mine = [a for a in found if a.engine == engine.engine]
+        if mine and engine.plain_arm is not None:
+            arms.append(engine.plain_arm())
+        arms += mine
     return tuple(arms)
 
 
-def tune_request(target: str, *, assistants: Sequence[str] | None = None, engines: Sequence[str] = ("transformers",),
+def tune_request(target: str, *, assistants: Sequence[str] | None = None, engines: Sequence[str] | None = None,
                  candidates: str | None = None, repeats: int | None = None, max_time_s: float | None = None,
                  **bench) -> BenchRequest:
     """The comparison a search times: plain and every candidate, at most `repeats` repetitions (default
     CLEAR_MAX_REPEATS) within `max_time_s` of timed runs (default CLEAR_MAX_TIME_S). `assistants` None takes
-    the presets' for this target; `bench` takes BenchRequest's other fields (prompt, max_new_tokens, ...)."""
+    the presets' for this target; `engines` None the host's alone; `bench` takes BenchRequest's other fields
+    (prompt, max_new_tokens, ...)."""
     helpers = default_assistants(target) if assistants is None else [a for a in assistants if a and a.strip()]
+    engines = (registry.HOST.name,) if engines is None else tuple(engines)
     arms = candidate_arms(engines, helpers, candidates)
     return BenchRequest(target=target, arms=arms, engines=tuple(dict.fromkeys([*engines, *(a.engine for a in arms)])),
                         repeats=CLEAR_MAX_REPEATS if repeats is None else repeats,
@@ -162,10 +165,12 @@ def _hook(state: _State) -> Callable:
         budget = stop_rules.after_repetition(request, report, count, elapsed)
         stop = report.stopping
         if stop.get("ended_by") == "clear":  # a tuner's "clear" is the search's, not every arm against plain
-            stop.update(ended_by=None, reached=False)
-            budget = stop_rules.Decision(count >= request.repeats)
-            if budget.stop:
+            stop.update(ended_by=None, reached=False)  # and the budgets that rule returned before checking
+            if count >= request.repeats:
                 stop["ended_by"] = "repetitions"
+            elif request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
+                stop["ended_by"] = "time budget"
+            budget = stop_rules.Decision(stop["ended_by"] is not None)
         failed = np.array([[bool(report.arms[i].error) for i in state.candidates]])
         if state.phase == SEARCH:
             result = elimination.search(_logs(report, count), state.baselines, state.candidates, request.band,
@@ -240,9 +245,22 @@ def tune(request: BenchRequest, store, clock: Clock = time.perf_counter,
     state = holder.get("state") or _state(request.resolved("cpu"), report)
     summary = summarize(report, state)
     report.tune = summary
-    report.message = f"{summary['sentence']} {report.message}".strip()
+    report.message = f"{summary['sentence']} {_ended_words(report)}".strip()
     yield dataclasses.replace(final, message=report.message)
     return summary
+
+
+ENDED = {"clear": "when the answer was clear", "repetitions": "at the most repetitions allowed",
+         "time budget": "when the time budget ran out", "no assisted arm": "with no candidate left to time"}
+
+
+def _ended_words(report: Report) -> str:
+    """How the runs ended, after the sentence: the runner's own words for a stop, else the search's."""
+    stop = report.stopping or {}
+    if report.status != "complete":
+        return report.message
+    n = stop.get("repetitions", 0)
+    return f"The search ran {n} repetition{'s' if n != 1 else ''} and ended {ENDED.get(stop.get('ended_by'), 'there')}."
 
 
 def run_tune(request: BenchRequest, store, **kwargs) -> tuple[Report, dict]:

@@ -309,8 +309,7 @@ class Report:
         ]
         if self.sweep is not None:
             data["sweep"] = self.sweep
-        if self.tune is not None:
-            data["tune"] = self.tune
+        data.update({"tune": self.tune} if self.tune is not None else {})  # a search's summary (measure/tune.py)
         if self.request.get("concurrency"):  # only a request with load levels has a load phase
             alone = {i: arm["latency_summary"]["median"] for i, arm in enumerate(data["arms"])
                      if arm["latency_summary"]["median"]}  # each arm's single-request median, to compare with C=1

@@ -200,7 +200,7 @@ def _selection(tmp_path: Path):
 
 def _suite_bench(**kw) -> BenchRequest:
     arms = kw.pop("arms", (ArmSpec("prompt-lookup"), VllmArm("plain"), VllmArm("ngram", 3)))
-    return BenchRequest(target="target", arms=arms, max_new_tokens=4, repeats=2, warmup=1,
+    return BenchRequest(target="target", arms=arms, max_new_tokens=8, repeats=2, warmup=1,
                         engines=kw.pop("engines", ("transformers", "vllm")), **kw)
 
 

@@ -48,7 +48,7 @@ def default_arm(family: Family, assistant: str | None) -> VllmArm:
 
 def bench_args(arm: VllmArm) -> list[str]:
     """The `bench` options that time this arm alone beside vLLM's plain arm (and transformers')."""
-    args = ["--engines", "transformers,vllm", "--vllm-method", arm.method, "--no-prompt-lookup"]
+    args = ["--engines", "vllm", "--vllm-method", arm.method]
     if arm.draft_model:
         args += ["--assistant", arm.draft_model]
     for name, flag in (("num_speculative_tokens", TOKENS.flag), ("prompt_lookup_min", LOOKUP_MIN.flag),
@@ -78,4 +78,5 @@ def phrase(arm: VllmArm) -> str:
     return f"vLLM {arm.method} with {arm.num_speculative_tokens} tokens{lookup}"
 
 
-SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, deploy, simplicity, phrase)
+SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, deploy, simplicity, phrase,
+                          plain_arm=lambda: VllmArm("plain"))

@@ -74,6 +74,7 @@ def test_losers_leave_the_rounds_and_the_winner_is_confirmed(allowed_models, sto
     # The default (AssistLab's 10 tokens) was not a candidate: over_default says so rather than guessing.
     assert rec["over_default"]["median"] is None and "not among the candidates" in rec["over_default"]["why"]
     assert data["tune"] == summary and report.status == "complete"
+    assert report.message == f"{summary['sentence']} The search ran 6 repetitions and ended when the answer was clear."
 
 
 def test_a_candidate_that_fails_leaves_with_its_sentence_and_the_search_goes_on(allowed_models, store,

@@ -1,0 +1,107 @@
+"""Each engine's declared settings (engines/settings.py, transformers/tuning.py, vllm/tuning.py): the search space,
+--candidates' syntax and its refusals, the bench options and the deploy line a winner gets."""
+
+import json
+import shlex
+
+import pytest
+
+from assistlab.cli.parser import build_parser, request_from_args
+from assistlab.engines import registry
+from assistlab.engines.settings import parse_candidates, search_space
+from assistlab.engines.transformers.arms import ArmSpec
+from assistlab.engines.vllm.arms import VllmArm
+from assistlab.errors import InputError
+from assistlab.measure.tune import candidate_arms
+
+DECLARED = list(registry.SETTINGS.values())
+TRANSFORMERS = [registry.SETTINGS["transformers"]]
+
+
+def test_the_default_space_is_each_searched_family_over_its_declared_values():
+    arms = search_space(TRANSFORMERS, ["org/helper"])
+    assert arms == [ArmSpec("auto", "org/helper"), ArmSpec("auto", "org/helper", num_assistant_tokens=3),
+                    ArmSpec("auto", "org/helper", num_assistant_tokens=8), ArmSpec("prompt-lookup"),
+                    ArmSpec("prompt-lookup", prompt_lookup_num_tokens=3),
+                    ArmSpec("prompt-lookup", prompt_lookup_num_tokens=5)]
+    # Without an assistant the families that need one are left out, not refused.
+    assert all(a.strategy == "prompt-lookup" for a in search_space(TRANSFORMERS, []))
+
+
+def test_candidates_narrow_the_space_across_engines():
+    text = "prompt-lookup:prompt_lookup_num_tokens=3,5,10; vllm ngram:num_speculative_tokens=1,2 prompt_lookup_max=5"
+    assert parse_candidates(text, DECLARED) == {
+        ("transformers", "prompt-lookup"): {"prompt_lookup_num_tokens": (3, 5, 10)},
+        ("vllm", "ngram"): {"num_speculative_tokens": (1, 2), "prompt_lookup_max": (5,)}}
+    arms = candidate_arms(["transformers", "vllm"], [], text)
+    assert [a.label for a in arms] == [
+        "prompt-lookup (k=3)", "prompt-lookup (k=5)", "prompt-lookup (k=10)", "vllm plain",
+        "vllm ngram (k=1, lookup 2-5)", "vllm ngram (k=2, lookup 2-5)"]
+    # 'default' is the engine's own value; a family named alone keeps its declared values.
+    assert search_space(TRANSFORMERS, [], "prompt-lookup:prompt_lookup_num_tokens=default,4") == [
+        ArmSpec("prompt-lookup"), ArmSpec("prompt-lookup", prompt_lookup_num_tokens=4)]
+    assert len(search_space(DECLARED, [], "ngram")) == 4
+
+
+@pytest.mark.parametrize("text, words", [
+    ("prompt-lookup:k=3", "has no setting 'k'"),
+    ("sglang ngram:num_speculative_tokens=2", "no engine 'sglang'"),
+    ("ngram:num_speculative_tokens=two", "takes a whole number"),
+    ("auto:num_assistant_tokens=3", "drafts with an assistant model; give one with --assistant"),
+    ("prompt-lookup:prompt_lookup_num_tokens", "write each setting as name=values"),
+    ("vllm ngram extra:x=1", "each part reads"),
+])
+def test_a_bad_candidates_text_is_refused_in_one_sentence(text, words):
+    with pytest.raises(InputError, match=words):
+        search_space(DECLARED, [], text)
+
+
+def _bench_arms(args: list[str]) -> tuple:
+    """The arms `bench` would time with these options."""
+    return request_from_args(build_parser().parse_args(["bench", "--target", "org/model", *args])).arms
+
+
+def test_the_winner_gets_its_bench_options_and_deploy_line():
+    vllm = registry.SETTINGS["vllm"]
+    arm = VllmArm("ngram", 4, 2, 5)
+    assert vllm.bench_args(arm) == ["--engines", "vllm", "--vllm-method", "ngram", "--vllm-speculative-tokens", "4",
+                                    "--vllm-lookup-min", "2", "--vllm-lookup-max", "5"]
+    assert _bench_arms(vllm.bench_args(arm)) == (VllmArm("plain"), arm)  # bench times exactly that arm
+    line = vllm.deploy(arm, "org/model")["command"]
+    words = shlex.split(line)
+    assert words[:3] == ["vllm", "serve", "org/model"] and words[3] == "--speculative-config"
+    assert json.loads(words[4]) == {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2,
+                                    "prompt_lookup_max": 5}
+    transformers = registry.SETTINGS["transformers"]
+    spec = ArmSpec("auto", "org/helper", num_assistant_tokens=3, num_assistant_tokens_schedule="constant")
+    deployed = transformers.deploy(spec, "org/model", {"strategy": "assistant"})
+    assert deployed["generate_kwargs"] == {"num_assistant_tokens": 3, "num_assistant_tokens_schedule": "constant"}
+    assert ("target.generate(**inputs, assistant_model=assistant, num_assistant_tokens=3, "
+            "num_assistant_tokens_schedule='constant', max_new_tokens=256)") in deployed["snippet"]
+    assert transformers.bench_args(spec) == ["--strategy", "auto", "--assistant", "org/helper",
+                                             "--num-assistant-tokens", "3", "--schedule", "constant",
+                                             "--no-prompt-lookup"]
+    assert _bench_arms(transformers.bench_args(spec)) == (spec,)
+    lookup = ArmSpec("prompt-lookup", prompt_lookup_num_tokens=3)
+    assert _bench_arms(transformers.bench_args(lookup)) == (lookup,)
+    # The simplest first: the defaults, then the shortest draft.
+    ranked = sorted([ArmSpec("prompt-lookup", prompt_lookup_num_tokens=5), ArmSpec("prompt-lookup"),
+                     ArmSpec("prompt-lookup", prompt_lookup_num_tokens=3)], key=transformers.simplicity)
+    assert [a.lookup_tokens for a in ranked] == [10, 3, 5]
+
+
+def test_the_docs_table_is_made_from_the_declarations():
+    from pathlib import Path
+
+    from assistlab.engines.settings import settings_table
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "tune.md").read_text()
+    assert settings_table(DECLARED) in page, "regenerate docs/tune.md's table with settings_table"
+
+
+def test_every_declared_flag_is_a_bench_option():
+    """A setting's `flag` is the bench option that sets it: a declaration and the parser cannot drift apart."""
+    bench = build_parser()._subparsers._group_actions[0].choices["bench"]
+    options = {flag for action in bench._actions for flag in action.option_strings}
+    flags = {s.flag for e in DECLARED for f in e.families for s in f.settings}
+    assert flags <= options, flags - options
