@@ -35,7 +35,8 @@ args = json.loads(sys.argv[1])
 searched = tune_request(args["target"], candidates=args["candidates"], max_new_tokens=args["tokens"])
 grid = BenchRequest(target=searched.target, arms=searched.arms, engines=searched.engines, prompt=searched.prompt,
                     max_new_tokens=args["tokens"], repeats=args["repeats"], warmup=1)
-open(args["out"], "w").write(run_to_report(grid, ModelStore()).to_json())
+text = run_to_report(grid, ModelStore()).to_json()
+open(args["out"], "w").write(text)
 """
 
 

@@ -103,6 +103,13 @@ class EngineSettings:
     # The plain arm a request must list for this engine's candidates to have a baseline (a server engine's),
     # or None when the engine times plain by itself (the host's).
     plain_arm: Callable[[], ArmRequest] | None = None
+    title: str = ""  # the engine's name as a person reads it (empty: `engine`)
+
+    @property
+    def possessive(self) -> str:
+        """"transformers' ", "vLLM's ": the engine's name before what it owns."""
+        name = self.title or self.engine
+        return f"{name}'" if name.endswith("s") else f"{name}'s"
 
     def family(self, name: str) -> Family | None:
         return next((f for f in self.families if f.name == name), None)

@@ -5,8 +5,8 @@ The package's interface, which the command line (`python -m assistlab tune`), th
   - `tune_request(target, ...)`: the BenchRequest whose arms are the candidates (engines/settings.py's space);
   - `tune(request, store, ...)`: the runner's events, the last one 'done' with `report.tune` set (its summary,
     docs/tune.md); `run_tune(...)`: the same to the end, (report, summary).
-After each repetition the hook replays results/tune.search over the latencies so far: candidates that left are
-retired (`info.left`, and the rounds skip them); when the search ends with budget left, the winner and its
+After each repetition at a planned look the hook decides that look with results/tune.search, the candidates
+already out passed in: those that leave are retired (`info.left`, and the rounds skip them); when the search ends with budget left, the winner and its
 nearest rival (back in if it had left) run on until the rule that assumes nothing confirms the winner or
 contradicts it (`confirmed`).
 """
@@ -171,10 +171,13 @@ def _hook(state: _State) -> Callable:
             elif request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
                 stop["ended_by"] = "time budget"
             budget = stop_rules.Decision(stop["ended_by"] is not None)
-        failed = np.array([[bool(report.arms[i].error) for i in state.candidates]])
+        # One look at a time, from the state kept: a candidate that failed or left is out, whatever came before.
+        out = np.array([[bool(report.arms[i].error or report.arms[i].left) for i in state.candidates]])
         if state.phase == SEARCH:
+            looks = _looks(request)
             result = elimination.search(_logs(report, count), state.baselines, state.candidates, request.band,
-                                        state.simplicity, failed, looks=_looks(request))
+                                        state.simplicity, out, looks=looks,
+                                        decide_at=[count] if count in looks else [])
             state.result = result
             _retire(state, report, result)
             state.outcome = str(result.ended[0])

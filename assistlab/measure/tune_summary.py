@@ -63,11 +63,12 @@ def _sentence(rec: dict | None, outcome: str) -> str:
     text = (f"{rec['phrase'][0].upper()}{rec['phrase'][1:]}: {ratio:.2f}× faster than plain{span}" if ratio >= 1.0 else
             f"{rec['phrase'][0].upper()}{rec['phrase'][1:]}: {1 / ratio if ratio else 0:.2f}× slower than plain{span}")
     over = rec.get("over_default")
+    owner = registry.SETTINGS[rec["engine"]].possessive
     if over and over.get("is_default"):
-        text += f", and it is {rec['engine']}'s default setting"
+        text += f", and it is {owner} default setting"
     elif over and over.get("median"):
         pct = (over["median"] - 1.0) * 100
-        text += f", {abs(pct):.0f}% {'faster' if pct >= 0 else 'slower'} than {rec['engine']}'s defaults"
+        text += f", {abs(pct):.0f}% {'faster' if pct >= 0 else 'slower'} than {owner} defaults"
     if outcome == elimination.OPEN:
         return f"Not settled within the budget; best so far: {text[0].lower()}{text[1:]}."
     return f"Use {text[0].lower()}{text[1:]}."

@@ -1,5 +1,5 @@
 """The tuner's elimination: which candidates are still in after each planned look, and when the search ends.
-numpy only; the same function replays a real run after each repetition and runs thousands of simulated searches.
+numpy only; the same function decides a real run's latest look and runs thousands of simulated searches.
 
 The rule. Each repetition times every baseline (plain) and every candidate still in. At each planned look of
 the likely rule (likely.LOOKS: after 4, 5, 6, 8, 10, 15, 20, 30, 50 repetitions) and for every candidate still
@@ -86,11 +86,13 @@ def _pair_bounds(x: np.ndarray, alpha: float, looks: Sequence[int]) -> tuple[np.
 
 def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int], band: float,
            simplicity: Sequence[float] | None = None, failed: np.ndarray | None = None, family: float = FAMILY,
-           looks: Sequence[int] = likely.LOOKS) -> Search:
+           looks: Sequence[int] = likely.LOOKS, decide_at: Sequence[int] | None = None) -> Search:
     """Run the elimination over `logs`, log latencies of shape (S, arms, T) (S searches, T repetitions; NaN
     where an arm did not run). `candidates[i]` is an arm index and `baseline[i]` the index of its engine's plain
     arm. `simplicity[i]` orders a "same" pick (lowest first; default: the order given). `failed` (S, m) marks
-    candidates that could not run: they are out from the start.
+    candidates already out (they could not run, or a search run one look at a time retired them earlier).
+    `looks` are the planned looks the error is split over; `decide_at` those of them decided here (default:
+    all), so a running search can decide only its latest look with the state it kept.
     """
     logs = np.asarray(logs, dtype=float)
     S, _, T = logs.shape
@@ -114,11 +116,12 @@ def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int],
     alive = why == STILL_IN
     rows = np.arange(S)
     upper_band, lower_band = log(1.0 + band), log(1.0 - band)
-    for t in (t for t in looks if t <= T):
+    for t in (t for t in (looks if decide_at is None else decide_at) if t <= T):
         k = t - 1
         open_ = ended == OPEN
         if not open_.any():
             break
+        alive &= np.isfinite(mean[:, :, k])  # a candidate with a repetition missing is no longer in
         with np.errstate(invalid="ignore"):
             slow = alive & open_[:, None] & (plain_low[:, :, k] > 0)
         left_at[slow], why[slow] = t, SLOWER_THAN_PLAIN
@@ -148,11 +151,10 @@ def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int],
             continue
         if ended[s] == SAME:
             pick[s] = int(np.argmin(np.where(alive[s], simple, np.inf)))
-        elif alive[s].any():
+        else:  # the best so far (-1 when every candidate failed)
             k = ended_at[s] - 1
-            pick[s] = int(np.argmin(np.where(alive[s], mean[s, :, k], np.inf)))
-        else:  # every candidate failed
-            pick[s] = -1
+            ranked = np.where(alive[s] & np.isfinite(mean[s, :, k]), mean[s, :, k], np.inf)
+            pick[s] = int(np.argmin(ranked)) if np.isfinite(ranked).any() else -1
     return Search(left_at, why, beaten_by, ended, ended_at, pick)
 
 

@@ -105,3 +105,7 @@ def test_every_declared_flag_is_a_bench_option():
     options = {flag for action in bench._actions for flag in action.option_strings}
     flags = {s.flag for e in DECLARED for f in e.families for s in f.settings}
     assert flags <= options, flags - options
+
+
+def test_the_engines_names_as_a_person_reads_them():
+    assert [registry.SETTINGS[e].possessive for e in ("transformers", "vllm")] == ["transformers'", "vLLM's"]

@@ -105,3 +105,19 @@ def test_stop_mid_search_keeps_what_was_measured_and_says_not_settled(allowed_mo
     assert summary["sentence"].startswith("Not settled within the budget; best so far: prompt lookup with ")
     assert summary["repetitions"] == 2 and summary["confirmed"] is None
     assert final.message.startswith("Not settled")
+
+
+def test_the_sentence_reads_as_the_issue_asks():
+    from assistlab.measure.tune_summary import _sentence
+
+    speedup = {"median": 1.42, "ci_low": 1.35, "ci_high": 1.50, "likely_low": 1.38, "likely_high": 1.47}
+    rec = {"phrase": "prompt lookup with 3 tokens", "engine": "transformers", "speedup": speedup,
+           "over_default": {"median": 1.09, "is_default": False}}
+    assert _sentence(rec, elimination.CLEAR) == ("Use prompt lookup with 3 tokens: 1.42× faster than plain "
+                                                "(1.35–1.50), 9% faster than transformers' defaults.")
+    unbounded = {**rec, "engine": "vllm", "phrase": "vLLM ngram with 4 tokens (lookup 2-4)",
+                 "speedup": {**speedup, "ci_low": None}, "over_default": {"is_default": True, "median": 1.0}}
+    assert _sentence(unbounded, elimination.OPEN) == (
+        "Not settled within the budget; best so far: vLLM ngram with 4 tokens (lookup 2-4): 1.42× faster than "
+        "plain (1.38–1.47, assuming roughly normal noise), and it is vLLM's default setting.")
+    assert _sentence(None, elimination.NONE) == "Use plain generation: every candidate was clearly slower than plain."

@@ -79,4 +79,4 @@ def phrase(arm: VllmArm) -> str:
 
 
 SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, deploy, simplicity, phrase,
-                          plain_arm=lambda: VllmArm("plain"))
+                          plain_arm=lambda: VllmArm("plain"), title="vLLM")
