@@ -70,6 +70,7 @@ def test_a_search_runs_to_its_sentence_and_its_snippet_is_copied(page):
     sentence = page.inner_text("#al-tune-sentence")
     assert re.match(r"^(Use |Not settled within the budget; best so far: )prompt lookup with [12] tokens?: ", sentence)
     assert sentence.rstrip(".") in page.inner_text("#al-tune-progress")  # the progress line ends on the answer
+    page.wait_for_selector("#al-plot-tune .js-plotly-plot", timeout=30_000)  # plotly draws after gradio mounts it
     assert page.locator("#al-plot-tune .js-plotly-plot").count() == 1
     assert page.locator("#al-tune-table tbody tr").count() == 2
     report = _report(page)
