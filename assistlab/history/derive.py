@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..results import cells, load
 from ..results.explain import NOTHING_DRAFTED
 from ..results.report import unsettled
-from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS
+from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS, MAX_RECOMMENDATION_CHARS
 
 # The largest report one comparison may store (issue 10, as the limits in records); only _report_text reads it.
 MAX_REPORT_BYTES = 8_000_000
@@ -185,15 +185,41 @@ def _workload_arm_rows(report: dict) -> list[dict]:
     return rows
 
 
+def is_tune(report: dict) -> bool:
+    """A tuner's search (measure/tune.py): its candidates and its pick under report['tune']."""
+    return isinstance(report.get("tune"), dict)
+
+
+def kind_of(report: dict) -> str:
+    """What a saved report is: 'workload', 'tune' (a tuner's search) or 'comparison'."""
+    return "workload" if is_workload(report) else "tune" if is_tune(report) else "comparison"
+
+
+def recommendation(report: dict) -> str | None:
+    """A tuner's answer in its own sentence ('Use prompt lookup with 3 tokens: ...'); None for anything else."""
+    if not is_tune(report):
+        return None
+    return clean_text(report["tune"].get("sentence") or "", MAX_RECOMMENDATION_CHARS) or None
+
+
+def _tune_pick(report: dict) -> str | None:
+    rec = report["tune"].get("recommendation")
+    return rec.get("arm") if isinstance(rec, dict) else None
+
+
 def arm_rows(report: dict) -> list[dict]:
-    """One row per assisted arm: canonical label, its speedup over plain with the interval and its level."""
+    """One row per assisted arm: canonical label, its speedup over plain with the interval and its level. Of a
+    tuner's search only its pick: the candidates it dropped early were timed only until they were clearly behind."""
     if is_workload(report):
         return _workload_arm_rows(report)
+    pick = _tune_pick(report) if is_tune(report) else None
     kinds = _model_kinds(report)
     by_name = {c.get("arm"): c for c in report.get("comparison") or [] if isinstance(c, dict)}
     rows = []
     for index, arm in enumerate(report.get("arms") or []):
         if not isinstance(arm, dict) or arm.get("strategy") in (None, "plain"):
+            continue
+        if is_tune(report) and arm.get("name") != pick:
             continue
         strategy = clean_text(arm.get("strategy"), 32)
         spec = arm.get("spec") if isinstance(arm.get("spec"), dict) else {}
@@ -328,6 +354,8 @@ def summary_columns(report: dict) -> dict:
         "do_sample": bool(request.get("do_sample")),
         "workload": workload,
         "engines": engines_timed(report),
+        "kind": kind_of(report),
+        "recommendation": recommendation(report),
     }
 
 

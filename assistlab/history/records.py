@@ -13,6 +13,7 @@ from ..results.report import NO_CLEAR_ANSWER, NO_CLEAR_ANSWER_SHORT
 MAX_NAME_CHARS = 200
 MAX_OWNER_CHARS = 128
 MAX_PREVIEW_CHARS = 200
+MAX_RECOMMENDATION_CHARS = 400  # a tuner's sentence, as the history list shows it
 MAX_PAGE_SIZE = 200
 MAX_PAGE = 1_000_000_000  # far past any history; keeps the row offset inside every database's integers
 
@@ -72,6 +73,8 @@ class Entry:
     prompt_preview: str
     workload: str | None = None  # what a workload measured (history.derive.workload_label); None: one prompt
     engines: str = "transformers"  # the engines it timed, 'transformers, vllm' (history.derive.engines_timed)
+    kind: str = "comparison"  # 'comparison', 'workload' or 'tune' (a tuner's search; history.derive.kind_of)
+    recommendation: str | None = None  # a tuner's answer in its sentence; None for anything else
 
     def to_dict(self) -> dict:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}

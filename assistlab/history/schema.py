@@ -8,7 +8,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from .derive import DEFAULT_ENGINE, MAX_ENGINES_CHARS, arm_rows, engine_of, load_rows, summary_columns
-from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS, HistoryError
+from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS, MAX_RECOMMENDATION_CHARS, HistoryError
 
 # The final shape, used by queries. The whole JSON report is kept; the columns beside it (canonical model
 # names, device, speedups) are derived from it, so a migration can always recompute them. The migrations
@@ -49,6 +49,8 @@ comparisons = sa.Table(
     sa.Column("do_sample", sa.Boolean),
     sa.Column("workload", sa.String(MAX_NAME_CHARS)),
     sa.Column("engines", sa.String(MAX_ENGINES_CHARS), nullable=False, server_default=DEFAULT_ENGINE),
+    sa.Column("kind", sa.String(16), nullable=False, server_default="comparison"),
+    sa.Column("recommendation", sa.String(MAX_RECOMMENDATION_CHARS)),
 )
 
 arms_table = sa.Table(
@@ -230,9 +232,35 @@ def _migration_5(conn: sa.Connection) -> None:
             conn.execute(arms.insert(), [{**row, "comparison_seq": seq} for row in added])
 
 
+def _migration_6(conn: sa.Connection) -> None:
+    """Version 6: what each saved report is (a comparison, a workload, or a tuner's search, issue 34) and a
+    search's answer in its sentence. Reports saved before get their kind from the report; a tuner's search keeps
+    only its pick's arm rows (the candidates it dropped were timed only until they were clearly behind)."""
+    conn.execute(sa.text("ALTER TABLE comparisons ADD COLUMN kind VARCHAR(16) NOT NULL DEFAULT 'comparison'"))
+    conn.execute(sa.text(f"ALTER TABLE comparisons ADD COLUMN recommendation VARCHAR({MAX_RECOMMENDATION_CHARS})"))
+    md = sa.MetaData()
+    table = sa.Table("comparisons", md, sa.Column("seq", sa.Integer, primary_key=True), sa.Column("kind", sa.String(16)),
+                     sa.Column("recommendation", sa.String(MAX_RECOMMENDATION_CHARS)))
+    arms = sa.Table("comparison_arms", md, sa.Column("comparison_seq", sa.Integer, primary_key=True),
+                    sa.Column("arm_index", sa.Integer, primary_key=True), sa.Column("label", sa.String(400)))
+    rows = conn.execute(sa.text("SELECT seq, report FROM comparisons WHERE report LIKE :kinds OR report LIKE :tune"),
+                        {"kinds": '%"kind": "suite"%', "tune": '%"tune": {%'}).all()
+    for seq, text in rows:
+        try:
+            report = json.loads(text)
+        except ValueError:
+            continue
+        columns = summary_columns(report)
+        conn.execute(table.update().where(table.c.seq == seq).values(kind=columns["kind"],
+                                                                     recommendation=columns["recommendation"]))
+        if columns["kind"] == "tune":
+            kept = [row["arm_index"] for row in arm_rows(report)]
+            conn.execute(arms.delete().where(arms.c.comparison_seq == seq, arms.c.arm_index.not_in(kept)))
+
+
 # Ordered: (version it brings the database to, what it does). Append; never edit a released step.
 MIGRATIONS: tuple[tuple[int, Callable[[sa.Connection], None]], ...] = (
-    (1, _migration_1), (2, _migration_2), (3, _migration_3), (4, _migration_4), (5, _migration_5),
+    (1, _migration_1), (2, _migration_2), (3, _migration_3), (4, _migration_4), (5, _migration_5), (6, _migration_6),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

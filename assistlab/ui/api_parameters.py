@@ -73,3 +73,17 @@ SUITE_RULE = (ApiParameter("until_clear", bool, False),)
 COMPARE_API = FORM_PARAMETERS
 COMPARE_SUITE_API = (*FORM_PARAMETERS[:3], *SUITE_PARAMETERS, *(p for p in FORM_PARAMETERS[3:] if p.name != "prompt"),
                      *SUITE_RULE)
+# /tune's parameters, in its order (ui/tune_fields.tune_request_from_form takes them by name): the search's own
+# (assistants, candidates, the budget: repeats and max_time_s) and the form's that a search reads, each as the
+# form's own description above where the form has the field.
+_FORM = {p.name: p for p in FORM_PARAMETERS}
+TUNE_OWN = (
+    ApiParameter("assistants", str, ""),  # empty: the presets' for the target; "none": no assistant model
+    ApiParameter("candidates", str, ""),  # the command line's --candidates syntax; empty: every default family
+    ApiParameter("repeats", int | None, None),  # at most this many repetitions; empty: 30
+    ApiParameter("max_time_s", float | None, None),  # at most this many seconds of timed runs; empty: 600
+)
+_OWN = {p.name: p for p in TUNE_OWN}
+TUNE_API = tuple(_OWN.get(name) or _FORM[name] for name in (
+    "target", "assistants", "engines", "candidates", "prompt", "max_new_tokens", "repeats", "max_time_s", "warmup",
+    "band_percent", "concurrency", "device", "dtype", "chat_template"))

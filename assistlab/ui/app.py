@@ -23,12 +23,14 @@ from ..measure import slots
 from ..measure.slots import Finished, SlotPool, Waiting
 from ..results.suite import summary_sentences
 from ..views import answers, progress
-from . import compare_tab, gradio_private, history_tab, suite_tab, sweep_tab
+from . import compare_tab, gradio_private, history_tab, suite_tab, sweep_tab, tune_tab
 from . import form as form_mod
-from .api_parameters import COMPARE_API, COMPARE_SUITE_API, SUITE_PARAMETERS, ApiParameter
+from .api_parameters import COMPARE_API, COMPARE_SUITE_API, SUITE_PARAMETERS, TUNE_API, ApiParameter
 from .fields import _blank, request_from_form
 from .form import ASSETS
-from .session import GPU_GROUP, HEARTBEAT_S, QUEUE_SIZE, Page, ReportFiles, SessionStops, _gpu_runner, user_errors
+from .session import (GPU_GROUP, HEARTBEAT_S, QUEUE_SIZE, Page, ReportFiles, SessionStops, TunePlan, _gpu_runner,
+                      user_errors)
+from .tune_fields import checked, tune_request_from_form
 from .style import CSS, theme
 
 AUTH_ENV = "ASSISTLAB_AUTH"
@@ -64,12 +66,14 @@ def build_app(
             with gr.Column(scale=4, min_width=340, elem_id="al-form"):
                 form = form_mod.build()
             with gr.Column(scale=7, min_width=320, elem_id="al-output"):
-                with gr.Tabs(elem_id="al-tabs", overflow_behavior="wrap") as tabs:  # all four stay in sight
+                with gr.Tabs(elem_id="al-tabs", overflow_behavior="wrap") as tabs:  # every tab stays in sight
                     with gr.Tab("Compare", id="compare", elem_id="al-tab-compare"):
                         results = compare_tab.build()
                         sweeps = sweep_tab.build()
                     with gr.Tab("Workloads", id="workloads", elem_id="al-tab-workloads"):
                         suites = suite_tab.build()
+                    with gr.Tab("Find the best setting", id="tune", elem_id="al-tab-tune"):
+                        tuner = tune_tab.build()
                     with gr.Tab("History", id="history", elem_id="al-tab-history") as history_page:
                         # A shared server (logins on) keeps its path to itself; its operator chooses it.
                         saved = history_tab.build_history(None if os.environ.get(AUTH_ENV) else history.where)
@@ -78,12 +82,13 @@ def build_app(
 
         # ---- Register listeners
         page = Page(gpu_stream, stops, ReportFiles(reports_dir), form.inputs(), pool, history,
-                    run_buttons=(results.run, sweeps.draft_length, sweeps.lookup_length, suites.run),
+                    run_buttons=(results.run, sweeps.draft_length, sweeps.lookup_length, suites.run, tuner.run),
                     client_gone=lambda session: gradio_private.client_gone(demo, session))
         form_mod.wire(form)
         compare_tab.wire(page, results)
         sweep_tab.wire(page, form, sweeps)
         suite_tab.wire(page, suites)
+        tune_tab.wire(page, form, tuner)
         view = history_tab.HistoryView(**saved, **board)
         history_tab.wire(page, history, view, tabs, demo, workloads=(
             suite_tab.saved_outputs(suites), lambda run_id, report: suite_tab.saved_updates(suites, run_id, report)))
@@ -240,6 +245,34 @@ def build_app(
             return report, "\n".join(summary_sentences(report))
 
         gr.api(compare_suite, api_name="compare_suite", concurrency_id=GPU_GROUP, concurrency_limit=pool.size)
+
+        @api_endpoint(TUNE_API)
+        async def tune(values: dict, request: gr.Request | None) -> tuple[dict, str]:
+            """Find the drafting setting to deploy: plain and every candidate timed side by side, each candidate
+            dropped as soon as it is clearly slower than plain or the leader. Returns the JSON report (its "tune"
+            block: candidates with left_at and why, recommendation with its speedup and interval, over_default,
+            bench_args, deploy with the snippet, runs_used, settled) and its sentence. assistants (one per line or
+            comma-separated) left empty are the presets' for the target, 'none' none; candidates narrows the
+            search in the command line's --candidates syntax ('prompt-lookup:prompt_lookup_num_tokens=3,5,10');
+            repeats and max_time_s are the budget (empty: 30 repetitions, 600 s of timed runs); a search the
+            budget ends is "not settled". The other parameters mean what they mean for /compare, with the same
+            defaults. The search is saved to the history; report["saved"] holds its id or why it was not.
+            """
+            owner = getattr(request, "username", None) or None
+            with user_errors():
+                bench = checked(lambda: tune_request_from_form(**values), page=False)
+                job, seen = page.start_job(bench, lambda: False, TunePlan()), []
+                try:
+                    final = await finish_job(job, request, seen)
+                except asyncio.CancelledError:  # a cancelled search is saved as a stopped one would be
+                    page.save_when_over(job, owner, seen[-1] if seen else None)
+                    raise
+                report = final.report.to_dict()
+            result = await asyncio.to_thread(history.save, report, owner=owner)
+            report["saved"] = {"id": result.id, "warning": result.warning}
+            return report, (report.get("tune") or {}).get("sentence") or final.message
+
+        gr.api(tune, api_name="tune", concurrency_id=GPU_GROUP, concurrency_limit=pool.size)
 
     demo.queue(max_size=queue_max_size, default_concurrency_limit=1)
     gradio_private.quiet_queue(demo)

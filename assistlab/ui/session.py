@@ -25,7 +25,7 @@ from ..engines.transformers import models as models_mod
 from ..engines.transformers.models import ModelStore
 from ..errors import AssistLabError
 from ..history import History
-from ..measure import contention, suite_runner, sweep
+from ..measure import contention, suite_runner, sweep, tune
 from ..measure.runner import run_benchmark
 from ..measure.slots import ABANDONED, Job, Placement, SlotPool, Waiting
 from ..results.events import Event
@@ -76,7 +76,15 @@ class SuitePlan:
     selection: Selection
 
 
-Plan = SweepPlan | SuitePlan | None
+@dataclass(frozen=True)
+class TunePlan:
+    """A search over candidate settings (measure/tune.py): the request's arms are the candidates."""
+
+    def apply(self, request: BenchRequest) -> BenchRequest:
+        return request
+
+
+Plan = SweepPlan | SuitePlan | TunePlan | None
 
 
 def gpu_seconds(request: BenchRequest, plan: Plan = None) -> int:
@@ -96,6 +104,8 @@ def _events(request: BenchRequest, store: ModelStore, plan: Plan, should_stop) -
         return suite_runner.run_suite(request, plan.selection, store, should_stop=should_stop)
     if plan is None:
         return run_benchmark(request, store, should_stop=should_stop)
+    if isinstance(plan, TunePlan):
+        return tune.tune(request, store, should_stop=should_stop)
     return sweep.sweep(request, store, plan.param, plan.values, plan.schedules, should_stop=should_stop)
 
 

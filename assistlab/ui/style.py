@@ -153,7 +153,7 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
   #al-header svg { width: 34px; height: 34px; }
   #al-header h1 { font-size: 1.25rem; }
   #al-header p { font-size: .84rem; line-height: 1.3; }
-  #al-form, #al-main { gap: 10px !important; }
+  #al-form, #al-main { gap: 8px !important; }
   #al-preset .info-text, #al-prompt .info-text { display: none; }  /* the prompt's limit is said when passed */
   #al-prompt textarea { max-height: 3.2em !important; }  /* two lines in sight; a longer prompt scrolls in its box */
   #al-form .al-env p { font-size: .8rem !important; line-height: 1.35; }
@@ -167,8 +167,9 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
   #al-main { flex-direction: column !important; flex-wrap: nowrap !important; }
   #al-main > .column, #al-main > div { min-width: 0 !important; width: 100% !important; }
   #al-main .form { min-width: 0 !important; }
-  /* The four tabs in one row where they fit (they wrap onto a second row where they do not). */
-  #al-tabs .tab-container button { padding: 0 10px; }
+  /* The tabs in as few rows as fit (five wrap onto a second row at 390 px), low enough that both rows end
+     within the first screen or so. */
+  #al-tabs .tab-container button { padding: 0 8px; height: 26px; }
   .al-glossary dl { grid-template-columns: 1fr; }
   .al-glossary dd { margin-bottom: 6px; }
   /* Settings' side-by-side boxes one under another: two in a row left a dropdown's value cut ("transfor…"). */

@@ -110,6 +110,8 @@ def entries_html(page: Page, base: str = "") -> str:
         status = ' <span class="al-sub">(stopped)</span>' if e.status == "stopped" else ""
         best = escape(best_words(e)) if e.best_arm == PLAIN or e.status == UNSETTLED else (
             _speed(e.best_speedup) + (f' <span class="al-sub">{escape(e.best_arm)}</span>' if e.best_arm else ""))
+        if e.kind == "tune":  # a tuner's search: its answer in its own sentence
+            best = f'<span class="al-badge">tuner</span> {escape(e.recommendation or "no recommendation")}'
         cells = (
             escape(_when(e.created_at)) + status, escape(e.owner or "–"), escape(e.target), escape(e.assistants or "–"),
             escape(e.engines), escape(e.device_name) + f' <span class="al-sub">{escape(e.dtype)}</span>',
@@ -155,6 +157,8 @@ def chooser_label(entry: Entry) -> str:
     answer = "no answer" if entry.best_speedup is None else f"{entry.best_arm or 'best'} {entry.best_speedup:.2f}×"
     if entry.status == UNSETTLED:
         answer = NO_CLEAR_ANSWER.lower()
+    if entry.kind == "tune":
+        answer = f"tuner: {entry.best_arm or 'no pick'}"
     tokens = f"{entry.new_tokens} tokens" if entry.new_tokens else "tokens ?"
     prompt = entry.prompt_preview[:40] + ("…" if len(entry.prompt_preview) > 40 else "")
     stopped = " (stopped)" if entry.status == "stopped" else ""

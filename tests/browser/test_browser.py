@@ -314,8 +314,8 @@ def test_the_page_is_usable_at_a_desktop_and_a_phone_width(browser, app_url, art
             _no_sideways_scroll(page, f"{tab}, after a run")
 
 
-# The four tabs, each with what shows once it has opened.
-TABS = (("Compare", "#al-tab-compare #al-run"), ("Workloads", "#al-suite-run"),
+# The tabs, in the page's order, each with what shows once it has opened.
+TABS = (("Compare", "#al-tab-compare #al-run"), ("Workloads", "#al-suite-run"), ("Find the best setting", "#al-tune-run"),
         ("History", "#al-history-list table"), ("Leaderboard", "#al-board table"))
 
 # What sticks out of the window, widest first: the elements that make the page scroll sideways.
@@ -352,7 +352,7 @@ def app_with_a_saved_run(models_dir, store, launch_app, tmp_path_factory):
 
 
 def test_every_tab_fits_a_phone_screen(browser, app_with_a_saved_run):
-    """At 390 px a person opens each tab in turn, typing nothing: all four tabs stay in sight, no tab scrolls the
+    """At 390 px a person opens each tab in turn, typing nothing: every tab stays in sight, no tab scrolls the
     page sideways, and the history's wide table scrolls inside its own box instead."""
     with opened(browser, app_with_a_saved_run, 390, 844) as page:
         _no_sideways_scroll(page, "Compare, as the page opens")

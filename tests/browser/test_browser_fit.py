@@ -145,7 +145,7 @@ def test_run_is_in_reach_of_the_settings_at_a_desktop_width(browser, app_url):
 
 
 def test_run_and_the_tabs_come_early_on_a_phone(browser, app_url):
-    """At 390 px, with nothing touched, Run and the four tabs lie within the first 900 px of the page."""
+    """At 390 px, with nothing touched, Run and the tabs lie within the first 900 px of the page."""
     with opened(browser, app_url, 390, 844) as page:
         page.wait_for_timeout(500)
         top = page.evaluate("() => window.scrollY")

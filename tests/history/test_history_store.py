@@ -410,7 +410,7 @@ def test_schema_upgrade_from_version_2_records_what_was_measured_and_plain_as_be
         assert hist.upgrade(engine, to_version=2) == 2
         report = minimal_report("org/old", (("org/a", 0.7, 0.6, 0.8),), prompt="an old prompt")
         with engine.begin() as conn:
-            columns = {k: v for k, v in hist.summary_columns(report).items() if k not in VERSION_3_COLUMNS + VERSION_4_COLUMNS}
+            columns = {k: v for k, v in hist.summary_columns(report).items() if k not in VERSION_3_COLUMNS + VERSION_4_COLUMNS + VERSION_6_COLUMNS}
             columns.update(best_arm="assistant: org/a (k=5)", best_speedup=0.7)  # what version 2 kept
             seq = conn.execute(hist.comparisons.insert().values(
                 id="b" * 16, created_at=T0, report=json.dumps(report), **columns).returning(hist.comparisons.c.seq)
@@ -535,6 +535,7 @@ def test_an_error_inside_the_save_rolls_back_and_warns(db, monkeypatch, caplog):
 
 VERSION_3_COLUMNS = ("prompt_hash", "do_sample", "workload")  # what schema version 3 added
 VERSION_4_COLUMNS = ("engines",)  # what schema version 4 added to comparisons
+VERSION_6_COLUMNS = ("kind", "recommendation")  # what schema version 6 added to comparisons
 VERSION_4_ARM_COLUMNS = ("engine",)  # and to comparison_arms
 
 
@@ -548,7 +549,7 @@ def test_schema_upgrade_from_version_1_backfills_the_leaderboard(db_url):
             report = minimal_report("org/old", (("org/a", 1.3, 1.1, 1.5),))
             conn.execute(hist.comparisons.insert().values(
                 id="a" * 16, created_at=T0, report=json.dumps(report),
-                **{k: v for k, v in hist.summary_columns(report).items() if k not in VERSION_3_COLUMNS + VERSION_4_COLUMNS}))
+                **{k: v for k, v in hist.summary_columns(report).items() if k not in VERSION_3_COLUMNS + VERSION_4_COLUMNS + VERSION_6_COLUMNS}))
     finally:
         engine.dispose()
     store = hist.History(db_url, max_entries=None)
@@ -791,7 +792,7 @@ def test_schema_upgrade_from_version_3_keeps_old_rows_and_gives_vllm_arms_their_
         assert hist.upgrade(engine, to_version=3) == 3
         with engine.begin() as conn:
             for run_id, report in (("c" * 16, old), ("d" * 16, mixed)):
-                columns = {k: v for k, v in hist.summary_columns(report).items() if k not in VERSION_4_COLUMNS}
+                columns = {k: v for k, v in hist.summary_columns(report).items() if k not in VERSION_4_COLUMNS + VERSION_6_COLUMNS}
                 if report is mixed:  # what version 3 stored for it: the vLLM arm named as if transformers ran it
                     columns.update(best_arm="ngram (transformers defaults)", strategies="assistant, ngram")
                 seq = conn.execute(hist.comparisons.insert().values(
@@ -814,7 +815,7 @@ def test_schema_upgrade_from_version_3_keeps_old_rows_and_gives_vllm_arms_their_
         assert [(r.label, r.comparisons) for r in transformers.rows] == [("assistant: org/a (k=5)", 2)]
         assert [(r.label, r.speedup) for r in vllm.rows] == [("vllm ngram (k=5, lookup 2-4)", 1.6)]
         with store._ready().connect() as conn:
-            assert hist.current_version(conn) == hist.SCHEMA_VERSION == 5
+            assert hist.current_version(conn) == hist.SCHEMA_VERSION == 6
             inspector = sa.inspect(conn)
             for table in (hist.comparisons, hist.arms_table):
                 assert {c["name"] for c in inspector.get_columns(table.name)} == {c.name for c in table.columns}

@@ -72,6 +72,11 @@ def test_a_report_without_load_keeps_one_board(db_url):
         db.close()
 
 
+def _version_4_columns(report: dict) -> dict:
+    """The comparisons columns a database at schema version 4 has (version 6 added kind and recommendation)."""
+    return {k: v for k, v in hist.summary_columns(report).items() if k not in ("kind", "recommendation")}
+
+
 def test_upgrading_from_version_4_adds_the_level_and_the_load_rows_of_kept_reports(db_url):
     engine = hist.History(db_url)._make_engine()
     report = load_report()
@@ -79,11 +84,11 @@ def test_upgrading_from_version_4_adds_the_level_and_the_load_rows_of_kept_repor
         assert hist.upgrade(engine, to_version=4) == 4
         with engine.begin() as conn:
             seq = conn.execute(hist.comparisons.insert().values(
-                id="e" * 16, created_at=T0, report=json.dumps(report), **hist.summary_columns(report)
+                id="e" * 16, created_at=T0, report=json.dumps(report), **_version_4_columns(report)
             ).returning(hist.comparisons.c.seq)).scalar_one()
             conn.execute(hist.arms_table.insert(), [{**a, "comparison_seq": seq} for a in hist.arm_rows(report)])
             seq2 = conn.execute(hist.comparisons.insert().values(
-                id="f" * 16, created_at=T0, report="not json {", **hist.summary_columns(report)
+                id="f" * 16, created_at=T0, report="not json {", **_version_4_columns(report)
             ).returning(hist.comparisons.c.seq)).scalar_one()
             assert seq2
     finally:
@@ -92,7 +97,7 @@ def test_upgrading_from_version_4_adds_the_level_and_the_load_rows_of_kept_repor
     try:
         assert _rows(store.leaderboard()) == {1: [(LABEL, 1.5, 1)], 2: [(LABEL, 1.22, 1)], 4: [(LABEL, 0.87, 1)]}
         with store._ready().connect() as conn:
-            assert hist.current_version(conn) == hist.SCHEMA_VERSION == 5
+            assert hist.current_version(conn) == hist.SCHEMA_VERSION == 6
             columns = {c["name"] for c in sa.inspect(conn).get_columns(hist.arms_table.name)}
             assert "concurrency" in columns
         store.save(copy.deepcopy(report), now=T0)  # saved now, beside the upgraded one: the same boards

@@ -1,7 +1,9 @@
-"""The /compare and /compare_suite APIs take and give what they always did: names, order, types, defaults, words.
+"""The /compare, /compare_suite and /tune APIs take and give what they always did: names, order, types, defaults,
+words.
 
-`api_endpoints.json` is gradio's /info for both, as the server described them before their signatures were
-derived from `ui.fields`; a change to either API is deliberate only if that file changes with it.
+`api_endpoints.json` is gradio's /info for each, as the server described them before their signatures were
+derived from `ui.fields` (/tune: as it was added); a change to any API is deliberate only if that file changes
+with it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from assistlab.history import History
-from assistlab.ui.api_parameters import COMPARE_API, COMPARE_SUITE_API, FORM_FIELDS
+from assistlab.ui.api_parameters import COMPARE_API, COMPARE_SUITE_API, FORM_FIELDS, TUNE_API, TUNE_OWN
 
 
 EXPECTED = json.loads((Path(__file__).parent / "api_endpoints.json").read_text())
@@ -27,7 +29,7 @@ def endpoints(tmp_path_factory, store):
     return demo.get_api_info()["named_endpoints"]
 
 
-@pytest.mark.parametrize("name", ["/compare", "/compare_suite"])
+@pytest.mark.parametrize("name", ["/compare", "/compare_suite", "/tune"])
 def test_the_api_describes_itself_as_before(endpoints, name):
     got, expected = endpoints[name], EXPECTED[name]
     assert [p["parameter_name"] for p in got["parameters"]] == [p["parameter_name"] for p in expected["parameters"]]
@@ -46,3 +48,17 @@ def test_both_routes_describe_a_shared_parameter_alike(endpoints):
         assert {k: v for k, v in compare[name].items() if k not in ignore} == \
                {k: v for k, v in suite[name].items() if k not in ignore}, name
     assert [p.name for p in COMPARE_API] == list(compare) and [p.name for p in COMPARE_SUITE_API] == list(suite)
+
+
+def test_tune_describes_the_form_s_fields_as_compare_does(endpoints):
+    """/tune's parameters that the form has (all but its own four) read exactly as /compare's: one description."""
+    compare = {p["parameter_name"]: p for p in endpoints["/compare"]["parameters"]}
+    tune = {p["parameter_name"]: p for p in endpoints["/tune"]["parameters"]}
+    own = {p.name for p in TUNE_OWN}
+    shared = [name for name in tune if name not in own]
+    assert shared and all(name in compare for name in shared)
+    for name in shared:
+        assert {k: v for k, v in tune[name].items() if k != "label"} == \
+               {k: v for k, v in compare[name].items() if k != "label"}, name
+    assert [p.name for p in TUNE_API] == list(tune)
+    assert tune["repeats"]["parameter_default"] is None and tune["max_time_s"]["python_type"]["type"] == "None | float"

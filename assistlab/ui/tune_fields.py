@@ -1,0 +1,123 @@
+"""The "Find the best setting" tab's own fields and how they, with the form's, become a search's request.
+
+No gradio here: the tab, the `/tune` API and the tests all build the request through `tune_request_from_form`;
+the parameters, in the API's order, are TUNE_PARAMETERS in api_parameters.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, FIELD_CHARS, BenchRequest, capped_text
+from ..engines import catalog
+from ..engines.settings import MAX_CANDIDATES
+from ..errors import InputError
+from ..measure.tune import default_assistants, tune_request
+from .fields import _band, _blank, _engines, _optional_count, _split_refs
+
+# What an assistants box that asks for no assistant model at all says.
+NO_ASSISTANTS = "none"
+INTRO = (
+    "Which setting should you deploy? AssistLab times plain generation and every candidate setting side by side, "
+    "drops each candidate as soon as it is clearly slower than plain or than the leader, and stops when one is "
+    "clearly best, when those left make no practical difference (then it picks the simplest), or at the budget. "
+    "It reads the target, prompt, engines and settings of the form; the boxes below narrow the search."
+)
+DETAILS = (
+    "**Candidates** are written as `family:setting=values`, parts separated by `;` and values by `,`, as the "
+    "command line's `--candidates`: `prompt-lookup:prompt_lookup_num_tokens=3,5,10` or "
+    "`auto:num_assistant_tokens=3,8; prompt-lookup`. A family named alone keeps the values AssistLab tries; "
+    "`default` is the engine's own value. Left empty, every family the engines search by default is tried "
+    f"(at most {MAX_CANDIDATES} candidates). transformers' families: `auto` (an assistant model drafts; "
+    "`num_assistant_tokens`, `num_assistant_tokens_schedule`, `assistant_confidence_threshold`), `prompt-lookup` "
+    "(`prompt_lookup_num_tokens`), `early-exit` (`early_exit_layer`, `num_assistant_tokens`); vLLM's: `ngram` "
+    "(`num_speculative_tokens`, `prompt_lookup_min`, `prompt_lookup_max`), `draft_model`, `mtp`, `suffix`. "
+    "Candidates leave on the likely rule (it assumes roughly normal noise; the report names the assumption), and "
+    "the pick is then checked against its nearest rival by the rule that assumes nothing when the budget allows."
+)
+LABELS = {
+    "assistants": "Assistant models to try",
+    "candidates": "Candidates to try",
+    "repeats": "Most repetitions",
+    "max_time_s": "Most seconds of timed runs",
+}
+HINTS = {
+    "assistants": (f"One per line or comma-separated. Empty = the presets' assistants for this target (for the "
+                   f"bundled target: {catalog.BUNDLED_ASSISTANT}); '{NO_ASSISTANTS}' = only settings that need no "
+                   "assistant model (prompt lookup, vLLM ngram)."),
+    "candidates": "Empty = every setting the engines try by default; e.g. prompt-lookup:prompt_lookup_num_tokens=3,5,10",
+    "repeats": f"The budget: at most this many repetitions of every candidate still in. Empty = {CLEAR_MAX_REPEATS}.",
+    "max_time_s": f"The budget: at most this many seconds of timed runs. Empty = {CLEAR_MAX_TIME_S:g}.",
+}
+# The package names these boxes by their command-line options; the page by its labels, the API by its names.
+_OPTION_NAMES = {"--candidates": "candidates", "--assistant": "assistants"}
+
+
+def tune_words(message: str, page: bool = True) -> str:
+    """A search's refusal naming the box a person sees (page) or the API parameter (not page)."""
+    for option, name in _OPTION_NAMES.items():
+        message = re.sub(re.escape(option) + r"\b", f"“{LABELS[name]}”" if page else name, message)
+    if page:
+        for name in ("repeats", "max_time_s", "assistants", "candidates"):
+            if message.startswith(name):
+                message = LABELS[name] + message[len(name):]
+    return message
+
+
+def assistants_from_text(text, target: str) -> list[str] | None:
+    """The assistants box: None (empty: the package's pick for the target), [] ('none'), or the models named."""
+    if isinstance(text, str) and len(text) > FIELD_CHARS["extra_assistants"]:
+        raise InputError(f"assistants has {len(text):,} characters; the limit is {FIELD_CHARS['extra_assistants']:,}. "
+                         "Name fewer models.")
+    if _blank(text):
+        return None
+    if str(text).strip().lower() == NO_ASSISTANTS:
+        return []
+    refs = _split_refs(text)
+    for ref in refs:
+        catalog.resolve_field("assistants", ref)
+    return refs
+
+
+def default_assistants_text(target: str) -> str:
+    """What the empty assistants box will use for this target, for its placeholder."""
+    helpers = default_assistants(target) if isinstance(target, str) else []
+    return ", ".join(helpers) if helpers else "none for this target"
+
+
+def tune_request_from_form(target=catalog.BUNDLED_TARGET, assistants="", engines="transformers", candidates="",
+                           prompt=None, max_new_tokens=None, repeats=None, max_time_s=None, warmup=None,
+                           band_percent=None, concurrency="", device="auto", dtype="auto",
+                           chat_template=True) -> BenchRequest:
+    """The search the tab (or the API) describes (measure.tune.tune_request); the request checks every value.
+
+    `assistants` empty takes the presets' assistants for the target, 'none' none; `candidates` narrows the
+    search in the command line's --candidates syntax; `repeats` and `max_time_s` are the budget (empty: 30
+    repetitions, 600 s of timed runs); a `prompt` left empty (None or blank) is the target's preset prompt.
+    """
+    capped_text("target", target)
+    target = target.strip() if isinstance(target, str) and target.strip() else catalog.BUNDLED_TARGET
+    return tune_request(
+        target,
+        assistants=assistants_from_text(assistants, target),
+        engines=_engines(engines),
+        candidates=None if _blank(candidates) else str(candidates),
+        repeats=_optional_count(repeats),
+        max_time_s=None if _blank(max_time_s) else (max_time_s.strip() if isinstance(max_time_s, str) else max_time_s),
+        prompt=catalog.default_prompt(target) if _blank(prompt) else prompt,
+        max_new_tokens=_optional_count(max_new_tokens),
+        warmup=None if _blank(warmup) else warmup,
+        band=_band(band_percent),
+        concurrency=() if _blank(concurrency) else concurrency,
+        device=device or "auto",
+        dtype=dtype or "auto",
+        chat_template=bool(chat_template),
+    )
+
+
+def checked(build, page: bool = True):
+    """`build()`, its refusal reworded to name the tab's box (page) or the API's parameter."""
+    try:
+        return build()
+    except InputError as exc:
+        raise InputError(tune_words(str(exc), page)) from None

@@ -1,0 +1,168 @@
+"""A search's result (the report's `tune` block, measure/tune_summary.py) as a chart and HTML: every candidate's
+interval over the looks with the look at which it left, the sentence, the table of candidates. Pure functions."""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from .charts import FAINT, _plain, _style, _waiting, arm_color
+
+# The candidates' points at one look sit side by side, this far apart (in repetitions), so none hides another.
+SPREAD = 0.5
+WAITING = "The intervals appear at the first planned look, after {first} repetitions."
+# The words a person reads beside the chart and the table, each term with its meaning in a hover.
+TERMS = {
+    "look": "a look: after these repetitions the search checks every interval and drops the candidates clearly behind",
+    "interval": ("likely interval: where the speedup over plain lies if the noise is roughly normal; its level is "
+                 "split over every comparison the search may make and over the looks, so all of them hold at once"),
+    "left": "left: the candidate stopped being timed here, because it was clearly slower than plain or the leader",
+}
+
+
+def _term(key: str, text: str) -> str:
+    return f'<abbr class="al-term" title="{html.escape(TERMS[key])}">{html.escape(text)}</abbr>'
+
+
+def _tune(report: dict) -> dict:
+    return report.get("tune") or {}
+
+
+def _colour_index(report: dict, name: str) -> int:
+    """The candidate's colour: its arm's place in report['arms'], the same colour as every other chart."""
+    names = [a.get("name") for a in report.get("arms") or []]
+    return names.index(name) if name in names else 1
+
+
+def tune_figure(report: dict) -> go.Figure:
+    """Each candidate's likely interval on its speedup over plain at every planned look it reached (a vertical
+    bar through the interval's middle), and a cross at the look where it left, with why in the hover."""
+    summary = _tune(report)
+    fig = go.Figure()
+    candidates = summary.get("candidates") or []
+    looks = [int(t) for t in summary.get("looks") or []]
+    level = summary.get("comparison_level")
+    share = f"{level:.2%} each" if isinstance(level, (int, float)) else "its share"
+    for pos, cand in enumerate(candidates):
+        sequence = cand.get("looks") or []
+        offset = (pos - (len(candidates) - 1) / 2) * SPREAD / max(1, len(candidates))
+        xs, ys, plus, minus, data = [], [], [], [], []
+        for t in looks:
+            if t > len(sequence):
+                break
+            low, high = sequence[t - 1]
+            if low is None or high is None:
+                continue
+            middle = (low * high) ** 0.5  # the middle on a ratio scale: the interval is symmetric in logs
+            xs.append(t + offset)
+            ys.append(middle)
+            plus.append(high - middle)
+            minus.append(middle - low)
+            data.append([_plain(cand["arm"]), t, low, high])
+        colour = arm_color(_colour_index(report, cand["arm"]))
+        if xs:
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines+markers", name=_plain(cand["arm"]), customdata=data,
+                line={"color": colour, "width": 1, "dash": "dot"}, marker={"color": colour, "size": 7},
+                error_y={"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "color": colour,
+                         "thickness": 2, "width": 4},
+                hovertemplate=("<b>%{customdata[0]}</b><br>after %{customdata[1]} repetitions<br>speedup over plain "
+                               "%{customdata[2]:.2f}× to %{customdata[3]:.2f}× (likely interval, " + share +
+                               ")<extra></extra>"),
+            ))
+        left = cand.get("left_at")
+        if left:
+            bounds = sequence[left - 1] if 0 < left <= len(sequence) else [None, None]
+            y = (bounds[0] * bounds[1]) ** 0.5 if None not in bounds else 1.0
+            fig.add_trace(go.Scatter(
+                x=[left + offset], y=[y], mode="markers", name=f"{_plain(cand['arm'])} left",
+                marker={"symbol": "x", "size": 13, "color": colour, "line": {"width": 1, "color": colour}},
+                customdata=[[_plain(cand["arm"]), left, _plain(cand.get("why") or "")]],
+                hovertemplate="<b>%{customdata[0]}</b> left after %{customdata[1]} repetitions:<br>%{customdata[2]}"
+                              "<extra></extra>",
+            ))
+    _style(fig, "Each candidate's speedup over plain at every look (× marks where it left)",
+           "repetitions (looks)", "speedup over plain (×)")
+    if not fig.data:
+        return _waiting(fig, WAITING.format(first=looks[0] if looks else 4))
+    fig.add_hline(y=1.0, line={"color": FAINT, "dash": "dash", "width": 1},
+                  annotation={"text": "plain (1×)", "font": {"color": FAINT, "size": 11}})
+    fig.update_xaxes(tickvals=looks)
+    fig.update_layout(showlegend=True)
+    return fig
+
+
+def sentence_html(report: dict) -> str:
+    """The answer in one sentence first, then whether it is settled and confirmed, and how sure, in words."""
+    summary = _tune(report)
+    if not summary:
+        return ""
+    state = "al-tune-settled" if summary.get("settled") else "al-tune-open"
+    confirmed = {True: "Confirmed by the rule that assumes nothing against "
+                       f"{summary.get('confirmed_against') or 'its nearest rival'}.",
+                 False: "The rule that assumes nothing does not agree with this pick: treat it as uncertain.",
+                 None: ""}[summary.get("confirmed")]
+    runs = (f"{summary.get('runs_used')} runs of the {summary.get('runs_without_elimination')} a grid of every "
+            f"candidate would have taken to {summary.get('repetitions')} repetitions.")
+    level = summary.get("level")
+    how = (f"How sure: {level:.0%} for the whole search, {summary.get('assumption')}."
+           if isinstance(level, (int, float)) else "")
+    rec = summary.get("recommendation") or {}
+    again = (f'<p class="al-env">Re-time it on its own: <code id="al-tune-bench">{html.escape(rec["bench_command"])}'
+             "</code></p>" if rec.get("bench_command") else "")
+    return (f'<p class="al-tune-sentence {state}" id="al-tune-sentence"><b>{html.escape(summary.get("sentence", ""))}'
+            f'</b></p><p class="al-env">{html.escape(" ".join(x for x in (confirmed, runs) if x))}</p>'
+            f'<p class="al-env">{html.escape(how)}</p>{again}')
+
+
+def _settings(settings: dict) -> str:
+    parts = [f"{k}={'default' if v is None else v}" for k, v in (settings or {}).items()]
+    return ", ".join(parts) or "defaults"
+
+
+def _speed(speedup: dict | None) -> str:
+    if not speedup or not speedup.get("median"):
+        return "–"
+    low, high, said = speedup.get("ci_low"), speedup.get("ci_high"), ""
+    if low is None or high is None:
+        low, high, said = speedup.get("likely_low"), speedup.get("likely_high"), " likely"
+    span = f" ({low:.2f}–{high:.2f}×{said})" if low is not None and high is not None else ""
+    return f"{speedup['median']:.2f}×{span}"
+
+
+def candidates_html(report: dict) -> str:
+    """One row per candidate: its settings, its speedup over plain, the look it left at and why."""
+    summary = _tune(report)
+    candidates = summary.get("candidates") or []
+    if not candidates:
+        return ""
+    picked = (summary.get("recommendation") or {}).get("arm")
+    rows = []
+    for cand in candidates:
+        name = html.escape(cand["arm"]) + (' <span class="al-badge al-same">picked</span>' if cand["arm"] == picked
+                                           else "")
+        left = cand.get("left_at")
+        cells = [name, html.escape(_settings(cand.get("settings"))), html.escape(_speed(cand.get("speedup"))),
+                 str(cand.get("runs", 0)), "still in" if not left and not cand.get("why") else str(left or "–"),
+                 html.escape(cand.get("why") or "")]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in (
+        "Candidate", "Settings", "Speedup over plain (interval)", "Runs", _term("left", "Left at (repetition)"),
+        "Why"))
+    return (f'<div class="al-wrap"><table class="al-table" id="al-tune-table"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>'
+            f'<p class="al-env">{_term("look", "Looks")} and {_term("interval", "intervals")}: hover the words for '
+            "what they mean.</p>")
+
+
+def snippet(report: dict) -> str:
+    """The code or command line that deploys the pick; empty when there is none."""
+    deploy = _tune(report).get("deploy") or {}
+    return deploy.get("snippet") or ""
+
+
+def snippet_language(report: dict) -> str:
+    """'python' for transformers' generate(...), 'shell' for a `vllm serve` line."""
+    deploy = _tune(report).get("deploy") or {}
+    return "python" if deploy.get("engine", "transformers") == "transformers" else "shell"

@@ -1,0 +1,73 @@
+"""A tuner's search in the history (issue 34): kept as a run of kind 'tune' with its sentence, listed with a tuner
+badge, only its pick on the leaderboard; schema version 6 gives searches saved before the same."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from sample_reports import minimal_report
+
+from assistlab import history as hist
+from assistlab.views import history_html
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+SENTENCE = "Use org/draft as assistant (k=5): 1.50× faster than plain (1.20–1.70)."
+
+
+def _tune_report() -> dict:
+    """Two candidates: 'arm 0' picked, 'arm 1' dropped early (its figures are from fewer repetitions)."""
+    report = minimal_report(arms=(("org/draft", 1.5, 1.2, 1.7), ("org/other", 1.1, 0.9, 1.3)))
+    report["tune"] = {"sentence": SENTENCE, "settled": True, "recommendation": {"arm": "arm 0"},
+                      "candidates": [{"arm": "arm 0", "left_at": None}, {"arm": "arm 1", "left_at": 4}]}
+    return report
+
+
+def _labels(store) -> list[str]:
+    return [row.label for section in store.leaderboard() for row in section.rows]
+
+
+def test_a_search_is_kept_as_a_tuner_s_run_with_its_sentence_and_only_its_pick_is_ranked(db_url):
+    store = hist.History(db_url, max_entries=None)
+    try:
+        tuned = store.save(_tune_report(), now=T0)
+        plain = store.save(minimal_report(arms=(("org/other", 1.3, 1.1, 1.5),)), now=T0)
+        entries = {e.id: e for e in store.list().entries}
+        assert (entries[tuned.id].kind, entries[tuned.id].recommendation) == ("tune", SENTENCE)
+        assert (entries[plain.id].kind, entries[plain.id].recommendation) == ("comparison", None)
+        assert entries[tuned.id].to_dict()["kind"] == "tune"
+        # The dropped candidate's rows are not ranked: org/other comes only from the plain comparison.
+        board = {row.label: row.comparisons for section in store.leaderboard() for row in section.rows}
+        assert [n for label, n in board.items() if "org/draft" in label] == [1]
+        assert [n for label, n in board.items() if "org/other" in label] == [1]
+        listing = history_html.entries_html(store.list())
+        assert listing.count("al-badge\">tuner</span>") == 1 and SENTENCE in listing
+    finally:
+        store.close()
+
+
+def test_upgrading_from_version_5_marks_the_searches_kept_and_drops_their_dropped_candidates_rows(db_url):
+    engine = hist.History(db_url)._make_engine()
+    try:
+        assert hist.upgrade(engine, to_version=5) == 5
+        with engine.begin() as conn:
+            for run_id, report in (("a" * 16, _tune_report()), ("b" * 16, minimal_report())):
+                columns = {k: v for k, v in hist.summary_columns(report).items()
+                           if k not in ("kind", "recommendation")}
+                seq = conn.execute(hist.comparisons.insert().values(
+                    id=run_id, created_at=T0, report=json.dumps(report), **columns
+                ).returning(hist.comparisons.c.seq)).scalar_one()
+                rows = [{**a, "comparison_seq": seq} for a in hist.board_rows(minimal_report(
+                    arms=(("org/draft", 1.5, 1.2, 1.7), ("org/other", 1.1, 0.9, 1.3))))]  # as version 5 kept them
+                conn.execute(hist.arms_table.insert(), rows[:len(report["arms"]) - 1])
+    finally:
+        engine.dispose()
+    store = hist.History(db_url, max_entries=None)
+    try:
+        entries = {e.id: e for e in store.list().entries}
+        assert (entries["a" * 16].kind, entries["a" * 16].recommendation) == ("tune", SENTENCE)
+        assert (entries["b" * 16].kind, entries["b" * 16].recommendation) == ("comparison", None)
+        labels = _labels(store)
+        assert sum("org/other" in label for label in labels) == 0 and sum("org/draft" in label for label in labels) == 1
+    finally:
+        store.close()

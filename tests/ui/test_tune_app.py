@@ -1,0 +1,79 @@
+"""The tuner on the page: the tab's boxes become a search's request (refusals name the box, or the API's
+parameter), and the /tune route runs a search on the tiny models to its sentence, saved to the history as a
+tuner's run with its answer, its pick alone on the leaderboard."""
+
+from __future__ import annotations
+
+import pytest
+
+from assistlab.errors import InputError
+from assistlab.ui.tune_fields import checked, tune_request_from_form
+
+PROMPT = "the quick brown fox jumps over the lazy dog and the quick brown fox"
+CANDIDATES = "prompt-lookup:prompt_lookup_num_tokens=1,2"
+
+
+def test_the_tab_s_boxes_become_the_search_and_an_empty_box_takes_its_default():
+    request = tune_request_from_form(target="target", assistants="none", candidates=CANDIDATES, repeats="5",
+                                     max_time_s="60", max_new_tokens="4", warmup=0, device="cpu", band_percent="5")
+    assert [a.label for a in request.arms if a.assisted] == ["prompt-lookup (k=1)", "prompt-lookup (k=2)"]
+    assert (request.repeats, request.max_time_s, request.band, request.stop_rule) == (5, 60.0, 0.05, "clear")
+    defaults = tune_request_from_form(target="bundled:gemma-3-270m", prompt="")
+    assert (defaults.repeats, defaults.max_time_s) == (30, 600.0)
+    assert defaults.prompt  # the target's preset prompt
+    # Empty assistants: the presets' for the target, so the bundled target's assistant drafts in some candidates.
+    assert any(getattr(a, "assistant", None) == "bundled:smollm2-135m-instruct" for a in defaults.arms)
+
+
+@pytest.mark.parametrize(("values", "page_words", "api_words"), [
+    ({"candidates": "bogus"}, "“Candidates to try”: no family 'bogus'", "candidates: no family 'bogus'"),
+    ({"candidates": "auto:num_assistant_tokens=3", "assistants": "none"},
+     "give one with “Assistant models to try”", "give one with assistants"),
+    ({"repeats": "five"}, "Most repetitions must be a whole number", "repeats must be a whole number"),
+    ({"max_time_s": "-1"}, "Most seconds of timed runs must be more than 0", "max_time_s must be more than 0"),
+])
+def test_a_refusal_names_the_box_on_the_page_and_the_parameter_in_the_api(values, page_words, api_words):
+    for page, words in ((True, page_words), (False, api_words)):
+        with pytest.raises(InputError) as caught:
+            checked(lambda: tune_request_from_form(target="target", **values), page=page)
+        assert words in str(caught.value), str(caught.value)
+        assert "--" not in str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def client(models_dir, store, launch_app, tmp_path_factory):
+    from gradio_client import Client
+
+    from assistlab.history import History
+
+    history = History(f"sqlite:///{tmp_path_factory.mktemp('tune') / 'history.sqlite3'}", max_entries=None)
+    with launch_app(models_dir, store, history=history) as url:
+        yield Client(url, verbose=False)
+
+
+def test_tune_runs_a_search_to_its_sentence_and_the_history_keeps_it_as_a_tuner_s_run(client):
+    report, sentence = client.predict(target="target", assistants="none", candidates=CANDIDATES, prompt=PROMPT,
+                                      max_new_tokens=4, repeats=4, warmup=0, device="cpu", api_name="/tune")
+    tune = report["tune"]
+    assert sentence == tune["sentence"] and sentence.startswith(("Use ", "Not settled", "No candidate"))
+    assert [c["arm"] for c in tune["candidates"]] == ["prompt-lookup (k=1)", "prompt-lookup (k=2)"]
+    assert tune["repetitions"] == 4 and report["status"] == "complete"
+    assert tune["recommendation"]["arm"] in ("prompt-lookup (k=1)", "prompt-lookup (k=2)")
+    assert "prompt_lookup_num_tokens=" in tune["deploy"]["snippet"]
+    run_id = report["saved"]["id"]
+    assert run_id, report["saved"]
+    listing = client.predict(api_name="/history")
+    entry = next(e for e in listing["entries"] if e["id"] == run_id)
+    assert entry["kind"] == "tune" and entry["recommendation"] == sentence
+    # The leaderboard keeps the search's pick only: the other candidate was timed only until it was behind.
+    labels = [row["label"] for section in client.predict(api_name="/leaderboard") for row in section["rows"]]
+    assert len(labels) == 1 and "k=" + tune["recommendation"]["arm"].split("k=")[1].rstrip(")") in labels[0]
+
+
+def test_tune_refuses_a_bad_candidates_box_in_one_sentence_naming_it(client):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError) as caught:
+        client.predict(target="target", assistants="none", candidates="prompt-lookup:k=1", api_name="/tune")
+    message = str(caught.value)
+    assert message.startswith("candidates: transformers prompt-lookup") and "has no setting 'k'" in message and "Traceback" not in message

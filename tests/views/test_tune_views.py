@@ -1,0 +1,120 @@
+"""A search's chart, sentence and table (views/tune.py) are pure functions of the report's `tune` block: a
+hand-made one whose every number is known, a stopped one with no interval yet, and names that carry markup."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+
+from assistlab.views import tune as tune_views
+
+NONE = [None, None]
+
+
+def _report() -> dict:
+    """Plain and three candidates: k=1 picked (in to the end), k=3 left at look 4 (slower than plain), k=2 left at
+    look 5 behind k=1; the looks are the likely intervals after each repetition (None before the first look)."""
+    k1 = [NONE, NONE, NONE, [1.2, 1.8], [1.3, 1.7], [1.4, 1.6]]
+    k2 = [NONE, NONE, NONE, [0.9, 1.3], [0.95, 1.2]]
+    k3 = [NONE, NONE, NONE, [0.5, 0.9]]
+    return {
+        "status": "complete",
+        "arms": [{"name": "plain"}, {"name": "prompt-lookup (k=1)"}, {"name": "prompt-lookup (k=2)"},
+                 {"name": "prompt-lookup (k=3)"}],
+        "tune": {
+            "sentence": "Use prompt lookup with 1 token: 1.50× faster than plain (1.40–1.60), 9% faster than "
+                        "transformers' defaults.",
+            "settled": True, "outcome": "clear", "confirmed": True, "confirmed_against": "prompt-lookup (k=2)",
+            "level": 0.95, "comparison_level": 0.99166, "assumption": "candidates leave on the likely rule",
+            "looks": [4, 5, 6, 8, 10], "repetitions": 6, "runs_used": 27, "runs_without_elimination": 24,
+            "candidates": [
+                {"arm": "prompt-lookup (k=1)", "settings": {"prompt_lookup_num_tokens": 1}, "left_at": None,
+                 "why": None, "runs": 6, "looks": k1,
+                 "speedup": {"median": 1.5, "ci_low": 1.4, "ci_high": 1.6, "likely_low": 1.45, "likely_high": 1.55}},
+                {"arm": "prompt-lookup (k=2)", "settings": {"prompt_lookup_num_tokens": 2}, "left_at": 5,
+                 "why": "clearly slower than prompt-lookup (k=1), the leader, after 5 repetitions", "runs": 5,
+                 "looks": k2,
+                 "speedup": {"median": 1.07, "ci_low": None, "ci_high": None, "likely_low": 0.95, "likely_high": 1.2}},
+                {"arm": "prompt-lookup (k=3)", "settings": {"prompt_lookup_num_tokens": None}, "left_at": 4,
+                 "why": "clearly slower than plain after 4 repetitions", "runs": 4, "looks": k3,
+                 "speedup": {"median": 0.67, "ci_low": None, "ci_high": None, "likely_low": None, "likely_high": None}},
+            ],
+            "recommendation": {"arm": "prompt-lookup (k=1)",
+                               "bench_command": "python -m assistlab bench --target target --strategy prompt-lookup"},
+            "deploy": {"engine": "transformers", "snippet": "output = target.generate(**inputs, "
+                                                            "prompt_lookup_num_tokens=1, max_new_tokens=256)"},
+        },
+    }
+
+
+def _intervals(fig, name: str) -> list[tuple[float, float, float]]:
+    """(look, low, high) of one candidate's interval trace, read back from the bar's middle and its arms."""
+    trace = next(t for t in fig.data if t.name == name)
+    out = []
+    for x, y, up, down in zip(trace.x, trace.y, trace.error_y.array, trace.error_y.arrayminus):
+        out.append((round(x), y - down, y + up))
+    return out
+
+
+def test_every_candidate_s_interval_at_each_look_it_reached_and_a_cross_where_it_left():
+    report = _report()
+    fig = tune_views.tune_figure(report)
+    k1 = _intervals(fig, "prompt-lookup (k=1)")
+    assert [look for look, _, _ in k1] == [4, 5, 6]  # the planned looks it reached; none before the first
+    for (look, low, high), (want_low, want_high) in zip(k1, ([1.2, 1.8], [1.3, 1.7], [1.4, 1.6])):
+        assert (low, high) == pytest.approx((want_low, want_high)), look
+    # The bar's middle is the interval's middle on a ratio scale (the interval is symmetric in logs).
+    middle = next(t for t in fig.data if t.name == "prompt-lookup (k=1)").y[0]
+    assert middle == pytest.approx(math.sqrt(1.2 * 1.8))
+    assert [look for look, _, _ in _intervals(fig, "prompt-lookup (k=2)")] == [4, 5]
+    assert [look for look, _, _ in _intervals(fig, "prompt-lookup (k=3)")] == [4]
+    crosses = {t.name: t for t in fig.data if t.name.endswith(" left")}
+    assert set(crosses) == {"prompt-lookup (k=2) left", "prompt-lookup (k=3) left"}  # the pick never left
+    k2 = crosses["prompt-lookup (k=2) left"]
+    assert round(k2.x[0]) == 5 and k2.marker.symbol == "x"
+    assert "the leader" in k2.customdata[0][2]
+    # Units and terms in every hover; the candidates' points at one look stand apart, in their arms' colours.
+    for trace in fig.data:
+        assert "repetitions" in trace.hovertemplate
+    assert "speedup over plain" in fig.data[0].hovertemplate and "×" in fig.data[0].hovertemplate
+    assert "99.17% each" in fig.data[0].hovertemplate
+    assert len({round(t.x[0], 3) for t in fig.data if not t.name.endswith(" left")}) == 3
+    assert list(fig.layout.xaxis.tickvals) == [4, 5, 6, 8, 10]
+
+
+def test_a_search_stopped_before_its_first_look_says_when_intervals_appear():
+    report = _report()
+    for cand in report["tune"]["candidates"]:
+        cand["looks"], cand["left_at"] = [NONE, NONE], None
+    fig = tune_views.tune_figure(report)
+    assert not fig.data and "after 4 repetitions" in fig.layout.annotations[0].text
+
+
+def test_the_sentence_comes_first_then_how_sure_and_the_table_says_who_left_and_why():
+    report = _report()
+    html = tune_views.sentence_html(report)
+    assert html.index("Use prompt lookup with 1 token") < html.index("Confirmed by the rule that assumes nothing")
+    assert "27 runs of the 24" in html and "95% for the whole search" in html
+    assert 'id="al-tune-bench"' in html
+    table = tune_views.candidates_html(report)
+    rows = table.split("<tr>")[2:]
+    assert "picked" in rows[0] and "still in" in rows[0] and "1.50× (1.40–1.60×)" in rows[0]
+    assert "<td>5</td>" in rows[1] and "the leader" in rows[1] and "(0.95–1.20× likely)" in rows[1]
+    assert "prompt_lookup_num_tokens=default" in rows[2] and "slower than plain" in rows[2]
+    assert tune_views.snippet(report).startswith("output = target.generate(")
+    assert tune_views.snippet_language(report) == "python"
+    report["tune"]["deploy"] = {"engine": "vllm", "snippet": "vllm serve target --speculative-config '{}'"}
+    assert tune_views.snippet_language(report) == "shell"
+
+
+def test_names_with_markup_are_shown_as_text():
+    report = copy.deepcopy(_report())
+    evil = "<img src=x onerror=alert(1)>"
+    report["tune"]["candidates"][1]["arm"] = evil
+    report["tune"]["candidates"][1]["why"] = evil
+    report["tune"]["sentence"] = evil
+    fig = tune_views.tune_figure(report)
+    assert all("<img" not in str(t.name) for t in fig.data)
+    assert "<img" not in tune_views.candidates_html(report) and "<img" not in tune_views.sentence_html(report)
