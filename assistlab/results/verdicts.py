@@ -235,6 +235,37 @@ TOO_FEW_FOR_EVERY_LOOK = (
 )
 
 
+def likely_verdict(report: dict, comp: dict) -> str | None:
+    """The likely verdict an arm's answer rests on under the rule 'likely' (faster, slower or no practical
+    difference), or None: another rule, no likely answer yet, or its sure answer came first (then that one is
+    the answer)."""
+    stop = report.get("stopping") or {}
+    if stop.get("rule") != "likely" or (comp.get("sequence") or {}).get("settled"):
+        return None
+    return (stop.get("likely") or {}).get(comp["arm"])
+
+
+LIKELY_NOTHING_HELPED = "Plain generation was likely fastest here, assuming roughly normal noise: no assistant helped."
+
+
+def likely_lead(report: dict, measured: list[tuple[dict, dict]], so_far: str) -> str | None:
+    """The lead under the rule 'likely' once some arm's answer rests on its likely interval; None otherwise."""
+    likely = {comp["arm"]: likely_verdict(report, comp) for _arm, comp in measured}
+    if not any(likely.values()):
+        return None
+    answer = {name: v or (judged(comp).get("settled")) for (_arm, comp), (name, v) in zip(measured, likely.items())}
+    faster = [(arm, comp) for arm, comp in measured if answer[comp["arm"]] == sequential.FASTER]
+    if faster:
+        arm, comp = max(faster, key=lambda pair: pair[1]["speedup"]["median"])
+        saved = 1.0 - 1.0 / comp["speedup"]["median"]
+        hedge = ", assuming roughly normal noise" if likely[comp["arm"]] else ""
+        return (f"{so_far}{arm['name']} was {'likely ' if hedge else ''}fastest: the same text took {saved:.0%} less "
+                f"time than plain generation (the target model on its own){hedge}.")
+    if all(answer.values()):
+        return so_far + LIKELY_NOTHING_HELPED
+    return None
+
+
 def _assisted_entries(report: dict) -> list[tuple[dict, dict]]:
     """(arm, comparison entry) of each assisted arm with a comparison, in report order."""
     by_name = {c["arm"]: c for c in report.get("comparison") or []}
@@ -259,6 +290,9 @@ def answer_sentence(report: dict) -> str | None:
     if not measured:
         return None
     so_far = "So far: " if provisional(report) else ""
+    lead = likely_lead(report, measured, so_far)  # the rule 'likely': its answer, with its assumption said
+    if lead:
+        return lead
     faster = [(arm, comp) for arm, comp in measured if verdict(judged(comp)) == "faster"
               and comp.get("limit_kind") != explain.NOTHING_DRAFTED]  # drafting nothing speeds nothing up
     if faster:

@@ -8,18 +8,9 @@ from __future__ import annotations
 
 from ..results import sequential
 from ..results.likely import arm_answer
-from ..results.report import busy_clause, is_busy, judged, provisional
+from ..results.report import busy_clause, is_busy
+from ..results.verdicts import LIKELY_NOTHING_HELPED, likely_verdict  # noqa: F401
 from . import charts
-
-
-def likely_verdict(report: dict, comp: dict) -> str | None:
-    """The likely verdict an arm's answer rests on under the rule 'likely' (faster, slower or no practical
-    difference), or None: another rule, no likely answer yet, or its sure answer came first (then that one is
-    the answer)."""
-    stop = report.get("stopping") or {}
-    if stop.get("rule") != "likely" or (comp.get("sequence") or {}).get("settled"):
-        return None
-    return (stop.get("likely") or {}).get(comp["arm"])
 
 
 def likely_sentence(report: dict, comp: dict) -> str:
@@ -35,33 +26,10 @@ def likely_sentence(report: dict, comp: dict) -> str:
     return f"{name}: {words}: {said}." + busy_clause(is_busy(report))
 
 
-LIKELY_NOTHING_HELPED = "Plain generation was likely fastest here, assuming roughly normal noise: no assistant helped."
-
-
-def likely_lead(report: dict, measured: list[tuple[dict, dict]], so_far: str) -> str | None:
-    """The lead under the rule 'likely' once some arm's answer rests on its likely interval; None otherwise."""
-    likely = {comp["arm"]: likely_verdict(report, comp) for _arm, comp in measured}
-    if not any(likely.values()):
-        return None
-    answer = {name: v or (judged(comp).get("settled")) for (_arm, comp), (name, v) in zip(measured, likely.items())}
-    faster = [(arm, comp) for arm, comp in measured if answer[comp["arm"]] == sequential.FASTER]
-    if faster:
-        arm, comp = max(faster, key=lambda pair: pair[1]["speedup"]["median"])
-        saved = 1.0 - 1.0 / comp["speedup"]["median"]
-        hedge = ", assuming roughly normal noise" if likely[comp["arm"]] else ""
-        return (f"{so_far}{arm['name']} was {'likely ' if hedge else ''}fastest: the same text took {saved:.0%} less "
-                f"time than plain generation (the target model on its own){hedge}.")
-    if all(answer.values()):
-        return so_far + LIKELY_NOTHING_HELPED
-    return None
-
-
 def lead_sentence(report: dict) -> str | None:
-    """charts.lead_sentence, or under the rule 'likely' the likely answer's lead with its assumption."""
-    measured = [(arm, comp) for _i, arm, comp in charts._assisted(report)
-                if arm.get("latencies_s") and (comp.get("speedup") or {}).get("median") is not None]
-    so_far = "So far: " if provisional(report) else ""
-    return (likely_lead(report, measured, so_far) if measured else None) or charts.lead_sentence(report)
+    """The answer first (charts.lead_sentence; under the rule 'likely' the likely answer's lead, its assumption
+    said: results.verdicts.likely_lead)."""
+    return charts.lead_sentence(report)
 
 
 def headline_lines(report: dict) -> list[str]:
