@@ -413,16 +413,18 @@ def test_launch_options_read_the_environment():
 def test_all_model_work_shares_one_gpu_slot(models_dir, store, monkeypatch):
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
     demo = ui.build_app(store)
-    names = ("run_stream", "sweep_draft_length", "sweep_lookup_length", "compare", "compare_suite")
+    names = ("run_stream", "sweep_draft_length", "sweep_lookup_length", "compare", "compare_suite", "tune")
     heavy = [fn for fn in demo.fns.values() if fn.name in names]
     assert {fn.name for fn in heavy} == set(names)
-    assert len(heavy) == 6  # run_stream twice: the Compare and the Workloads tabs
+    assert len(heavy) == 8  # run_stream three times: the Compare, Workloads and Find the best setting tabs
     assert {(fn.concurrency_id, fn.concurrency_limit) for fn in heavy} == {(ui.GPU_GROUP, 1)}  # one slot on a CPU
-    assert {fn.api_name for fn in heavy if fn.name.startswith("compare")} == {"compare", "compare_suite"}
-    assert all(fn.api_visibility == "private" for fn in heavy if not fn.name.startswith("compare"))
+    api = {"compare", "compare_suite", "tune"}
+    assert {fn.api_name for fn in heavy if fn.name in api} == api
+    assert all(fn.api_visibility == "private" for fn in heavy if fn.name not in api)
     quick = ("request_stop", "arm_run", "arm_sweep", "best_setting_updates")
     light = [fn for fn in demo.fns.values() if fn.name in quick]
-    assert len(light) == 8 and not any(fn.queue for fn in light)  # Stop must not wait behind the run it stops
+    # arm_run and request_stop on each of the four tabs that run (the tuner's too), the sweep's arm_sweep and its best setting.
+    assert len(light) == 10 and not any(fn.queue for fn in light)  # Stop must not wait behind the run it stops
     assert demo._queue.max_size == ui.QUEUE_SIZE
     assert ui.build_app(store, queue_max_size=2)._queue.max_size == 2
 
