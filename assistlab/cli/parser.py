@@ -35,6 +35,7 @@ from ..engines.transformers.arms import assisted_arms
 from ..engines.vllm import arms as vllm_arms_mod
 from ..errors import InputError
 from . import history as history_cli
+from .prompt import prompt_from_args
 from . import tune as tune_cli
 
 EXIT_USAGE = 2
@@ -137,13 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def request_from_args(args: argparse.Namespace) -> BenchRequest:
     """The same BenchRequest the web app would build from the same choices."""
-    if args.prompt_file is not None:
-        try:
-            prompt = args.prompt_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"Cannot read the prompt file {str(args.prompt_file)!r}: {exc.strerror or exc}.") from None
-    else:
-        prompt = args.prompt if args.prompt is not None else catalog.default_prompt(args.target)
+    prompt = prompt_from_args(args)
     knobs = dict(
         num_assistant_tokens=args.num_assistant_tokens,
         num_assistant_tokens_schedule=args.schedule,

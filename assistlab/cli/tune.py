@@ -11,6 +11,7 @@ from pathlib import Path
 from ..config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, CPU_DEFAULTS, LIMITS, NO_DIFFERENCE_BAND
 from ..engines import catalog
 from ..errors import InputError
+from .prompt import prompt_from_args
 
 CANDIDATES_HELP = ("narrow the search: 'family:setting=values' parts separated by ';', values by ',', e.g. "
                    "\"prompt-lookup:prompt_lookup_num_tokens=3,5,10; vllm ngram:num_speculative_tokens=1,2,4,8\" "
@@ -59,13 +60,7 @@ def request_from_args(args: argparse.Namespace):
     """The search's BenchRequest (measure.tune.tune_request) from the command line."""
     from ..measure.tune import tune_request
 
-    if args.prompt_file is not None:
-        try:
-            prompt = args.prompt_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"Cannot read the prompt file {str(args.prompt_file)!r}: {exc.strerror or exc}.") from None
-    else:
-        prompt = args.prompt if args.prompt is not None else catalog.default_prompt(args.target)
+    prompt = prompt_from_args(args)
     if args.no_assistants and args.assistant:
         raise InputError("--no-assistants searches without assistant models; leave out --assistant or it.")
     assistants = [] if args.no_assistants else args.assistant

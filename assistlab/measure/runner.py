@@ -423,6 +423,16 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
     yield progress.event("done", report.message, report, step="Complete", eta_s=0.0)
 
 
+def to_the_end(events: Generator) -> tuple[Report, object]:
+    """Run a generator of events (a sweep's, a search's) to its end: the last event's report and what it returned."""
+    final = None
+    while True:
+        try:
+            final = next(events)
+        except StopIteration as stop:
+            return final.report, stop.value
+
+
 def run_to_report(request: BenchRequest, store, **kwargs) -> Report:
     """Run a comparison to the end and return its report."""
     final = None

@@ -14,7 +14,7 @@ from ..engines.base import LOSSY_MARK
 from ..errors import InputError
 from ..results import ranking, stats
 from ..results.report import Report, comparisons_words, interval_phrase, level_words, slower_phrase
-from .runner import Clock, Event, run_benchmark
+from .runner import Clock, Event, run_benchmark, to_the_end
 
 # The variants are the sweeping engine's to make (engines/registry.py names it); named here as the callers know them.
 PARAMS, ENSEMBLE = registry.SWEEPS.PARAMS, registry.SWEEPS.ENSEMBLE
@@ -127,10 +127,4 @@ def sweep(
 
 def run_sweep(request: BenchRequest, store, **kwargs) -> tuple[Report, dict]:
     """Run a sweep to the end; the report and its summary."""
-    events = sweep(request, store, **kwargs)
-    final = None
-    while True:
-        try:
-            final = next(events)
-        except StopIteration as stop:
-            return final.report, stop.value
+    return to_the_end(sweep(request, store, **kwargs))

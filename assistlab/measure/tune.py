@@ -27,7 +27,7 @@ from ..results import likely, sequential
 from ..results import tune as elimination
 from ..results.report import Report
 from . import stopping as stop_rules
-from .runner import Clock, Event, run_benchmark
+from .runner import Clock, Event, run_benchmark, to_the_end
 
 SEARCH, CONFIRM = "search", "confirm"
 
@@ -268,10 +268,4 @@ def _ended_words(report: Report) -> str:
 
 def run_tune(request: BenchRequest, store, **kwargs) -> tuple[Report, dict]:
     """Run a search to the end: its report and summary."""
-    events = tune(request, store, **kwargs)
-    final = None
-    while True:
-        try:
-            final = next(events)
-        except StopIteration as stop:
-            return final.report, stop.value
+    return to_the_end(tune(request, store, **kwargs))
