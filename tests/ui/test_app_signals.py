@@ -10,7 +10,10 @@ import time
 from pathlib import Path
 
 LONG = {"target": "target", "strategy": "prompt-lookup", "also_prompt_lookup": False, "prompt": "deep learning",
-        "max_new_tokens": 60, "repeats": 50, "warmup": 0}
+        "max_new_tokens": 400, "repeats": 50, "warmup": 0}
+# /compare answers once, at the end: the test knows its run is under way from the job's status, and leaves it
+# time for whole repetitions (about 3 s each here, idle; the 50 would take minutes).
+UNDER_WAY_S = 20
 
 
 def _serve(tmp_path: Path, models_dir: Path) -> tuple[subprocess.Popen, str]:
@@ -31,10 +34,13 @@ def test_sigterm_during_a_comparison_exits_cleanly(tmp_path, models_dir):
     try:
         client = Client(url, verbose=False)
         job = client.submit(**LONG, api_name="/compare")
+        from gradio_client.utils import Status
+
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and len(job.outputs()) < 3:
-            time.sleep(0.5)  # until timed runs are under way in one of gradio's threads
-        time.sleep(1)
+        while time.monotonic() < deadline and job.status().code != Status.PROCESSING:
+            time.sleep(0.2)  # until the comparison runs in one of gradio's threads
+        assert job.status().code == Status.PROCESSING, job.status()
+        time.sleep(UNDER_WAY_S)
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=90)
     finally:
