@@ -32,6 +32,7 @@ class Behaviour:
         self.in_flight = self.most_in_flight = 0
         self.token_ids = token_ids  # None: 7, 8, 9, ... as many as asked
         self.delay_s, self.per_chunk = delay_s, per_chunk
+        self.delay_for = None  # seconds per chunk by the requests in flight (None: delay_s)
         self.drafts = drafts  # per request: (drafts, draft_tokens, accepted_tokens, [per position])
         self.metrics, self.api_key = metrics, api_key
         # Lines added to /metrics once a request has completed (a hostile server's figures, as it sends them).
@@ -113,7 +114,7 @@ def _handler(b: Behaviour):
             self.end_headers()
             try:
                 for start in range(0, len(ids), b.per_chunk):
-                    time.sleep(b.delay_s)
+                    time.sleep(b.delay_s if b.delay_for is None else b.delay_for(b.in_flight))
                     part = ids[start:start + b.per_chunk]
                     last = start + b.per_chunk >= len(ids)
                     chunk = {"choices": [{"index": 0, "text": "".join(f"<{i}>" for i in part), "token_ids": part,
@@ -194,6 +195,19 @@ def main(argv: list[str]) -> None:
     drafts = (4, 4 * k, min(6, 4 * k), ([3, 2, 1] + [0] * max(0, k - 3))[:k]) if spec else None
     behaviour = Behaviour(model=args.served_model_name or args.model, root=args.model, drafts=drafts,
                           delay_s=float(os.environ.get("FAKE_DELAY_S", "0.01")), per_chunk=2 if spec else 1)
+    # FAKE_DELAYS_BY_K: {"k": [seconds per chunk alone, with others in flight]}, "0" for plain: each draft length
+    # its own speed alone and under load, so a search finds a different best k per load level. A schedule
+    # (num_speculative_tokens_per_batch_size) drafts the k of its range that holds the requests in flight.
+    by_k = json.loads(os.environ.get("FAKE_DELAYS_BY_K") or "{}")
+    if by_k:
+        ranges = (spec or {}).get("num_speculative_tokens_per_batch_size")
+
+        def delay_for(in_flight: int) -> float:
+            now = next((r[2] for r in ranges if r[0] <= in_flight <= r[1]), k) if ranges else k
+            alone, busy = by_k.get(str(now), (behaviour.delay_s, behaviour.delay_s))
+            return float(alone if in_flight <= 1 else busy)
+
+        behaviour.delay_for = delay_for
     server = FakeServer(behaviour, args.port)
     print(f"fake vLLM serving {behaviour.model} on {server.url}", flush=True)
     server.thread.start()

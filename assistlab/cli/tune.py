@@ -4,11 +4,12 @@ candidates, the code or command line that deploys it and the `bench` command tha
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import threading
 from pathlib import Path
 
-from ..config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, CPU_DEFAULTS, LIMITS, NO_DIFFERENCE_BAND
+from ..config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, CPU_DEFAULTS, LIMITS, LOAD_ROUNDS, NO_DIFFERENCE_BAND
 from ..engines import catalog
 from ..errors import InputError
 from .prompt import prompt_from_args
@@ -47,6 +48,8 @@ def add_parser(sub) -> None:
                       "%(default)s)")
     tune.add_argument("--concurrency", default="", metavar="LEVELS", help="load levels for the vLLM candidates "
                       "after the search, as bench's --concurrency (default: none)")
+    tune.add_argument("--load-rounds", default=LOAD_ROUNDS, help=f"timed rounds per load level, as bench's "
+                      f"(default %(default)s, max {LIMITS['load_rounds']})")
     tune.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     tune.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
     tune.add_argument("--no-chat-template", dest="chat_template", action="store_false",
@@ -68,8 +71,8 @@ def request_from_args(args: argparse.Namespace):
     return tune_request(args.target, assistants=assistants, engines=engines, candidates=args.candidates,
                         repeats=args.repeats, max_time_s=args.max_time, prompt=prompt,
                         max_new_tokens=args.max_new_tokens, warmup=args.warmup, band=args.band,
-                        concurrency=args.concurrency, device=args.device, dtype=args.dtype,
-                        chat_template=args.chat_template)
+                        concurrency=args.concurrency, load_rounds=args.load_rounds, device=args.device,
+                        dtype=args.dtype, chat_template=args.chat_template)
 
 
 def format_summary(summary: dict) -> str:
@@ -91,6 +94,11 @@ def format_summary(summary: dict) -> str:
                   f"{summary['repetitions']} repetitions; runs used {summary['runs_used']} of "
                   f"{summary['runs_without_elimination']} without elimination. Confirmed: {confirmed}.",
               f"How sure: {summary['level']:.0%} for the whole search, {summary['assumption']}."]
+    schedule, checked = summary.get("schedule"), summary.get("schedule_check")
+    if schedule:
+        lines += ["", schedule["sentence"], *(f"  {row['sentence']}" for row in (checked or {}).get("levels", []))]
+        if checked and checked.get("all_within_band") is not False and not checked.get("refused"):
+            lines.append(f"  --speculative-config '{json.dumps(schedule['speculative_config'])}'")
     rec = summary["recommendation"]
     if rec:
         lines += ["", "Deploy it:", rec["deploy"]["snippet"], "", "Re-time it:", rec["bench_command"]]

@@ -27,6 +27,7 @@ from ..results import likely, sequential
 from ..results import tune as elimination
 from ..results.report import Report
 from . import stopping as stop_rules
+from . import tune_schedule
 from .runner import Clock, Event, run_benchmark, to_the_end
 
 SEARCH, CONFIRM = "search", "confirm"
@@ -209,6 +210,14 @@ def _hook(state: _State) -> Callable:
     return decide
 
 
+def _load_every_length(state: _State, report: Report) -> None:
+    """Before the load phase: every draft length a schedule could use is timed under load, including those that
+    left the single-request search (each level may have its own best, measure/tune_schedule.py)."""
+    for index, spec in zip(state.candidates, state.specs):
+        if registry.SCHEDULES.schedule_family(spec) is not None and not report.arms[index].error:
+            report.arms[index].left = None
+
+
 def _confirm(state: _State, report: Report) -> bool | None:
     rival, winner = _paired(report, state.candidates[state.rival], state.candidates[state.winner])
     return elimination.confirm(winner, rival, state.outcome, state.request.band)
@@ -236,7 +245,10 @@ def tune(request: BenchRequest, store, clock: Clock = time.perf_counter,
     def decide(req: BenchRequest, report: Report, count: int, elapsed: float) -> stop_rules.Decision:
         if "state" not in holder:
             holder["state"] = _state(req, report)
-        return _hook(holder["state"])(req, report, count, elapsed)
+        decision = _hook(holder["state"])(req, report, count, elapsed)
+        if decision.stop and req.concurrency:
+            _load_every_length(holder["state"], report)
+        return decision
 
     final = None
     for event in run_benchmark(request, store, clock, should_stop, decide=decide, probes=False):
@@ -246,9 +258,18 @@ def tune(request: BenchRequest, store, clock: Clock = time.perf_counter,
         yield event
     report = final.report
     state = holder.get("state") or _state(request.resolved("cpu"), report)
+    for pos, (_at, words) in state.left_at.items():  # timed under load or not, it left the search
+        report.arms[state.candidates[pos]].left = words
     summary = summarize(report, state)
+    if request.concurrency and report.status == "complete":
+        pick = None if state.winner is None else state.candidates[state.winner]
+        found, counted = yield from tune_schedule.after_search(state.request, report, state.specs, state.candidates,
+                                                               pick, store, clock, should_stop, final.done)
+        summary.update(found)
+        final = dataclasses.replace(final, done=counted, total=counted, most=0)
     report.tune = summary
-    report.message = f"{summary['sentence']} {_ended_words(report)}".strip()
+    under_load = (summary.get("schedule") or {}).get("sentence", "")
+    report.message = " ".join(x for x in (summary["sentence"], _ended_words(report), under_load) if x)
     yield dataclasses.replace(final, message=report.message)
     return summary
 

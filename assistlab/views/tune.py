@@ -111,9 +111,13 @@ def sentence_html(report: dict) -> str:
     rec = summary.get("recommendation") or {}
     again = (f'<p class="al-env">Re-time it on its own: <code id="al-tune-bench">{html.escape(rec["bench_command"])}'
              "</code></p>" if rec.get("bench_command") else "")
+    schedule = (summary.get("schedule") or {}).get("sentence")
+    under_load = "".join(f'<p class="al-env">{html.escape(x)}</p>' for x in (
+        [schedule] + [row["sentence"] for row in ((summary.get("schedule_check") or {}).get("levels") or [])
+                      if row.get("sentence")]) if x)
     return (f'<p class="al-tune-sentence {state}" id="al-tune-sentence"><b>{html.escape(summary.get("sentence", ""))}'
             f'</b></p><p class="al-env">{html.escape(" ".join(x for x in (confirmed, runs) if x))}</p>'
-            f'<p class="al-env">{html.escape(how)}</p>{again}')
+            f'<p class="al-env">{html.escape(how)}</p>{under_load}{again}')
 
 
 def _settings(settings: dict) -> str:

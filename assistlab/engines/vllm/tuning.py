@@ -45,6 +45,15 @@ class SchedulePlan:
                 "speculative_config": self.schedule.speculative_config()}
 
 
+def schedule_family(arm) -> tuple | None:
+    """What a schedule keeps while its draft length varies by batch size: (method, lookup min, lookup max, draft
+    model) of a speculative method AssistLab starts a server for; None for plain, an operator's server, another
+    engine's arm or an arm that already has a schedule."""
+    if not isinstance(arm, VllmArm) or not arm.assisted or arm.url is not None or arm.schedule is not None:
+        return None
+    return arm.method, arm.prompt_lookup_min, arm.prompt_lookup_max, arm.draft_model
+
+
 def schedule_plan(base: BenchRequest, template: VllmArm, best: dict[int, int],
                   max_batch: int | None = None) -> SchedulePlan:
     """The check of the schedule built from `best` ({level: best K}, 0 where plain was best) for `template`'s

@@ -1,0 +1,125 @@
+"""A search with load levels, after its load phase: each level's best draft length of one speculative method
+becomes a schedule of draft lengths per batch size, which is then served and timed beside each level's best
+fixed K (measure/schedule_check.py). What it adds to the search's summary: `schedule` and `schedule_check`.
+
+Which method: the family (method and its other settings, engines/vllm/tuning.schedule_family) of the search's
+pick when that is one, else the family whose candidates reached the highest throughput speedup at any level.
+A level's best K is the candidate with the highest median throughput speedup over plain there, 0 (plain) when
+none was above 1×. When one K is best at every level, a fixed K serves them all and nothing is checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Generator
+
+from ..config import BenchRequest
+from ..engines import registry
+from ..results.events import Event
+from ..results.report import Report
+from .schedule_check import check_schedule
+
+CHECKING = "Checking the schedule"
+
+
+def _families(request_specs: list, indices: list[int]) -> dict[tuple, list[tuple[int, object]]]:
+    """{family: [(report arm index, spec), ...]} of the candidates a schedule can vary."""
+    out: dict[tuple, list] = {}
+    for spec, index in zip(request_specs, indices):
+        family = registry.SCHEDULES.schedule_family(spec)
+        if family is not None:
+            out.setdefault(family, []).append((index, spec))
+    return out
+
+
+def _speedups(load: list[dict]) -> dict[tuple[int, int], float]:
+    """{(arm index, level): median throughput speedup over plain} of the load entries that have one."""
+    out = {}
+    for entry in load:
+        median = (entry.get("speedup") or {}).get("median")
+        if median is not None and not entry.get("failed"):
+            out[(entry["arm_index"], entry["concurrency"])] = median
+    return out
+
+
+def best_by_level(members: list[tuple[int, object]], speedups: dict, levels: tuple[int, ...]) -> dict[int, int]:
+    """{level: the K of the family's best candidate there, 0 when none beat plain}; levels with no figure out."""
+    best = {}
+    for level in levels:
+        measured = [(speedups[(index, level)], spec.num_speculative_tokens) for index, spec in members
+                    if (index, level) in speedups]
+        if measured:
+            top, k = max(measured, key=lambda pair: (pair[0], -pair[1]))  # a tie goes to the shorter draft
+            best[level] = k if top > 1.0 else 0
+    return best
+
+
+def plan(report: Report, specs: list, indices: list[int], pick: int | None) -> tuple[object, dict[int, int]] | None:
+    """(the family's template arm, {level: best K}) for the schedule, or None when no family of at least two
+    draft lengths was timed under load. `pick` is the search's winner (report arm index) or None."""
+    levels = tuple(report.request.get("concurrency") or ())
+    speedups = _speedups(report.to_dict().get("load") or [])
+    families = {f: m for f, m in _families(specs, indices).items()
+                if len({spec.num_speculative_tokens for _, spec in m}) >= 2
+                and any((index, level) in speedups for index, _ in m for level in levels)}
+    if not families:
+        return None
+
+    def reach(members) -> float:
+        return max((speedups.get((index, level), 0.0) for index, _ in members for level in levels), default=0.0)
+
+    chosen = next((m for m in families.values() if any(index == pick for index, _ in m)), None)
+    if chosen is None:
+        chosen = max(families.values(), key=reach)
+    best = best_by_level(chosen, speedups, levels)
+    return (chosen[0][1], best) if best else None
+
+
+def after_search(request: BenchRequest, report: Report, specs: list, indices: list[int], pick: int | None, store,
+                 clock: Callable[[], float], should_stop: Callable[[], bool],
+                 done: int = 0) -> Generator[Event, None, tuple[dict, int]]:
+    """Yield the check's events as the search's own (its report, its count of runs continued from `done`, the
+    check's end a status line); return (the summary's `schedule` and `schedule_check`, {} when no schedule
+    applies; the runs counted at the end)."""
+    found = plan(report, specs, indices, pick)
+    if found is None or should_stop():
+        return {}, done
+    template, best = found
+    method = template.method
+    by_level = {str(level): k for level, k in sorted(best.items())}
+    if len(set(best.values())) == 1:
+        k = next(iter(best.values()))
+        said = (f"k={k} was the best {method} draft length at every load level measured: a fixed k serves them "
+                f"all, so no schedule was checked." if k else
+                f"No {method} draft length beat plain under load at any level measured: no schedule to serve.")
+        return {"schedule": {"method": method, "best_k_by_level": by_level, "sentence": said},
+                "schedule_check": None}, done
+    events = check_schedule(request, template, best, store, clock, should_stop)
+    counted = done
+    while True:
+        try:
+            event = next(events)
+        except StopIteration as ended:
+            out = ended.value
+            break
+        counted = done + event.done  # the check's runs after the search's: the count never goes back
+        step = f"{CHECKING}: {event.step}" if event.step else ""
+        yield dataclasses.replace(event, kind="status" if event.kind == "done" else event.kind, report=report,
+                                  message=f"{CHECKING}: {event.message}", step=step, done=counted,
+                                  total=done + event.total, most=done + event.most if event.most else 0)
+    checked = out["schedule_check"]
+    record = {**out["schedule"], "sentence": _sentence(out["schedule"], checked)}
+    return {"schedule": record, "schedule_check": checked}, counted
+
+
+def _sentence(record: dict, checked: dict) -> str:
+    """The schedule in one sentence, then what its check said."""
+    spans = [f"{f'k={k}' if k else 'no drafting'} for {first}{'' if last == first else f'–{last}'} "
+             f"request{'' if last == 1 else 's'} at once" for first, last, k in record["ranges"]]
+    head = f"Under load, {record['method']}: {', '.join(spans)}"
+    if checked.get("refused"):
+        return f"{head}; vLLM refused the schedule: {checked['refused'].rstrip('.')}."
+    verdict = {True: f"served, and within ±{checked['band']:.0%} of the best fixed k at every level",
+               False: "served, but not within the band of the best fixed k at every level (see each level)",
+               None: "served; the rounds were too few to say whether it matches the best fixed k at every level"}
+    return f"{head}: {verdict[checked.get('all_within_band')]}."
