@@ -32,7 +32,8 @@ def busy_seconds() -> float:
     return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)
 
 
-def _children_seconds() -> float:
+def children_seconds() -> float:
+    """CPU seconds of this process's children that have been waited for (user + system)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -42,10 +43,10 @@ def timed_bench(cache: Path, extra: list[str], label: str) -> dict:
     report = cache.parent / f"{label}.json"
     command = [sys.executable, "-m", "assistlab", "bench", "--json", str(report), *extra]
     load_before = os.getloadavg()
-    busy0, own0, began = busy_seconds(), _children_seconds(), time.perf_counter()
+    busy0, own0, began = busy_seconds(), children_seconds(), time.perf_counter()
     done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - began
-    busy, own = busy_seconds() - busy0, _children_seconds() - own0
+    busy, own = busy_seconds() - busy0, children_seconds() - own0
     if done.returncode != 0:
         sys.exit(f"{label}: bench failed with code {done.returncode}:\n{done.stderr[-2000:]}")
     data = json.loads(report.read_text())

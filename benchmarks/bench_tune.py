@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_first_run import ROOT, busy_seconds  # this folder is on the path when a script here runs
+from bench_first_run import ROOT, busy_seconds, children_seconds  # this folder is on the path when a script here runs
+
 
 GRID = """
 import json, sys
@@ -43,12 +44,13 @@ open(args["out"], "w").write(text)
 def timed(cache: Path, command: list[str], label: str) -> tuple[dict, float, float]:
     """One process: its report (JSON at the path the command writes), its wall seconds, others' CPU cores."""
     env = {**os.environ, "ASSISTLAB_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    busy0, began = busy_seconds(), time.perf_counter()
+    busy0, mine0, began = busy_seconds(), children_seconds(), time.perf_counter()
     done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - began
     if done.returncode != 0:
         sys.exit(f"{label} failed with code {done.returncode}:\n{done.stderr[-3000:]}")
-    others = max(0.0, busy_seconds() - busy0) / wall
+    # The machine's busy time less the command's own (its processes, waited for): what others used.
+    others = max(0.0, busy_seconds() - busy0 - (children_seconds() - mine0)) / wall
     return done, wall, others
 
 
