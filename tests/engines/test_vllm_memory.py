@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -82,8 +83,9 @@ def test_servers_that_do_not_fit_are_refused_with_the_figures_before_any_starts(
     with pytest.raises(EngineError) as info:  # no vLLM arm can run, and there is no other arm
         runner.run_to_report(_request((VllmArm("plain"), VllmArm("ngram", 3))), store)
     error = str(info.value)
-    assert "need about 5.4 GB together and this machine has 2.1 GB free, so none was started" in error
-    assert "vllm plain 2.7 GB (KV cache 1.1 GB" in error and "vllm ngram" in error
+    # Each: a 1 GiB KV space, the tiny model's weights, and the processes' 4.4 GB measured with vLLM 0.32's CPU build.
+    assert re.search(r"need about 1[01]\.\d GB together and this machine has 2\.1 GB free, so none was started", error)
+    assert re.search(r"vllm plain 5\.\d GB \(KV cache 1\.1 GB", error) and "vllm ngram" in error
     assert not log.exists()  # no server was started
 
 

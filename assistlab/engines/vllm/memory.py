@@ -14,9 +14,12 @@ MIB = 1 << 20
 MARGIN = 1.5  # over the exact KV bytes: vLLM rounds to blocks and keeps a few spare ones
 BLOCK_TOKENS = 16  # vLLM's default block size
 FLOOR_BYTES = 64 * MIB
-# A vLLM server's processes besides the weights and the KV cache (API server, engine core, worker, torch):
-# about 1.6 GB on this 24 GiB CPU machine with the bundled 270M target (2.1 GB in all less 0.54 GB of weights).
-OVERHEAD_BYTES = int(1.5 * GIB)
+# A vLLM server's processes besides the weights and the KV cache (API server, engine core, worker, torch). vLLM
+# 0.32's CPU build serving the bundled 270M target in float32 (1.07 GB of weights, a 1 GiB KV space) held 6.5 GB
+# of its own memory (the unique set size of its four processes, 2026-12-03): 4.4 GB beyond weights and KV
+# cache. The 1.6 GB once measured here let five servers start on this 24 GiB machine, and the kernel's
+# out-of-memory killer then ended two of them.
+OVERHEAD_BYTES = int(4.4e9)
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
 CPU_SPACE_VAR = "VLLM_CPU_KVCACHE_SPACE"  # the CPU backend's KV cache, in whole GiB
 
