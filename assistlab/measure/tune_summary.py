@@ -60,8 +60,17 @@ def _sentence(rec: dict | None, outcome: str) -> str:
     low, high, said = _best_bounds(s)
     span = f" ({low:.2f}–{high:.2f}{said})" if low is not None else " (too few repetitions for an interval)"
     ratio = s["median"] or 0.0
-    text = (f"{rec['phrase'][0].upper()}{rec['phrase'][1:]}: {ratio:.2f}× faster than plain{span}" if ratio >= 1.0 else
-            f"{rec['phrase'][0].upper()}{rec['phrase'][1:]}: {1 / ratio if ratio else 0:.2f}× slower than plain{span}")
+    # As every other view says a speedup: faster or slower only where its interval says so, a slower one as its
+    # speedup below 1x (never as a time), one whose interval holds 1x as no clear difference.
+    if low is not None and low > 1.0:
+        figure = f"{ratio:.2f}× faster than plain"
+    elif high is not None and high < 1.0:
+        figure = f"slower, {ratio:.2f}× the speed of plain"
+    elif low is not None:
+        figure = f"{ratio:.2f}× the speed of plain, no clear difference"
+    else:
+        figure = f"{ratio:.2f}× the speed of plain"
+    text = f"{rec['phrase'][0].upper()}{rec['phrase'][1:]}: {figure}{span}"
     over = rec.get("over_default")
     owner = registry.SETTINGS[rec["engine"]].possessive
     if over and over.get("is_default"):

@@ -123,3 +123,11 @@ def test_the_sentence_reads_as_the_issue_asks():
         "Not settled within the budget; best so far: vLLM ngram with 4 tokens (lookup 2-4): 1.42× faster than "
         "plain (1.38–1.47, assuming roughly normal noise), and it is vLLM's default setting.")
     assert _sentence(None, elimination.NONE) == "Use plain generation: every candidate was clearly slower than plain."
+    # A pick at or below plain is said as every view says a speedup: never as a time, faster or slower only
+    # where its interval says so (issue 36 item 4).
+    slower = {**rec, "speedup": {"median": 0.95, "ci_low": 0.90, "ci_high": 0.98}, "over_default": None}
+    assert "slower, 0.95× the speed of plain (0.90–0.98)" in _sentence(slower, elimination.OPEN)
+    unclear = {**rec, "speedup": {"median": 0.95, "ci_low": 0.81, "ci_high": 1.08}, "over_default": None}
+    text = _sentence(unclear, elimination.OPEN)
+    assert "0.95× the speed of plain, no clear difference (0.81–1.08)" in text
+    assert "slower" not in text.split(":", 1)[1] and "faster" not in text
