@@ -1,7 +1,7 @@
 """The README's screenshots, taken from the page as a person sees it with the bundled pair.
 
 Starts the app with the bundled models and drives it in Chromium: a default comparison at 1440 px
-(assets/screenshot.png), a short one at a phone's 390 px (assets/screenshot-phone.png, two screens from Run
+(assets/screenshot.png), a short one at a phone's 390 px (assets/screenshot-phone.png, two screens from the progress line
 down), and the default
 Spec-Bench workload on the Workloads tab (assets/workloads.png). With `--only load --report R.json` (a report
 of `bench --concurrency ...`), the Under load panel of that report as a saved comparison (assets/under-load.png). Every figure on them is measured on this
@@ -107,7 +107,7 @@ def main() -> int:
                 print(f"screenshot.png: the default comparison took {took:.0f} s")
             if args.only in (None, "phone"):
                 took = compare(browser, url, 390, 844, args.out / "screenshot-phone.png", tokens=16, repeats=2,
-                               crop_from="#al-run")
+                               crop_from="#al-progress")
                 print(f"screenshot-phone.png: 16 tokens, 2 repetitions, {took:.0f} s")
             if args.only in (None, "workloads"):
                 took = workloads(browser, url, args.out / "workloads.png")
