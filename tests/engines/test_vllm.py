@@ -457,9 +457,10 @@ def _real_vllm_reason() -> str | None:
 real = pytest.mark.skipif(_real_vllm_reason() is not None, reason=str(_real_vllm_reason()))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def real_plain_server(real_vllm):
-    """One real vLLM server of the bundled target that the tests start themselves (as an operator would)."""
+    """One real vLLM server of the bundled target that the tests start themselves (as an operator would); gone
+    with this module, so the later modules' servers have its 6.5 GB (engines/vllm/memory.py counts them)."""
     from assistlab.engines import catalog
     from assistlab.engines.transformers import bundled
 
