@@ -54,3 +54,12 @@ def pick_models(page, target: str, assistant: str = "assistant-other") -> None:
         page.click(selector)
         page.fill(selector, value)
         page.keyboard.press("Enter")
+
+
+def run_prompts_file(page, path) -> None:
+    """On the Workloads tab, choose "My prompts (a file)", upload `path` and press its Run, as a person does."""
+    page.get_by_role("tab", name="Workloads").click()
+    page.get_by_text("My prompts (a file)").click()
+    page.locator("#al-suite-file input[type=file]").set_input_files(str(path))
+    page.wait_for_timeout(500)  # the upload lands before Run reads it
+    page.click("#al-suite-run")

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from browsing import ARGS, CHROMIUM, choose
+from browsing import ARGS, CHROMIUM, choose, run_prompts_file
 
 pytestmark = [
     pytest.mark.browser,
@@ -39,11 +39,7 @@ def test_a_prompts_file_runs_and_shows_categories_and_texts(page, tmp_path):
         {"category": "essay", "prompt": "write me a long essay"},
     ]))
     choose(page, "target", "assistant-other", tokens=6, repeats=2)
-    page.get_by_role("tab", name="Workloads").click()
-    page.get_by_text("My prompts (a file)").click()
-    page.locator("#al-suite-file input[type=file]").set_input_files(str(path))
-    page.wait_for_timeout(500)
-    page.click("#al-suite-run")
+    run_prompts_file(page, path)
     page.wait_for_selector("#al-suite-download-json", state="visible", timeout=300_000)
     assert "Complete: 3 of 3 prompts measured" in page.inner_text("#al-suite-progress")
     assert page.locator("#al-plot-suite .js-plotly-plot").count() == 1

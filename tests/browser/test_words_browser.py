@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browsing import CHROMIUM, choose, opened
+from browsing import CHROMIUM, choose, opened, run_prompts_file
 
 from assistlab.config import PROMPT_LOOKUP_DEFAULT, BenchRequest
 from assistlab.engines.base import RunFailure
@@ -98,11 +98,7 @@ def test_a_workload_stopped_during_its_second_prompt_says_started_and_finished(
     with launch_app(models_dir, store, history=history) as url, opened(browser, url) as page:
         page.set_default_timeout(120_000)
         choose(page, "target", "assistant-other", tokens=8, repeats=30)
-        page.get_by_role("tab", name="Workloads").click()
-        page.get_by_text("My prompts (a file)").click()
-        page.locator("#al-suite-file input[type=file]").set_input_files(str(prompts))
-        page.wait_for_timeout(500)
-        page.click("#al-suite-run")
+        run_prompts_file(page, prompts)
         # Stop once the second prompt has whole repetitions behind it (its third is under way).
         page.wait_for_function(
             "() => /Prompt 2 of 2 [^\\n]*Repetition ([3-9]|[1-9][0-9])/.test("
