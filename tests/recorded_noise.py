@@ -10,9 +10,16 @@ import numpy as np
 RECORDED = Path(__file__).resolve().parent.parent / "benchmarks" / "noise" / "recorded.csv"
 
 
-def residuals(state: str | None = None) -> np.ndarray:
+def robust_sd(x: np.ndarray) -> float:
+    """The median absolute deviation scaled to a normal sample's standard deviation."""
+    return float(1.4826 * np.median(np.abs(x - np.median(x))))
+
+
+def residuals(state: str | None = None, standardized: bool = False) -> np.ndarray:
     """Every recorded assisted run's log speedup over plain of the same repetition, minus its arm's median;
-    `state` ('idle' or 'busy') keeps only recordings made in that state."""
+    `state` ('idle' or 'busy') keeps only recordings made in that state. `standardized` divides each arm's
+    residuals by their own robust SD, so recordings of different spreads (a busy machine's, an idle one's) pool
+    their shapes rather than letting the widest set the tails."""
     runs: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     plain: dict[str, str] = {}
     with RECORDED.open() as handle:
@@ -28,7 +35,10 @@ def residuals(state: str | None = None) -> np.ndarray:
             continue
         base = runs[(recording, plain[recording])]
         logs = np.log([base[r] / by_rep[r] for r in by_rep if r in base])
-        out.extend(logs - np.median(logs))
+        centred = logs - np.median(logs)
+        spread = robust_sd(centred) if standardized else 1.0
+        if spread > 0:
+            out.extend(centred / spread)
     return np.asarray(out)
 
 
