@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,10 @@ def test_gradios_copies_are_private_and_go_at_a_signal(tmp_path, how):
         assert len(copies) == 2 and all(c.is_relative_to(temp / "gradio") for c in copies), copies
         for copy in copies:
             assert stat.S_IMODE(copy.stat().st_mode) == 0o600, oct(copy.stat().st_mode)
+        # "ready" is printed just before block_thread(), whose handler turns the signal into Gradio's close; a
+        # signal in between would end only the main thread and leave the server's threads running (the suite
+        # once hung here for 240 s on a busy machine). A person's Ctrl-C comes once the page is up: wait a moment.
+        time.sleep(1.0)
         server.send_signal(how)
         server.wait(patient(60))
     finally:
