@@ -15,6 +15,7 @@ from collections.abc import Callable, Generator
 
 from ..config import BenchRequest
 from ..engines import registry
+from ..results import load
 from ..results.events import Event
 from ..results.report import Report
 from .schedule_check import check_schedule
@@ -32,10 +33,10 @@ def _families(request_specs: list, indices: list[int]) -> dict[tuple, list[tuple
     return out
 
 
-def _speedups(load: list[dict]) -> dict[tuple[int, int], float]:
+def _speedups(entries: list[dict]) -> dict[tuple[int, int], float]:
     """{(arm index, level): median throughput speedup over plain} of the load entries that have one."""
     out = {}
-    for entry in load:
+    for entry in entries:
         median = (entry.get("speedup") or {}).get("median")
         if median is not None and not entry.get("failed"):
             out[(entry["arm_index"], entry["concurrency"])] = median
@@ -58,7 +59,7 @@ def plan(report: Report, specs: list, indices: list[int], pick: int | None) -> t
     """(the family's template arm, {level: best K}) for the schedule, or None when no family of at least two
     draft lengths was timed under load. `pick` is the search's winner (report arm index) or None."""
     levels = tuple(report.request.get("concurrency") or ())
-    speedups = _speedups(report.to_dict().get("load") or [])
+    speedups = _speedups(load.entries(report.load, report.arms))
     families = {f: m for f, m in _families(specs, indices).items()
                 if len({spec.num_speculative_tokens for _, spec in m}) >= 2
                 and any((index, level) in speedups for index, _ in m for level in levels)}
