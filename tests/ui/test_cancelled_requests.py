@@ -96,7 +96,11 @@ def test_cancelled_jobs_stop_and_the_next_run_is_not_slowed(app):
     # Other work on a shared test machine moves wall times; the server's own CPU time does not, and work left
     # running by a cancelled job would show in it. Wall time is compared with idle runs before and after.
     idle_again, idle_cpu = measured_run(url)
-    assert after_cpu < 1.5 * idle_cpu + 0.5, f"the run cost {after_cpu:.1f} CPU s against {idle_cpu:.1f} s idle"
+    # A cancelled job that came back with the next request would cost tens of times a quick run (50 repetitions
+    # of two 60-token runs against 3 of 24), and keep the server busy after it; the bound leaves room for the
+    # twofold spread one run's CPU time showed in CI's full suite (3.5 s against 1.7 s, nothing left running).
+    assert after_cpu < 2.5 * idle_cpu + 1.0, f"the run cost {after_cpu:.1f} CPU s against {idle_cpu:.1f} s idle"
+    assert_stays_quiet()
     assert after < 2.5 * max(idle, idle_again) + 0.05, f"plain took {after:.3f} s against {idle:.3f} s idle"
     print(f"idle {quiet_after:.1f} s after four cancels; plain median {after:.3f} s ({after_cpu:.1f} CPU s) vs "
           f"{idle:.3f}/{idle_again:.3f} s ({idle_cpu:.1f} CPU s) on an idle server")
