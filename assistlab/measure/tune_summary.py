@@ -32,6 +32,17 @@ def _interval(base: list[float], arm: list[float], alpha: float, looks) -> dict:
             "likely_low": seen["ci_low"], "likely_high": seen["ci_high"], "likely_skewed": seen["skewed"]}
 
 
+def _search_looks(base: list[float], arm: list[float], m: int, looks) -> list[list[float | None]]:
+    """The speedup base/arm's interval after each paired repetition as the search decides on it
+    (results/tune.pair_bounds at one comparison's share among m candidates); None for an end not bounded."""
+    x = np.log([b / a for b, a in zip(base, arm) if b > 0 and a > 0])
+    if not x.size:
+        return []
+    low, high = elimination.pair_bounds(x, elimination.comparison_alpha(m), looks)
+    return [[float(np.exp(lo)) if np.isfinite(lo) else None, float(np.exp(hi)) if np.isfinite(hi) else None]
+            for lo, hi in zip(low, high)]
+
+
 def _best_bounds(entry: dict) -> tuple[float | None, float | None, str]:
     """The interval a sentence quotes: the sure one once bounded, else the likely one (said)."""
     if entry["ci_low"] is not None and entry["ci_high"] is not None:
@@ -93,13 +104,12 @@ def summarize(report: Report, state) -> dict:
         info = report.arms[index]
         base, mine = _paired_runs(report, state.baselines[pos], index)
         left = state.left_at.get(pos)
-        seq = likely.speedup_sequence(base, mine, elimination.comparison_alpha(m), looks) if mine else {"looks": []}
         candidates.append({
             "arm": info.name, "engine": spec.engine, "family": getattr(spec, "strategy", None) or spec.method,
             "settings": _settings(spec), "left_at": left[0] if left else None,
             "why": info.error or (left[1] if left else None), "runs": len(mine),
             "speedup": _interval(base, mine, alpha, looks) if mine else None,
-            "looks": seq["looks"],  # the likely interval over plain after each repetition, at the search's share
+            "looks": _search_looks(base, mine, m, looks),  # the interval the search decided on, per repetition
         })
     rec = None
     if state.winner is not None:

@@ -62,18 +62,21 @@ def fewest_for_verdict(alpha: float, prior: float = PRIOR) -> int:
     return t
 
 
-def bounds(values: np.ndarray, alpha: float, prior: float = PRIOR) -> tuple[np.ndarray, np.ndarray]:
+def bounds(values: np.ndarray, alpha: float, prior: float = PRIOR,
+           at: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The sequence's (low, high) after each look, for the paired values along the last axis.
 
     `values` has shape (..., T): many sequences at once for simulations, one for a report. Each look t uses
     the first t values; the result at t is the intersection of the intervals of looks 1..t. -inf and +inf mark
-    an end the data do not bound yet.
+    an end the data do not bound yet. `at` computes only those looks (the others keep the last one's interval):
+    any subset of a time-uniform family holds at the same level, and a search that decides at a few planned
+    looks need not sort at every repetition.
     """
     x = np.asarray(values, dtype=float)
     shape, T = x.shape, x.shape[-1]
     low = np.full(shape, -np.inf)
     high = np.full(shape, np.inf)
-    for t in range(1, T + 1):
+    for t in (range(1, T + 1) if at is None else sorted(t for t in set(at) if 1 <= t <= T)):
         k_lo, k_hi = count_range(t, alpha, prior)
         ordered = np.sort(x[..., :t], axis=-1)
         if k_lo >= 1:

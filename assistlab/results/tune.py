@@ -6,23 +6,33 @@ the likely rule (likely.LOOKS: after 4, 5, 6, 8, 10, 15, 20, 30, 50 repetitions)
 in, in this order:
   1. it leaves when it is clearly slower than its own engine's plain (the interval of its latency ratio over
      plain lies above 1);
-  2. the leader is the candidate still in with the lowest mean log latency; every other candidate leaves when
-     it is clearly slower than the leader (the interval of their latency ratio lies above 1).
+  2. the leader is the candidate still in with the lowest median log latency ratio over its plain; every other
+     candidate leaves when it is clearly slower than the leader (the interval of their latency ratio lies
+     above 1).
+Each comparison's interval is two at once: the likely rule's Student-t interval on the mean log ratio (likely.py,
+at the planned looks) and the sign-based time-uniform interval on the median log ratio (sequential.py, the
+rule that assumes nothing), each at half the comparison's share; a comparison decides when either does. The
+likely one decides first on well-behaved noise; the sign-based one still decides when a pair's sample is too
+skewed for the likely one (one arm now and then much slower), where the likely rule alone would never drop
+anything. Ranking by the median (the leader, and the best so far of a search that ends open) keeps one slow
+outlier from reordering candidates a few percent apart.
 The search ends when one candidate is left ("clear": it is clearly ahead of every other), when every pair
 left lies within 1 ± band of each other ("same": then the simplest is picked, the engine's defaults if among
 them, else the shortest draft), when none is left ("none": every candidate was clearly slower than plain),
 or at the budget ("open": the best so far, not settled).
 
 The level, and how it is split. A search over m candidates may make m comparisons with plain and m(m-1)/2
-between candidates, m(m+1)/2 in all; each gets an equal share of 1 - family (Bonferroni over comparisons), and
-inside each the likely rule splits its share equally over its planned looks (Bonferroni over looks). So with
-chance at least `family` every interval of every look holds at once, however the looks decide which
-candidates stay; then the true best is never dropped (nothing is clearly faster than it), and a "same" pick is
-within the band of it.
+between candidates, m(m+1)/2 in all; each gets an equal share of 1 - family (Bonferroni over comparisons),
+half of it for each of its two intervals, and the likely rule splits its half equally over its planned looks
+(Bonferroni over looks; the sign-based interval holds at every look at once). So with chance at least `family`
+every interval of every look holds at once, however the looks decide which candidates stay; then the true best
+is never dropped (nothing is clearly faster than it), and a "same" pick is within the band of it.
 
-What it assumes: that of likely.py, named in every report (ASSUMPTION): each pair's log latency ratios are
-independent and roughly normal; a pair whose sample is strongly skewed gets no interval, and so never drops a
-candidate. The winner can then be confirmed by the rule that assumes nothing (sequential.py), `confirm`.
+What it assumes: for a candidate dropped by the likely interval, that of likely.py, named in every report
+(ASSUMPTION): that pair's log latency ratios are independent and roughly normal (a pair whose sample is
+strongly skewed gets no likely interval); for one dropped by the sign-based interval, only that the
+repetitions are independent. Where the two intervals' ends are combined (a "same" end), the mean and the
+median log ratio are taken as one, as they are for roughly normal noise. The winner can then be confirmed by the rule that assumes nothing (sequential.py), `confirm`.
 """
 
 from __future__ import annotations
@@ -36,9 +46,12 @@ import numpy as np
 from . import likely, sequential
 
 FAMILY = 0.95
-ASSUMPTION = (f"candidates leave on the likely rule, {likely.ASSUMPTION}; the level {FAMILY:.0%} is split "
-              "equally over every comparison the search may make (each candidate with plain, and each pair of "
-              "candidates) and over the looks")
+# The share of each comparison's error spent on the likely interval; the rest goes to the sign-based one.
+LIKELY_SHARE = 0.5
+ASSUMPTION = (f"candidates leave on the likely rule, {likely.ASSUMPTION}, or on the sign-based rule that assumes "
+              f"nothing; the level {FAMILY:.0%} is split equally over every comparison the search may make (each "
+              "candidate with plain, and each pair of candidates), then in half between the two rules, and the "
+              "likely rule's half over its looks")
 # Why a candidate left, as codes (0: still in) and as words.
 STILL_IN, SLOWER_THAN_PLAIN, SLOWER_THAN_LEADER, FAILED = 0, 1, 2, 3
 # How a search ended.
@@ -78,10 +91,19 @@ class Search:
         return used, (baselines + self.left_at.shape[1]) * self.ended_at
 
 
-def _pair_bounds(x: np.ndarray, alpha: float, looks: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def pair_bounds(x: np.ndarray, alpha: float, looks: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds on the log ratios `x` (..., T) after each repetition: the likely interval at LIKELY_SHARE of
+    `alpha` and the sign-based one at the rest, intersected (either one's end decides)."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        low, high, _ = likely.bounds(x, alpha, looks)
-    return low, high
+        low, high, _ = likely.bounds(x, alpha * LIKELY_SHARE, looks)
+        sure_low, sure_high = sequential.bounds(x, alpha * (1.0 - LIKELY_SHARE), at=looks)
+    # NaN (a repetition missing) leaves the likely end unbounded; max/min keep the other's end.
+    return np.fmax(low, sure_low), np.fmin(high, sure_high)
+
+
+def _medians(x: np.ndarray, t: int) -> np.ndarray:
+    """The median of the first t values along the last axis (NaN where one is missing)."""
+    return np.median(x[..., :t], axis=-1)
 
 
 def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int], band: float,
@@ -101,11 +123,12 @@ def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int],
     simple = np.asarray(simplicity if simplicity is not None else range(m), dtype=float)
     alpha = comparison_alpha(m, family)
     # Intervals of log(t_candidate / t_plain) and of log(t_i / t_j) for i < j, at every repetition.
-    plain_low, _ = _pair_bounds(logs[:, cand] - logs[:, base], alpha, looks)
+    plain_low, _ = pair_bounds(logs[:, cand] - logs[:, base], alpha, looks)
     iu, ju = np.triu_indices(m, k=1)
-    pair_low, pair_high = _pair_bounds(logs[:, cand[iu]] - logs[:, cand[ju]], alpha, looks)
+    pair_low, pair_high = pair_bounds(logs[:, cand[iu]] - logs[:, cand[ju]], alpha, looks)
     with np.errstate(invalid="ignore"):
         mean = np.cumsum(logs[:, cand], axis=2) / np.arange(1, T + 1)
+    ratios = logs[:, cand] - logs[:, base]  # each candidate's log latency ratio over its plain, per repetition
 
     left_at = np.zeros((S, m), dtype=int)
     why = np.where(failed, FAILED, STILL_IN) if failed is not None else np.zeros((S, m), dtype=int)
@@ -129,7 +152,7 @@ def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int],
         # low[s, i, j] bounds log(t_i / t_j) from below: above 0, i is clearly slower than j.
         low = np.full((S, m, m), -np.inf)
         low[:, iu, ju], low[:, ju, iu] = pair_low[:, :, k], -pair_high[:, :, k]
-        leader = np.argmin(np.where(alive, mean[:, :, k], np.inf), axis=1)
+        leader = np.argmin(np.where(alive, _medians(ratios, t), np.inf), axis=1)
         with np.errstate(invalid="ignore"):
             behind = alive & open_[:, None] & (low[rows, :, leader] > 0)
         behind[rows, leader] = False
@@ -151,9 +174,9 @@ def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int],
             continue
         if ended[s] == SAME:
             pick[s] = int(np.argmin(np.where(alive[s], simple, np.inf)))
-        else:  # the best so far (-1 when every candidate failed)
+        else:  # the best so far by the median ratio over plain (-1 when every candidate failed)
             k = ended_at[s] - 1
-            ranked = np.where(alive[s] & np.isfinite(mean[s, :, k]), mean[s, :, k], np.inf)
+            ranked = np.where(alive[s] & np.isfinite(mean[s, :, k]), _medians(ratios[s], k + 1), np.inf)
             pick[s] = int(np.argmin(ranked)) if np.isfinite(ranked).any() else -1
     return Search(left_at, why, beaten_by, ended, ended_at, pick)
 

@@ -15,8 +15,9 @@ WAITING = "The intervals appear at the first planned look, after {first} repetit
 # The words a person reads beside the chart and the table, each term with its meaning in a hover.
 TERMS = {
     "look": "a look: after these repetitions the search checks every interval and drops the candidates clearly behind",
-    "interval": ("likely interval: where the speedup over plain lies if the noise is roughly normal; its level is "
-                 "split over every comparison the search may make and over the looks, so all of them hold at once"),
+    "interval": ("the search's interval: where the speedup over plain lies, by the likely rule (if the noise is "
+                 "roughly normal) or the sign-based rule (assuming nothing), whichever is narrower; its level is "
+                 "split over every comparison the search may make, the two rules and the looks, so all hold at once"),
     "left": "left: the candidate stopped being timed here, because it was clearly slower than plain or the leader",
 }
 
@@ -36,7 +37,7 @@ def _colour_index(report: dict, name: str) -> int:
 
 
 def tune_figure(report: dict) -> go.Figure:
-    """Each candidate's likely interval on its speedup over plain at every planned look it reached (a vertical
+    """Each candidate's interval (the search's: likely and sign-based at once) on its speedup over plain at every planned look it reached (a vertical
     bar through the interval's middle), and a cross at the look where it left, with why in the hover."""
     summary = _tune(report)
     fig = go.Figure()
@@ -68,7 +69,7 @@ def tune_figure(report: dict) -> go.Figure:
                 error_y={"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "color": colour,
                          "thickness": 2, "width": 4},
                 hovertemplate=("<b>%{customdata[0]}</b><br>after %{customdata[1]} repetitions<br>speedup over plain "
-                               "%{customdata[2]:.2f}× to %{customdata[3]:.2f}× (likely interval, " + share +
+                               "%{customdata[2]:.2f}× to %{customdata[3]:.2f}× (the search's interval, " + share +
                                ")<extra></extra>"),
             ))
         left = cand.get("left_at")
