@@ -1,6 +1,7 @@
 """The history of comparisons: a SQLite or PostgreSQL store, its queries and the leaderboard."""
 
-from .derive import arm_rows, board_rows, canonical_model, canonical_report, clean_text, runs_csv, savable, summary_columns
+from .derive import (arm_rows, board_rows, canonical_model, canonical_report, clean_text, kind_of, runs_csv, savable,
+                     summary_columns)
 from .leaderboard import build_board, has_interval
 from .records import (
     ID_PATTERN,
@@ -37,6 +38,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "BoardRow", "BoardSection", "Entry", "History", "HistoryError", "Page", "SaveResult",
     "arm_rows", "arms_table", "board_rows", "build_board", "canonical_model", "canonical_report", "check_id", "clean_text",
+    "kind_of",
     "comparisons", "current_version", "data_dir", "database_url", "has_interval", "history_max", "metadata",
     "runs_csv", "savable", "schema_table", "summary_columns", "upgrade",
 ]

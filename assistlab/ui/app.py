@@ -90,8 +90,11 @@ def build_app(
         suite_tab.wire(page, suites)
         tune_tab.wire(page, form, tuner)
         view = history_tab.HistoryView(**saved, **board)
-        history_tab.wire(page, history, view, tabs, demo, workloads=(
-            suite_tab.saved_outputs(suites), lambda run_id, report: suite_tab.saved_updates(suites, run_id, report)))
+        history_tab.wire(page, history, view, tabs, demo, elsewhere=(
+            history_tab.Elsewhere("workload", "workloads", suite_tab.saved_outputs(suites),
+                                  lambda run_id, report: suite_tab.saved_updates(suites, run_id, report)),
+            history_tab.Elsewhere("tune", "tune", tune_tab.saved_outputs(tuner),
+                                  lambda run_id, report: tune_tab.saved_updates(tuner, run_id, report))))
         history_page.select(history_tab.listing_of(history), [view.target, view.assistant, view.device, view.page],
                             [view.listing, view.chosen], queue=False, api_visibility="private")
         board_page.select(history_tab.board_of(history), [view.board_target, view.board_device], view.board,

@@ -15,7 +15,7 @@ from pathlib import Path
 import gradio as gr
 
 from ..errors import AssistLabError
-from ..history import History, SaveResult, canonical_model, check_id, runs_csv, savable
+from ..history import History, SaveResult, canonical_model, check_id, kind_of, runs_csv, savable
 from ..views import charts
 from ..views.history_html import board_html, chooser_label, entries_html, entry_caption_html, where_html
 from ..views.panels import headline_html, numbers_html, ranking_html, sweep_html, why_html
@@ -276,14 +276,27 @@ def board_of(history: History):
     return board
 
 
+@dataclass
+class Elsewhere:
+    """Where a saved run of one kind (history.kind_of: 'workload', 'tune') opens instead of the History panels:
+    the tab's id, its panels, and how a saved report (with its run id) fills them."""
+
+    kind: str
+    tab: str
+    outputs: list
+    updates: Callable[[str, dict], dict]
+
+
 def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: gr.Blocks,
-         workloads: tuple[list, Callable[[str, dict], dict]] | None = None) -> None:
+         elsewhere: tuple[Elsewhere, ...] = ()) -> None:
     """List, open (one or two), delete, leaderboard, and the ?run=<id> permalink.
 
-    `workloads` is (the Workloads panels, how a saved workload fills them): a saved workload opens there.
+    A saved run whose kind has an `elsewhere` opens in that tab's panels (a workload in Workloads, a tuner's
+    search in Find the best setting); the first one chosen decides.
     """
-    workload_outputs, workload_updates = workloads if workloads is not None else ([], None)
-    side_outputs = [c for side in view.sides for c in side.outputs()] + list(workload_outputs) + [tabs]
+    side_outputs = ([c for side in view.sides for c in side.outputs()] + [c for e in elsewhere for c in e.outputs]
+                    + [tabs])
+    routes = {e.kind: e for e in elsewhere}
 
     listing = listing_of(history)
     def opened(ids: list[str] | None):
@@ -294,10 +307,11 @@ def wire(page: Page, history: History, view: HistoryView, tabs: gr.Tabs, demo: g
         folder = page.files.folder("saved")  # made again if it went: the files of opened comparisons
         with user_errors():
             opened = [(run_id, *history.get(run_id)) for run_id in ids]
-        suites = [o for o in opened if o[2].get("kind") == "suite"]
-        if suites and workload_updates is not None:  # a workload opens in its own tab's panels
-            run_id, _entry, report = suites[0]
-            return {**workload_updates(run_id, report), tabs: gr.update(selected="workloads"), view.status: ""}
+        away = [(routes[kind_of(report)], run_id, report) for run_id, _entry, report in opened
+                if kind_of(report) in routes]
+        if away:  # a workload or a search opens in its own tab's panels
+            route, run_id, report = away[0]
+            return {**route.updates(run_id, report), tabs: gr.update(selected=route.tab), view.status: ""}
         for side, (_run_id, entry, report) in zip(view.sides, opened):
             update.update(_side_updates(side, entry, report, folder))
         for side in view.sides[len(ids):]:

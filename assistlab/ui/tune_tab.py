@@ -96,6 +96,18 @@ def result_updates(view: TuneView, report: dict) -> dict:
     }
 
 
+def saved_outputs(view: TuneView) -> list:
+    """The tab's panels a saved search is opened in (from History or its link)."""
+    return view.outputs()
+
+
+def saved_updates(view: TuneView, run_id: str, data: dict) -> dict:
+    """A saved search's report dict in the tab's panels, drawn by the same functions as a fresh one."""
+    note = f"Opened the saved search {run_id} (from the history)."
+    return {view.progress: progress_html(note, 1.0, "done"), **result_updates(view, data),
+            view.download_json: gr.update(visible=False)}
+
+
 def inputs(page: Page, view: TuneView) -> list:
     """The components a search reads, in TUNE_API's order: the tab's own boxes, else the form's fields."""
     form = dict(zip(FORM_FIELDS, page.inputs))

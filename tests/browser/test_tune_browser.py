@@ -1,6 +1,6 @@
 """The tuner in a real browser (issue 34): a search on the tiny models runs to its sentence, the deploy snippet is
-copied with the code box's button, and a second search stopped mid-way keeps what was measured and says "not
-settled"."""
+copied with the code box's button, the saved search opens again from History in the tuner's tab, and a second
+search stopped mid-way keeps what was measured and says "not settled"."""
 
 from __future__ import annotations
 
@@ -20,8 +20,15 @@ PROMPT = "the quick brown fox jumps over the lazy dog and the quick brown fox"
 
 
 @pytest.fixture(scope="module")
-def app_url(models_dir, store, launch_app):
-    with launch_app(models_dir, store) as url:
+def history(tmp_path_factory):
+    from assistlab.history import History
+
+    return History(f"sqlite:///{tmp_path_factory.mktemp('tune') / 'history.sqlite3'}", max_entries=None)
+
+
+@pytest.fixture(scope="module")
+def app_url(models_dir, store, launch_app, history):
+    with launch_app(models_dir, store, history=history) as url:
         yield url
 
 
@@ -64,7 +71,7 @@ def _report(page) -> dict:
     return json.loads(Path(download.value.path()).read_text())
 
 
-def test_a_search_runs_to_its_sentence_and_its_snippet_is_copied(page):
+def test_a_search_runs_to_its_sentence_its_snippet_is_copied_and_it_opens_again_from_history(page, history, app_url):
     _search(page, "prompt-lookup:prompt_lookup_num_tokens=1,2", "4")
     page.wait_for_selector("#al-tune-download", state="visible", timeout=240_000)
     sentence = page.inner_text("#al-tune-sentence")
@@ -81,6 +88,29 @@ def test_a_search_runs_to_its_sentence_and_its_snippet_is_copied(page):
     copied = page.evaluate("() => navigator.clipboard.readText()")
     assert copied.strip() == tune["deploy"]["snippet"].strip()
     assert "prompt_lookup_num_tokens=" in copied and "generate(" in copied
+
+    # Saved as a tuner's run; on a fresh page its History row opens it in this tab, not as a comparison.
+    page.wait_for_selector("#al-tune-progress #al-saved")
+    run_id = re.search(r"as ([0-9a-f]{16})", page.inner_text("#al-saved")).group(1)
+    _entry, saved = history.get(run_id)
+    assert saved["tune"]["sentence"] == sentence
+    page.reload()
+    page.wait_for_selector("#al-run")
+    page.get_by_role("tab", name="History").click()
+    page.get_by_role("button", name="Show saved comparisons").click()
+    row = page.locator(f"#al-history-list tr[data-run='{run_id}']")
+    assert "tuner" in row.inner_text()
+    row.locator("td").nth(2).click()
+    page.wait_for_selector("#al-plot-tune .js-plotly-plot", timeout=30_000)
+    assert page.locator("#al-tab-tune").is_visible()  # the tuner's tab is the one shown
+    assert page.inner_text("#al-tune-sentence") == sentence
+    assert run_id in page.inner_text("#al-tune-progress")
+    assert page.locator("#al-tune-table tbody tr").count() == 2
+    assert page.locator("#al-tune-snippet").inner_text().strip()
+    # Its link does the same.
+    page.goto(f"{app_url.rstrip('/')}/?run={run_id}")
+    page.wait_for_selector("#al-plot-tune .js-plotly-plot", timeout=30_000)
+    assert page.inner_text("#al-tune-sentence") == sentence and page.locator("#al-tab-tune").is_visible()
 
 
 def test_stop_mid_search_keeps_what_was_measured_and_says_not_settled(page):
