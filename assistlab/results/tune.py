@@ -24,7 +24,8 @@ or at the budget ("open": the best so far, not settled).
 The level, and how it is split. A search over m candidates may make m comparisons with plain and m(m-1)/2
 between candidates, m(m+1)/2 in all; each gets an equal share of 1 - family (Bonferroni over comparisons),
 half of it for each of its two intervals, and the likely rule splits its half equally over its planned looks
-(Bonferroni over looks; the sign-based interval holds at every look at once). So with chance at least `family`
+(Bonferroni over looks; the sign-based interval holds at every look at once). When the budget ends before the
+sign-based half could decide anything (too few repetitions for its share), the likely interval gets all of it. So with chance at least `family`
 every interval of every look holds at once, however the looks decide which candidates stay; then the true best
 is never dropped (nothing is clearly faster than it), and a "same" pick is within the band of it.
 
@@ -91,12 +92,24 @@ class Search:
         return used, (baselines + self.left_at.shape[1]) * self.ended_at
 
 
+def likely_share(alpha: float, looks: Sequence[int]) -> float:
+    """The share of a comparison's error the likely interval gets: LIKELY_SHARE, or all of it when the
+    sign-based interval could not decide anything by the last planned look at the rest (its floor,
+    sequential.fewest_for_verdict, is past the budget). Fixed by the budget and the number of candidates
+    before any data, so the split holds its level."""
+    floor = sequential.fewest_for_verdict(alpha * (1.0 - LIKELY_SHARE))
+    return LIKELY_SHARE if looks and floor <= max(looks) else 1.0
+
+
 def pair_bounds(x: np.ndarray, alpha: float, looks: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds on the log ratios `x` (..., T) after each repetition: the likely interval at LIKELY_SHARE of
-    `alpha` and the sign-based one at the rest, intersected (either one's end decides)."""
+    """Bounds on the log ratios `x` (..., T) after each repetition: the likely interval at its share of
+    `alpha` (likely_share) and the sign-based one at the rest, intersected (either one's end decides)."""
+    share = likely_share(alpha, looks)
     with np.errstate(invalid="ignore", divide="ignore"):
-        low, high, _ = likely.bounds(x, alpha * LIKELY_SHARE, looks)
-        sure_low, sure_high = sequential.bounds(x, alpha * (1.0 - LIKELY_SHARE), at=looks)
+        low, high, _ = likely.bounds(x, alpha * share, looks)
+        if share == 1.0:
+            return low, high
+        sure_low, sure_high = sequential.bounds(x, alpha * (1.0 - share), at=looks)
     # NaN (a repetition missing) leaves the likely end unbounded; max/min keep the other's end.
     return np.fmax(low, sure_low), np.fmin(high, sure_high)
 
