@@ -16,10 +16,11 @@ likely one decides first on well-behaved noise; the sign-based one still decides
 skewed for the likely one (one arm now and then much slower), where the likely rule alone would never drop
 anything. Ranking by the median (the leader, and the best so far of a search that ends open) keeps one slow
 outlier from reordering candidates a few percent apart.
-The search ends when one candidate is left ("clear": it is clearly ahead of every other), when every pair
-left lies within 1 ± band of each other ("same": then the simplest is picked, the engine's defaults if among
-them, else the shortest draft), when none is left ("none": every candidate was clearly slower than plain),
-or at the budget ("open": the best so far, not settled).
+The search ends when one candidate is left and it is clearly faster than plain ("clear": it is clearly ahead
+of every other), when every pair left lies within 1 ± band of each other and each is clearly faster than plain
+("same": then the simplest is picked, the engine's defaults if among them, else the shortest draft), when none
+is left ("none": every candidate was clearly slower than plain), or at the budget ("open": the best so far, not
+settled).
 
 The level, and how it is split. A search over m candidates may make m comparisons with plain and m(m-1)/2
 between candidates, m(m+1)/2 in all; each gets an equal share of 1 - family (Bonferroni over comparisons),
@@ -136,7 +137,7 @@ def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int],
     simple = np.asarray(simplicity if simplicity is not None else range(m), dtype=float)
     alpha = comparison_alpha(m, family)
     # Intervals of log(t_candidate / t_plain) and of log(t_i / t_j) for i < j, at every repetition.
-    plain_low, _ = pair_bounds(logs[:, cand] - logs[:, base], alpha, looks)
+    plain_low, plain_high = pair_bounds(logs[:, cand] - logs[:, base], alpha, looks)
     iu, ju = np.triu_indices(m, k=1)
     pair_low, pair_high = pair_bounds(logs[:, cand[iu]] - logs[:, cand[ju]], alpha, looks)
     with np.errstate(invalid="ignore"):
@@ -179,7 +180,12 @@ def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int],
             inside = (low >= lower_band) & (high <= upper_band)
         pair_alive = alive[:, :, None] & alive[:, None, :] & ~np.eye(m, dtype=bool)
         together = np.all(inside | ~pair_alive, axis=(1, 2))
-        for outcome, mask in ((NONE, count == 0), (CLEAR, count == 1), (SAME, (count > 1) & together)):
+        # A pick is only said once what is left is clearly faster than plain too: the last one standing, or a
+        # group alike, may still turn out no faster than plain (then it leaves, or the budget ends the search).
+        with np.errstate(invalid="ignore"):
+            beats_plain = np.all(~alive | (plain_high[:, :, k] < 0), axis=1)
+        for outcome, mask in ((NONE, count == 0), (CLEAR, (count == 1) & beats_plain),
+                              (SAME, (count > 1) & together & beats_plain)):
             hit = open_ & mask & (ended == OPEN)
             ended[hit], ended_at[hit] = outcome, t
     for s in range(S):

@@ -104,6 +104,18 @@ def test_each_way_out_by_hand():
     assert result.why.tolist() == [[tune.FAILED, tune.STILL_IN]]
 
 
+def test_the_last_one_standing_is_picked_only_once_it_is_clearly_faster_than_plain():
+    """As the bundled pair did on 2026-12-03: one candidate clearly slower leaves at the first look, and the one
+    left, 0.89x the speed of plain, was not yet clearly slower; it was then called the clear winner. It runs on
+    instead, until it too is clearly slower than plain, and plain is the answer."""
+    wobble = np.exp(0.1 * np.where(np.arange(20) % 2, 1.0, -1.0))
+    plain, slow, marginal = np.ones(20), 1.5 * np.exp(0.01 * np.sin(np.arange(20))), 1.12 * wobble
+    result = tune.search(_logs([plain, slow, marginal]), [0, 0], [1, 2], BAND)
+    assert result.why.tolist() == [[tune.SLOWER_THAN_PLAIN, tune.SLOWER_THAN_PLAIN]]
+    assert result.left_at[0, 0] == 4 and result.left_at[0, 1] > 4
+    assert result.ended.tolist() == [tune.NONE] and result.pick.tolist() == [-1]
+
+
 ONE_AHEAD = [0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.8]  # the best 20% ahead of the next
 CLOSE_AT_THE_TOP = [1.0, 1.1, 1.2, 1.3, 1.4, 1.45, 1.49, 1.5]  # 1.49 is within the band of the best, 1.45 not
 
