@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
     tune.add_argument("--target", default=catalog.BUNDLED_TARGET, help="hub id, bundled:NAME or a folder in "
                       "$ASSISTLAB_MODELS_DIR (default: %(default)s)")
     tune.add_argument("--assistant", action="append", default=None, help="an assistant model to try; repeat for "
-                      "several (default: the presets' assistants for this target; none for another target)")
+                      "several (default: the presets' assistants for this target, then up to two models this machine has that "
+                      "fit it: causal LMs at most a quarter of its size)")
     tune.add_argument("--no-assistants", dest="no_assistants", action="store_true",
                       help="search only the settings that need no assistant model (prompt lookup, vLLM ngram)")
     tune.add_argument("--engines", default="transformers", help="comma-separated engines whose settings to search: "

@@ -268,7 +268,8 @@ def models_dir() -> Path | None:
     return Path(value).expanduser().resolve() if value else None
 
 
-def _inside(path: Path, root: Path) -> bool:
+def inside(path: Path, root: Path) -> bool:
+    """Whether `path` (resolved) lies in `root`."""
     try:
         path.relative_to(root)
     except ValueError:
@@ -286,7 +287,7 @@ def _local(text: str, root: Path | None) -> ModelRef:
     if not candidate.is_absolute():
         candidate = root / candidate
     real = candidate.resolve()  # follows symlinks, so a link pointing out is judged by where it points
-    if not _inside(real, root):
+    if not inside(real, root):
         raise InputError(
             f"{text!r} is outside the allowed models folder ({MODELS_DIR_ENV}); only folders inside it can be used."
         )

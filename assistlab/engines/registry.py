@@ -1,13 +1,15 @@
 """The engines, listed in one place: a new engine is one folder under engines/ and one line here.
 
 The scheduler (measure/) asks this registry, never a concrete engine: which engines a request wants, the host
-that holds the target's tokenizer, the engine whose arms a sweep varies, and the one whose arms take a schedule.
+that holds the target's tokenizer, the engine whose arms a sweep varies, the one whose arms take a schedule, and
+the models this machine has that could assist a target.
 """
 
 from __future__ import annotations
 
 from .base import Engine, Host
 from .settings import EngineSettings
+from .transformers import cached as transformers_cached
 from .transformers import sweep as transformers_sweep
 from .transformers import tuning as transformers_tuning
 from .transformers.engine import TransformersEngine
@@ -23,6 +25,8 @@ HOST: type[Host] = TransformersEngine  # prepared for every request: it tokenise
 SWEEPS = transformers_sweep  # the engine whose arms a sweep varies (engines/transformers/sweep.py)
 # The engine whose arms carry a draft length per batch size, and its check of one (engines/vllm/tuning.py).
 SCHEDULES = vllm_tuning
+# The models this machine has that could assist a target (the host loads assistants): a tuner's defaults.
+CACHED_ASSISTANTS = transformers_cached.cached_assistants
 # The settings each engine declares (engines/settings.py): what a tuner searches, re-times and deploys.
 SETTINGS: dict[str, EngineSettings] = {
     transformers_tuning.ENGINE: transformers_tuning.SETTINGS,

@@ -34,8 +34,10 @@ SEARCH, CONFIRM = "search", "confirm"
 
 
 def default_assistants(target: str) -> list[str]:
-    """The assistants of the presets made for this target (as `auto` judges them); none for another target."""
-    return [p.assistant for p in catalog.PRESETS if p.target == target and p.assistant]
+    """The assistants of the presets made for this target, then the models this machine has that fit it as
+    assistants (registry.CACHED_ASSISTANTS: causal LMs at most a quarter of its size, at most two)."""
+    presets = [p.assistant for p in catalog.PRESETS if p.target == target and p.assistant]
+    return presets + registry.CACHED_ASSISTANTS(target, exclude=presets)
 
 
 def candidate_arms(engines: Sequence[str], assistants: Sequence[str], candidates: str | None = None) -> tuple:

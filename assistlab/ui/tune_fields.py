@@ -43,7 +43,8 @@ LABELS = {
 }
 HINTS = {
     "assistants": (f"One per line or comma-separated. Empty = the presets' assistants for this target (for the "
-                   f"bundled target: {catalog.BUNDLED_ASSISTANT}); '{NO_ASSISTANTS}' = only settings that need no "
+                   f"bundled target: {catalog.BUNDLED_ASSISTANT}) and up to two models this server already has "
+                   f"that fit it (at most a quarter of its size); '{NO_ASSISTANTS}' = only settings that need no "
                    "assistant model (prompt lookup, vLLM ngram)."),
     "candidates": "Empty = every setting the engines try by default; e.g. prompt-lookup:prompt_lookup_num_tokens=3,5,10",
     "repeats": f"The budget: at most this many repetitions of every candidate still in. Empty = {CLEAR_MAX_REPEATS}.",
@@ -91,7 +92,8 @@ def tune_request_from_form(target=catalog.BUNDLED_TARGET, assistants="", engines
                            chat_template=True) -> BenchRequest:
     """The search the tab (or the API) describes (measure.tune.tune_request); the request checks every value.
 
-    `assistants` empty takes the presets' assistants for the target, 'none' none; `candidates` narrows the
+    `assistants` empty takes the presets' assistants for the target and the models here that fit it
+    (measure.tune.default_assistants), 'none' none; `candidates` narrows the
     search in the command line's --candidates syntax; `repeats` and `max_time_s` are the budget (empty: 30
     repetitions, 600 s of timed runs); a `prompt` left empty (None or blank) is the target's preset prompt.
     """
