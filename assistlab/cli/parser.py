@@ -22,14 +22,13 @@ from ..config import (
     MAX_LOAD_LEVELS,
     MIN_PRECISION_REPEATS,
     NO_DIFFERENCE_BAND,
-    PROMPT_LOOKUP_DEFAULT,
-    SCHEDULES,
     SUITE_CLEAR_MAX_TIME_S,
     CAREFUL_PRECISION,
     RULE_WORDS,
     BenchRequest,
 )
-from ..engines import catalog
+from ..engines import catalog, registry
+from ..engines.settings import EngineSettings
 from ..engines.transformers import paths
 from ..engines.transformers.arms import assisted_arms
 from ..engines.vllm import arms as vllm_arms_mod
@@ -47,11 +46,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
         sys.stderr.write(f"error: {message} (see --help)\n")
         raise SystemExit(EXIT_USAGE)
-
-
-def _td(knob: str) -> str:
-    """A placeholder for transformers' default of a drafting knob, filled in only when help is shown."""
-    return f"<transformers:{knob}>"
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -94,12 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", default=0, help="seed for sampling; repetition i uses seed+i")
     bench.add_argument("--no-fixed-length", dest="fixed_length", action="store_false", help="let EOS end generation early (arms may then do unequal work)")
     bench.add_argument("--no-chat-template", dest="chat_template", action="store_false", help="feed the prompt raw even if the target has a chat template")
-    bench.add_argument("--num-assistant-tokens", default=None, help=f"tokens drafted per step (default: transformers' default, {_td('num_assistant_tokens')})")
-    bench.add_argument("--schedule", choices=SCHEDULES, default=None, help=f"draft length schedule (default: transformers' default, {_td('num_assistant_tokens_schedule')}; 'heuristic' adapts within a run)")
-    bench.add_argument("--confidence-threshold", default=None, help=f"assistant stops drafting below this probability, 0 to 1; 0 turns it off (default: transformers' default, {_td('assistant_confidence_threshold')})")
-    bench.add_argument("--prompt-lookup-num-tokens", default=None, help=f"tokens prompt lookup proposes per step (default: {PROMPT_LOOKUP_DEFAULT}, AssistLab's choice: transformers has none)")
     bench.add_argument("--ensemble-weight", default=None, help="ensemble verification weight in (0, 1) for the assisted arms: faster, but lossy (default: none, lossless)")
-    bench.add_argument("--early-exit-layer", default=None, help="layer to exit at for --strategy early-exit")
     bench.add_argument("--sweep", choices=("num_assistant_tokens", "prompt_lookup_num_tokens", "assistant_ensemble_weight"), default=None, help="instead of one setting, compare several draft lengths (or ensemble weights, next to the same arm verifying losslessly) of the first matching arm against one plain baseline")
     bench.add_argument("--sweep-values", default="1,2,3,5,8", help="draft lengths for --sweep (default: %(default)s)")
     bench.add_argument("--sweep-schedules", default="heuristic", help="adaptive schedules added to --sweep of num_assistant_tokens, comma-separated; '' for none (default: %(default)s)")
@@ -107,13 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     engines.add_argument("--engines", default=None, help="comma-separated engines to time: transformers, vllm (default: transformers, and vllm too with --vllm-method or --server)")
     engines.add_argument("--vllm-method", action="append", choices=vllm_arms_mod.METHODS[1:], default=None, help="a vLLM speculative method to add beside vLLM's plain arm; repeat for several (default with --engines ...vllm: ngram); draft_model drafts with each --assistant, which must share the target's vocabulary; eagle and eagle3 with each --vllm-draft head; mtp with the target's own MTP layers; suffix needs arctic-inference in vLLM's Python")
     engines.add_argument("--vllm-draft", action="append", default=None, metavar="PATH/ID", help="an EAGLE or EAGLE-3 head trained for the target (a hub id or a folder), for --vllm-method eagle/eagle3; repeat for several")
-    engines.add_argument("--vllm-speculative-tokens", default=None, help=f"vLLM num_speculative_tokens (default {vllm_arms_mod.DEFAULT_SPECULATIVE_TOKENS})")
-    engines.add_argument("--vllm-lookup-min", default=None, help=f"vLLM ngram prompt_lookup_min (default {vllm_arms_mod.DEFAULT_LOOKUP[0]})")
-    engines.add_argument("--vllm-lookup-max", default=None, help=f"vLLM ngram prompt_lookup_max (default {vllm_arms_mod.DEFAULT_LOOKUP[1]})")
     engines.add_argument("--server", action="append", default=None, metavar="NAME=URL", help="time a server that already runs (e.g. a multi-node deployment) instead of starting vLLM; name one 'plain', the baseline of the others")
     engines.add_argument("--server-api-key", default=None, help="API key sent to every --server (default: $ASSISTLAB_VLLM_API_KEY)")
     engines.add_argument("--concurrency", default="", metavar="LEVELS", help=f"after the usual timing, time the vLLM arms under load: this many requests at once per level, e.g. 1,2,4,8 (1..{MAX_CONCURRENCY}, at most {MAX_LOAD_LEVELS} levels; transformers arms stay at one request; default: none)")
     engines.add_argument("--load-rounds", default=LOAD_ROUNDS, help=f"timed rounds per load level, after one warm-up round (default %(default)s, max {LIMITS['load_rounds']}; 5 give a 93.75%% interval)")
+    for declared in registry.SETTINGS.values():  # each engine's settings, as that engine declares them
+        _add_setting_options(bench, declared)
     workload = bench.add_argument_group("workloads (a suite of prompts instead of one)")
     suite_source = workload.add_mutually_exclusive_group()
     suite_source.add_argument("--suite", choices=("spec-bench",), default=None, help="measure a Spec-Bench subset, one comparison per prompt, with per-category figures")
@@ -136,25 +124,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_setting_options(parser: argparse.ArgumentParser, declared: EngineSettings) -> None:
+    """One engine's declared settings (engines/settings.py) as options in a group of their own: each setting's
+    flag, its help and its choices; the value lands under the arm request's field name (`_setting_values`)."""
+    group = parser.add_argument_group(f"{declared.title or declared.engine} settings (declared in "
+                                      f"engines/{declared.engine}/tuning.py)")
+    for setting in declared.options():
+        group.add_argument(setting.flag, dest=setting.name, default=None, choices=setting.choices or None,
+                           metavar=None if setting.choices else setting.flag.lstrip("-").upper().replace("-", "_"),
+                           help=setting.help or setting.words)
+
+
+def _setting_values(args: argparse.Namespace, engine: str) -> dict:
+    """The values given for one engine's declared settings, by the arm request's field names (None: not given)."""
+    return {s.name: getattr(args, s.name) for s in registry.SETTINGS[engine].options()}
+
+
 def request_from_args(args: argparse.Namespace) -> BenchRequest:
     """The same BenchRequest the web app would build from the same choices."""
     prompt = prompt_from_args(args)
-    knobs = dict(
-        num_assistant_tokens=args.num_assistant_tokens,
-        num_assistant_tokens_schedule=args.schedule,
-        assistant_confidence_threshold=args.confidence_threshold,
-        prompt_lookup_num_tokens=args.prompt_lookup_num_tokens,
-    )
+    knobs = _setting_values(args, "transformers")
     if args.ensemble_weight is not None:
         knobs["assistant_ensemble_weight"] = args.ensemble_weight
     engines = _engines(args)
     arms: tuple = ()
     if "transformers" in engines:
         assistants = args.assistant or ([catalog.BUNDLED_ASSISTANT] if args.strategy in paths.MODEL_STRATEGIES else [])
-        arms = assisted_arms(
-            args.strategy, assistants, also_prompt_lookup=args.prompt_lookup, early_exit_layer=args.early_exit_layer,
-            **knobs,
-        )
+        arms = assisted_arms(args.strategy, assistants, also_prompt_lookup=args.prompt_lookup, **knobs)
     if "vllm" in engines:
         arms += _vllm_arms(args)
     return BenchRequest(
@@ -226,11 +222,8 @@ def _vllm_arms(args: argparse.Namespace) -> tuple:
     if args.vllm_draft and not set(args.vllm_method or ()) & set(vllm_arms_mod.HEAD_METHODS):
         raise InputError("--vllm-draft is an EAGLE head; add --vllm-method eagle or eagle3 to time it (a whole "
                          "draft model is --assistant with --vllm-method draft_model).")
-    return vllm_arms_mod.vllm_arms(
-        args.vllm_method or ["ngram"], draft_models=tuple(args.assistant or ()),
-        num_speculative_tokens=args.vllm_speculative_tokens, prompt_lookup_min=args.vllm_lookup_min,
-        prompt_lookup_max=args.vllm_lookup_max, heads=tuple(args.vllm_draft or ()),
-    )
+    return vllm_arms_mod.vllm_arms(args.vllm_method or ["ngram"], draft_models=tuple(args.assistant or ()),
+                                   heads=tuple(args.vllm_draft or ()), **_setting_values(args, "vllm"))
 
 
 def suite_request_from_args(args: argparse.Namespace):

@@ -30,7 +30,8 @@ class Setting:
     """One knob an engine can vary: `name` is the arm request's field, `values` the candidates a search tries
     when none are named (None among them means the engine's own default), `default` the value the engine uses
     when the knob is not given (None when the engine decides at run time), `words` what a person reads, `flag`
-    the `bench` option that sets it."""
+    the `bench` option that sets it, `help` that option's help (`<transformers:NAME>` is filled in with the
+    installed transformers' default when help is shown) and `choices` the only values it takes (empty: any)."""
 
     name: str
     type: type
@@ -38,6 +39,8 @@ class Setting:
     default: object = None
     words: str = ""
     flag: str | None = None
+    help: str = ""
+    choices: tuple = ()
 
     def parse(self, text: str) -> object:
         """One value from text ('default' or '' is the engine's default); one sentence naming the setting if bad."""
@@ -110,6 +113,16 @@ class EngineSettings:
         """"transformers' ", "vLLM's ": the engine's name before what it owns."""
         name = self.title or self.engine
         return f"{name}'" if name.endswith("s") else f"{name}'s"
+
+    def options(self) -> list[Setting]:
+        """The settings with a `bench` option, each flag once (families may share one), in declared order: the
+        command line's options for this engine, made from the declaration."""
+        seen: dict[str, Setting] = {}
+        for family in self.families:
+            for setting in family.settings:
+                if setting.flag and setting.flag not in seen:
+                    seen[setting.flag] = setting
+        return list(seen.values())
 
     def family(self, name: str) -> Family | None:
         return next((f for f in self.families if f.name == name), None)

@@ -109,3 +109,37 @@ def test_every_declared_flag_is_a_bench_option():
 
 def test_the_engines_names_as_a_person_reads_them():
     assert [registry.SETTINGS[e].possessive for e in ("transformers", "vllm")] == ["transformers'", "vLLM's"]
+
+
+def test_each_declared_setting_is_a_bench_option_made_from_its_declaration():
+    """The command line's options for an engine's settings come from the declaration: every declared flag is in
+    `bench --help` under its engine's group, and a value given lands in the arm request's field of that name."""
+    from assistlab.cli import parser as cli_parser
+
+    text = build_parser()._subparsers._group_actions[0].choices["bench"].format_help()
+    for declared in DECLARED:
+        assert f"{declared.title or declared.engine} settings" in text
+        for setting in declared.options():
+            assert setting.flag in text
+            args = build_parser().parse_args(["bench", setting.flag, (setting.choices or ("3",))[0]])
+            assert cli_parser._setting_values(args, declared.engine)[setting.name] == (setting.choices or ("3",))[0]
+    # A third engine's declaration brings its own option, with no line of the parser written for it.
+    from assistlab.engines.settings import EngineSettings, Family, Setting
+
+    knob = Setting("draft_depth", int, (None, 2), None, "how deep it drafts", "--fake-draft-depth", "draft depth")
+    fake = EngineSettings("fake", (Family("fake", "tree", "a tree of drafts", (knob,), lambda v, a: None),),
+                          lambda f, a: None, lambda arm: [], lambda arm, target: {})
+    bench = build_parser()._subparsers._group_actions[0].choices["bench"]
+    cli_parser._add_setting_options(bench, fake)
+    assert bench.parse_args(["--fake-draft-depth", "4"]).draft_depth == "4"
+    assert "fake settings" in bench.format_help() and "--fake-draft-depth" in bench.format_help()
+
+
+def test_the_arm_options_reach_the_arms_they_set():
+    args = build_parser().parse_args(["bench", "--strategy", "prompt-lookup", "--prompt-lookup-num-tokens", "4",
+                                      "--engines", "transformers,vllm", "--vllm-method", "ngram",
+                                      "--vllm-speculative-tokens", "3", "--vllm-lookup-max", "5"])
+    arms = request_from_args(args).arms
+    assert any(getattr(a, "prompt_lookup_num_tokens", None) == 4 for a in arms)
+    vllm = [a for a in arms if isinstance(a, VllmArm) and a.method == "ngram"]
+    assert vllm and vllm[0].num_speculative_tokens == 3 and vllm[0].prompt_lookup_max == 5

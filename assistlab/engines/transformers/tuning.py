@@ -10,16 +10,23 @@ from .arms import ArmSpec
 ENGINE = "transformers"
 
 DRAFT_LENGTH = Setting("num_assistant_tokens", int, (None, 3, 8), None,
-                       "tokens the assistant drafts per step (empty: transformers' default)", "--num-assistant-tokens")
+                       "tokens the assistant drafts per step (empty: transformers' default)", "--num-assistant-tokens",
+                       "tokens drafted per step (default: transformers' default, <transformers:num_assistant_tokens>)")
 SCHEDULE = Setting("num_assistant_tokens_schedule", str, (None,), None,
-                   f"how the draft length changes within a run: {', '.join(SCHEDULES)}", "--schedule")
+                   f"how the draft length changes within a run: {', '.join(SCHEDULES)}", "--schedule",
+                   "draft length schedule (default: transformers' default, "
+                   "<transformers:num_assistant_tokens_schedule>; 'heuristic' adapts within a run)", SCHEDULES)
 THRESHOLD = Setting("assistant_confidence_threshold", float, (None,), None,
-                    "the assistant stops drafting below this probability", "--confidence-threshold")
+                    "the assistant stops drafting below this probability", "--confidence-threshold",
+                    "assistant stops drafting below this probability, 0 to 1; 0 turns it off (default: transformers' "
+                    "default, <transformers:assistant_confidence_threshold>)")
 LOOKUP = Setting("prompt_lookup_num_tokens", int, (None, 3, 5), PROMPT_LOOKUP_DEFAULT,
                  "tokens prompt lookup proposes per step (empty: AssistLab's 10; transformers has none)",
-                 "--prompt-lookup-num-tokens")
+                 "--prompt-lookup-num-tokens",
+                 f"tokens prompt lookup proposes per step (default: {PROMPT_LOOKUP_DEFAULT}, AssistLab's choice: "
+                 "transformers has none)")
 LAYER = Setting("early_exit_layer", int, (), None, "the target's layer whose output drafts (early exit)",
-                "--early-exit-layer")
+                "--early-exit-layer", "layer to exit at for --strategy early-exit")
 
 
 def _drafting(strategy: str):

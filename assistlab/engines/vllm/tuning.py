@@ -104,12 +104,14 @@ def deploy(arm: VllmArm, target: str, *, max_num_seqs: int | None = None, draft_
 
 ENGINE = "vllm"
 
+TOKENS_HELP = f"vLLM num_speculative_tokens (default {DEFAULT_SPECULATIVE_TOKENS})"
 TOKENS = Setting("num_speculative_tokens", int, (None, 2, 4, 8), DEFAULT_SPECULATIVE_TOKENS,
-                 f"tokens drafted per step (empty: AssistLab's {DEFAULT_SPECULATIVE_TOKENS})", "--vllm-speculative-tokens")
+                 f"tokens drafted per step (empty: AssistLab's {DEFAULT_SPECULATIVE_TOKENS})", "--vllm-speculative-tokens",
+                 TOKENS_HELP)
 LOOKUP_MIN = Setting("prompt_lookup_min", int, (None,), DEFAULT_LOOKUP[0], "the shortest n-gram ngram matches",
-                     "--vllm-lookup-min")
+                     "--vllm-lookup-min", f"vLLM ngram prompt_lookup_min (default {DEFAULT_LOOKUP[0]})")
 LOOKUP_MAX = Setting("prompt_lookup_max", int, (None,), DEFAULT_LOOKUP[1], "the longest n-gram ngram matches",
-                     "--vllm-lookup-max")
+                     "--vllm-lookup-max", f"vLLM ngram prompt_lookup_max (default {DEFAULT_LOOKUP[1]})")
 
 
 def _method(method: str):
@@ -121,7 +123,7 @@ def _method(method: str):
 def _tokens(method: str) -> Setting:
     default = METHOD_SPECULATIVE_TOKENS.get(method, DEFAULT_SPECULATIVE_TOKENS)
     return Setting("num_speculative_tokens", int, (None,), default, f"tokens drafted per step (empty: {default})",
-                   "--vllm-speculative-tokens")
+                   "--vllm-speculative-tokens", TOKENS_HELP)
 
 
 FAMILIES = (
