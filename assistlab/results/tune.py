@@ -26,15 +26,17 @@ The level, and how it is split. A search over m candidates may make m comparison
 between candidates, m(m+1)/2 in all; each gets an equal share of 1 - family (Bonferroni over comparisons),
 half of it for each of its two intervals, and the likely rule splits its half equally over its planned looks
 (Bonferroni over looks; the sign-based interval holds at every look at once). When the budget ends before the
-sign-based half could decide anything (too few repetitions for its share), the likely interval gets all of it. So with chance at least `family`
-every interval of every look holds at once, however the looks decide which candidates stay; then the true best
-is never dropped (nothing is clearly faster than it), and a "same" pick is within the band of it.
+sign-based half could decide anything (too few repetitions for its share), the likely interval gets all of it.
+So with chance at least `family` every interval of every look holds at once, however the looks decide which
+candidates stay; then the true best is never dropped (nothing is clearly faster than it), and a "same" pick is
+within the band of it.
 
 What it assumes: for a candidate dropped by the likely interval, that of likely.py, named in every report
 (ASSUMPTION): that pair's log latency ratios are independent and roughly normal (a pair whose sample is
 strongly skewed gets no likely interval); for one dropped by the sign-based interval, only that the
 repetitions are independent. Where the two intervals' ends are combined (a "same" end), the mean and the
-median log ratio are taken as one, as they are for roughly normal noise. The winner can then be confirmed by the rule that assumes nothing (sequential.py), `confirm`.
+median log ratio are taken as one, as they are for roughly normal noise. The winner can then be confirmed by
+the rule that assumes nothing (sequential.py), `confirm`.
 """
 
 from __future__ import annotations
