@@ -45,7 +45,9 @@ def test_a_workload_saved_into_a_locked_sqlite_file_never_freezes_the_server(mod
         assert report["status"] == "complete" and report["suite"]["overall"]["prompts"] == 2
         assert report["saved"]["id"] is None and "locked" in report["saved"]["warning"]
         slowest, pings = pinger.slowest(done - busy, done, overlapping=True)
-        assert pings >= 3 and slowest < 1.0, (
+        # A server frozen by the save would leave one GET / waiting the whole busy wait (3 s); a busy 2-core
+        # machine, with the workload's own runs beside it, once took 1.37 s for one answer (20 answers, full suite).
+        assert pings >= 3 and slowest < 0.75 * busy, (
             f"GET / took {slowest:.2f} s ({pings} answers) while the workload's save waited for the lock")
         print(f"GET / answered within {slowest:.3f} s ({pings} answers) during a {busy} s blocked save")
         again, _ = client.predict(**WORKLOAD, api_name="/compare_suite")

@@ -39,6 +39,11 @@ SERVER = textwrap.dedent("""
 """)
 
 
+def _default_signals() -> None:
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT])
 def test_gradios_copies_are_private_and_go_at_a_signal(tmp_path, how):
     from ports import free_port
@@ -47,8 +52,11 @@ def test_gradios_copies_are_private_and_go_at_a_signal(tmp_path, how):
     temp.mkdir()
     env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(ROOT)}
     env.pop("GRADIO_TEMP_DIR", None)
+    # The server starts with SIGINT and SIGTERM at their defaults, as a person's shell starts app.py: a signal
+    # the pytest process ignores (something earlier in the full suite leaves SIGINT ignored) is inherited
+    # ignored, and Python then installs no Ctrl-C handler at all: the SIGINT case hung for 240 s twice that way.
     server = subprocess.Popen([sys.executable, "-c", SERVER, str(free_port()), str(tmp_path / "reports")], env=env,
-                              stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
+                              stdout=subprocess.PIPE, text=True, cwd=str(ROOT), preexec_fn=_default_signals)
     try:
         copies = []
         for line in server.stdout:
@@ -59,8 +67,7 @@ def test_gradios_copies_are_private_and_go_at_a_signal(tmp_path, how):
         for copy in copies:
             assert stat.S_IMODE(copy.stat().st_mode) == 0o600, oct(copy.stat().st_mode)
         # "ready" is printed just before block_thread(), whose handler turns the signal into Gradio's close; a
-        # signal in between would end only the main thread and leave the server's threads running (the suite
-        # once hung here for 240 s on a busy machine). A person's Ctrl-C comes once the page is up: wait a moment.
+        # person's Ctrl-C comes once the page is up: wait a moment.
         time.sleep(1.0)
         server.send_signal(how)
         server.wait(patient(60))
