@@ -68,21 +68,29 @@ def hub_snapshot(repo: str) -> Path | None:
     return snapshot if snapshot.is_dir() else None
 
 
+def hub_repos() -> list[str]:
+    """The hub ids the Hugging Face cache has a folder for (with or without weights yet)."""
+    root = _hub_root()
+    try:
+        return sorted(e.name[len("models--"):].replace("--", "/") for e in root.glob("models--*")) if root else []
+    except OSError:  # the cache is a hint only
+        return []
+
+
+def folder_models() -> dict[str, Path]:
+    """The model folders inside the models folder (ASSISTLAB_MODELS_DIR), by their path relative to it; a link
+    out of the folder is not the operator's and is left out."""
+    models = catalog.models_dir()
+    if models is None or not models.is_dir():
+        return {}
+    configs = sorted(models.rglob("config.json"))
+    return {c.parent.relative_to(models).as_posix(): c.parent for c in configs if catalog.inside(c.parent.resolve(), models)}
+
+
 def cached_folders() -> dict[str, Path]:
     """Every model this machine has, by the name a person would type: org/name, a models-folder path, bundled:."""
-    found: dict[str, Path] = {}
-    root = _hub_root()
-    if root is not None and root.is_dir():
-        for entry in sorted(root.glob("models--*")):
-            repo = entry.name[len("models--"):].replace("--", "/")
-            snapshot = hub_snapshot(repo)
-            if snapshot is not None:
-                found[repo] = snapshot
-    models = catalog.models_dir()
-    if models is not None and models.is_dir():
-        for config in sorted(models.rglob("config.json")):
-            if catalog.inside(config.parent.resolve(), models):  # a link out of the folder is not the operator's
-                found[config.parent.relative_to(models).as_posix()] = config.parent
+    found = {repo: snapshot for repo in hub_repos() if (snapshot := hub_snapshot(repo)) is not None}
+    found.update(folder_models())
     for name in bundled.BUNDLED:
         ref = bundled.PREFIX + name
         if not bundled.needs_conversion(ref):

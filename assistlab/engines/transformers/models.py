@@ -20,7 +20,7 @@ import torch
 
 from ...errors import InputError, ModelLoadError, ResourceError
 from .. import catalog
-from . import bundled, paths
+from . import bundled, cached, paths
 from .loaded import LoadedModel, dtype_name
 
 Progress = Callable[[str], None]
@@ -93,19 +93,7 @@ def _hub_error(exc: BaseException, ref: catalog.ModelRef) -> ModelLoadError:
 def known_model_names() -> list[str]:
     """The model names this server knows: the presets' ids, the hub cache's models and the models folder's."""
     names = {m for p in catalog.PRESETS for m in (p.target, p.assistant) if m and not m.startswith("bundled:")}
-    try:
-        from huggingface_hub import constants
-
-        hub = Path(constants.HF_HUB_CACHE)
-        if hub.is_dir():
-            names.update(d.name[len("models--"):].replace("--", "/") for d in hub.iterdir()
-                         if d.name.startswith("models--"))
-    except Exception:  # the cache is a hint only; a name without it is still answered
-        pass
-    root = catalog.models_dir()
-    if root is not None and root.is_dir():
-        names.update(c.parent.relative_to(root).as_posix() for c in root.rglob("config.json"))
-    return sorted(names)
+    return sorted(names | set(cached.hub_repos()) | set(cached.folder_models()))
 
 
 def not_cached_words(name: str) -> str:
