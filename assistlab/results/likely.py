@@ -2,10 +2,13 @@
 
 What it assumes, said wherever its answer is shown: the log speedups log(plain / assisted) of the repetitions
 are independent and roughly normal. Then at a look after n repetitions, mean ± t(n - 1) · sd / √n covers the
-true mean log speedup with the stated chance. The error an arm may spend is split equally over the planned
-looks (LOOKS) and over the arms (Bonferroni), so the intervals of every look of every arm hold at once with at
-least the family's level however the looks' results decide when to stop; between looks the last look's
-interval stands, and the running intersection of an arm's intervals only narrows.
+true mean log speedup with the stated chance. The error an arm may spend is split over the planned looks
+(LOOKS: a third of it at the first, the rest equally over the others; `look_shares`) and over the arms
+(Bonferroni), so the intervals of every look of every arm hold at once with at least the family's level however
+the looks' results decide when to stop; between looks the last look's interval stands, and the running
+intersection of an arm's intervals only narrows. The first look gets more because a clear difference is
+answered there or nowhere sooner than a fixed count would be; an equal split answered the bundled pair's two
+slower arms at 4 repetitions in 58% of simulated runs, this one in 78%.
 
 What it costs and where it fails: it answers at the first planned look (4 repetitions) where the sign-based
 sequence of sequential.py cannot before 6 or 7, because it leans on the normal shape; with strongly skewed log
@@ -26,11 +29,13 @@ from .sequential import settled
 
 # The repetitions after which the likely interval is computed; the error is split over all of them.
 LOOKS = (4, 5, 6, 8, 10, 15, 20, 30, 50)
+# The share of an arm's error spent at the first look; the rest is split equally over the later ones.
+FIRST_LOOK_SHARE = 1.0 / 3.0
 # What a likely interval says it is, beside sequential.TIME_UNIFORM.
 LIKELY = "likely"
 ASSUMPTION = ("assuming roughly normal noise: a Student-t interval on the mean log speedup at planned looks after "
-              f"{', '.join(map(str, LOOKS))} repetitions, the error split over the looks and the assisted arms "
-              "(Bonferroni)")
+              f"{', '.join(map(str, LOOKS))} repetitions, the error split over the looks (a third at the first) and "
+              "the assisted arms (Bonferroni)")
 # The skewness, in standard errors of a normal sample's skewness at that n, past which no likely answer is given.
 SKEW_LIMIT = 2.5
 
@@ -88,12 +93,22 @@ def skewness(x: np.ndarray) -> np.ndarray:
     return g1 * sqrt(n * (n - 1)) / (n - 2)
 
 
+def look_shares(looks: Sequence[int]) -> tuple[float, ...]:
+    """The share of the error each look spends: FIRST_LOOK_SHARE at the first, the rest equally after it (all of
+    it when there is one look). They add up to 1, which is all Bonferroni asks."""
+    if len(looks) < 2:
+        return (1.0,) * len(looks)
+    rest = (1.0 - FIRST_LOOK_SHARE) / (len(looks) - 1)
+    return (FIRST_LOOK_SHARE,) + (rest,) * (len(looks) - 1)
+
+
 def bounds(values: np.ndarray, alpha: float, looks: Sequence[int] = LOOKS) -> tuple[np.ndarray, np.ndarray,
                                                                                     np.ndarray]:
     """(low, high, skewed) after each repetition for the paired log speedups along the last axis.
 
     `values` has shape (..., T). At each planned look t <= T the interval is mean ± t_q · sd / √t at
-    alpha / len(looks) two-sided, intersected with the earlier looks'; -inf/+inf before the first look.
+    alpha times that look's share (look_shares) two-sided, intersected with the earlier looks'; -inf/+inf
+    before the first look.
     `skewed` is True from the first look whose sample was strongly skewed on (and the interval then stays
     unbounded, since an answer that leans on the normal shape is not given).
     """
@@ -101,13 +116,12 @@ def bounds(values: np.ndarray, alpha: float, looks: Sequence[int] = LOOKS) -> tu
     shape, T = x.shape, x.shape[-1]
     low, high = np.full(shape, -np.inf), np.full(shape, np.inf)
     skewed = np.zeros(shape, dtype=bool)
-    per_look = alpha / len(looks)
-    for t in looks:
+    for t, share in zip(looks, look_shares(looks)):
         if t > T:
             break
         sample = x[..., :t]
         mean, sd = sample.mean(axis=-1), sample.std(axis=-1, ddof=1)
-        half = t_quantile(per_look, t - 1) * sd / sqrt(t)
+        half = t_quantile(alpha * share, t - 1) * sd / sqrt(t)
         low[..., t - 1], high[..., t - 1] = mean - half, mean + half
         skewed[..., t - 1] = np.abs(skewness(sample)) > skewness_limit(t)
     low, high = np.maximum.accumulate(low, axis=-1), np.minimum.accumulate(high, axis=-1)

@@ -23,7 +23,7 @@ def test_an_interval_by_hand_at_the_first_look():
     assisted = [2.0, 2.1, 1.9, 2.05]
     seq = likely.speedup_sequence(plain, assisted, 0.05)
     logs = np.log(np.divide(plain, assisted))
-    half = scipy_stats.t.ppf(1 - 0.05 / len(likely.LOOKS) / 2, 3) * logs.std(ddof=1) / 2
+    half = scipy_stats.t.ppf(1 - 0.05 * likely.FIRST_LOOK_SHARE / 2, 3) * logs.std(ddof=1) / 2
     assert seq["interval"] == likely.LIKELY and not seq["skewed"]
     assert seq["ci_low"] == pytest.approx(np.exp(logs.mean() - half))
     assert seq["ci_high"] == pytest.approx(np.exp(logs.mean() + half))
@@ -97,3 +97,15 @@ def test_a_clear_slowdown_is_likely_at_the_first_look_and_sure_later():
     verdict, at = _first_verdicts(x, FAMILY_ALPHA / ARMS)
     assert (verdict == "slower").all() and (at == likely.LOOKS[0]).all()
     assert sequential.fewest_for_verdict(FAMILY_ALPHA / ARMS) > likely.LOOKS[0]
+
+
+def test_the_looks_shares_add_up_to_the_whole_error_with_a_third_at_the_first():
+    shares = likely.look_shares(likely.LOOKS)
+    assert sum(shares) == pytest.approx(1.0) and shares[0] == pytest.approx(1 / 3)
+    assert len(set(shares[1:])) == 1 and likely.look_shares((4,)) == (1.0,)
+    # A later look's interval is the Student-t one at its own share.
+    logs = np.log([0.50, 0.52, 0.49, 0.51, 0.50])
+    low, high, _ = likely.bounds(logs, 0.05)
+    half = scipy_stats.t.ppf(1 - 0.05 * shares[1] / 2, 4) * logs.std(ddof=1) / np.sqrt(5)
+    first = scipy_stats.t.ppf(1 - 0.05 * shares[0] / 2, 3) * logs[:4].std(ddof=1) / 2
+    assert high[4] == pytest.approx(min(logs.mean() + half, logs[:4].mean() + first))
