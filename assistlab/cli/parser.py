@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -49,16 +48,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Formatter(argparse.HelpFormatter):
-    """Fills in transformers' defaults, read from the installed transformers, when --help is printed."""
+    """Fills in the defaults the engines read at run time (transformers' from the installed transformers) when
+    --help is printed, each engine through its declaration's `fill`."""
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if "<transformers:" not in text:
-            return text
-        from ..engines.transformers.paths import transformers_defaults
-
-        defaults = transformers_defaults()
-        return re.sub(r"<transformers:(\w+)>", lambda m: str(defaults[m.group(1)]), text)
+        for declared in registry.SETTINGS.values():
+            text = declared.fill(text)
+        return text
 
 
 def build_parser() -> argparse.ArgumentParser:

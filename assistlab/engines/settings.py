@@ -30,8 +30,12 @@ class Setting:
     """One knob an engine can vary: `name` is the arm request's field, `values` the candidates a search tries
     when none are named (None among them means the engine's own default), `default` the value the engine uses
     when the knob is not given (None when the engine decides at run time), `words` what a person reads, `flag`
-    the `bench` option that sets it, `help` that option's help (`<transformers:NAME>` is filled in with the
-    installed transformers' default when help is shown) and `choices` the only values it takes (empty: any)."""
+    the `bench` option that sets it, `help` that option's help and `choices` the only values it takes (empty:
+    any). A setting with a flag is also a field of the page's form and a parameter of its API, named `field`
+    (the flag's words joined by underscores): `label` is the box's name, `hint` the sentence under it, `empty`
+    what the box left empty means (its placeholder), and `unset_at_zero` says that 0 also means 'not set'
+    (the API's old number box). Texts may name the engine's run-time defaults, which the engine's
+    `EngineSettings.fill` fills in where they are shown."""
 
     name: str
     type: type
@@ -41,6 +45,15 @@ class Setting:
     flag: str | None = None
     help: str = ""
     choices: tuple = ()
+    label: str = ""
+    hint: str = ""
+    empty: str = ""
+    unset_at_zero: bool = False
+
+    @property
+    def field(self) -> str:
+        """The form field's and the API parameter's name: '--vllm-lookup-min' -> 'vllm_lookup_min'."""
+        return (self.flag or self.name).lstrip("-").replace("-", "_")
 
     def parse(self, text: str) -> object:
         """One value from text ('default' or '' is the engine's default); one sentence naming the setting if bad."""
@@ -107,6 +120,8 @@ class EngineSettings:
     # or None when the engine times plain by itself (the host's).
     plain_arm: Callable[[], ArmRequest] | None = None
     title: str = ""  # the engine's name as a person reads it (empty: `engine`)
+    # The settings' texts with the defaults read at run time filled in ("<transformers:NAME>" -> its value).
+    fill: Callable[[str], str] = field(default=lambda text: text)
 
     @property
     def possessive(self) -> str:

@@ -1,10 +1,14 @@
-"""The API's parameters in one list: both routes' signatures, the form's inputs and FORM_FIELDS come from it."""
+"""The API's parameters in one list: both routes' signatures, the form's inputs and FORM_FIELDS come from it.
+
+The engines' settings among them (draft lengths, lookup windows) are not listed here: each engine declares them
+once (engines/<engine>/tuning.py), and `setting_parameters` makes their parameters from that declaration.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engines import catalog
+from ..engines import catalog, registry
 from ..results.suite_inputs import SPEC_BENCH
 from .fields import DEFAULT_VLLM_METHODS
 
@@ -18,6 +22,15 @@ class ApiParameter:
     default: object
 
 
+def setting_parameters(engine: str) -> tuple[ApiParameter, ...]:
+    """One engine's declared settings as parameters, in declared order: each named by its field, empty (None)
+    when left out, which leaves the setting to the engine's default."""
+    return tuple(ApiParameter(s.field, s.type | None, None) for s in registry.SETTINGS[engine].options())
+
+
+# The engines whose settings have their own places among the form's fields below (transformers' under "How drafts
+# are made", vLLM's in the Engines accordion); any other engine's come last.
+PLACED_ENGINES = ("transformers", "vllm")
 # The form's fields in the form's (and the API's) order, each as /compare takes it; FORM_FIELDS, both API
 # signatures and the form's inputs all come from this one list.
 FORM_PARAMETERS = (
@@ -35,24 +48,20 @@ FORM_PARAMETERS = (
     ApiParameter("seed", int, 0),
     ApiParameter("device", str, "auto"),
     ApiParameter("dtype", str, "auto"),
-    ApiParameter("num_assistant_tokens", int | None, None),
-    ApiParameter("schedule", str | None, None),
-    ApiParameter("confidence_threshold", float | None, None),
-    ApiParameter("prompt_lookup_num_tokens", int | None, None),
-    ApiParameter("early_exit_layer", int | None, None),
+    *setting_parameters("transformers"),
     ApiParameter("device_map_auto", bool, False),
     ApiParameter("measure", str, "quick"),
     # The Engines accordion; last, so that the API's earlier parameters keep their places.
     ApiParameter("engines", str, "transformers"),
     ApiParameter("vllm_methods", str, ",".join(DEFAULT_VLLM_METHODS)),
-    ApiParameter("vllm_speculative_tokens", int | None, None),
-    ApiParameter("vllm_lookup_min", int | None, None),
-    ApiParameter("vllm_lookup_max", int | None, None),
+    *setting_parameters("vllm"),
     ApiParameter("servers", str, ""),
     ApiParameter("server_api_key", str, ""),
     ApiParameter("concurrency", str, ""),  # load levels for the vLLM arms, "1,2,4,8"; empty: none
     # How near 1x counts as no practical difference when the runs stop once the answer is clear; empty: 3 (%).
     ApiParameter("band_percent", float | None, None),
+    # Any further engine's settings, from its declaration alone, after every parameter above keeps its place.
+    *(p for engine in registry.SETTINGS if engine not in PLACED_ENGINES for p in setting_parameters(engine)),
 )
 FORM_FIELDS = tuple(p.name for p in FORM_PARAMETERS)
 # /compare_suite's own: which workload, then the comparison's fields but the prompt (the workload brings its

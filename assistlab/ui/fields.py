@@ -1,7 +1,9 @@
 """The form's fields in one place: choices, hints, labels, and how the form's values become a request.
 
 No gradio here: the form, the API and the tests all build requests through `request_from_form`; the API's
-parameters, in the form's order, are in api_parameters.py.
+parameters, in the form's order, are in api_parameters.py. The engines' settings (draft lengths, lookup
+windows) are declared by each engine (engines/<engine>/tuning.py): their labels, hints and placeholders come
+from there (SETTING_FIELDS), and so do the values request_from_form hands each engine's arms.
 """
 
 from __future__ import annotations
@@ -22,28 +24,32 @@ from ..config import (
     MAX_LOAD_LEVELS,
     NO_DIFFERENCE_BAND,
     CAREFUL_PRECISION,
-    PROMPT_LOOKUP_DEFAULT,
     RULE_WORDS,
-    SCHEDULES,
     BenchRequest,
     capped_text,
 )
-from ..engines import catalog
+from ..engines import catalog, registry
+from ..engines.settings import EngineSettings, Setting
 from ..engines.transformers import paths
 from ..engines.transformers.arms import assisted_arms
-from ..engines.transformers.paths import transformers_defaults
 from ..engines.vllm import arms as vllm_arms_mod
 from ..errors import InputError
 from ..measure import sweep
 
-# What an empty drafting box means, read from the installed transformers (as the runner reads it).
-TRANSFORMERS_DEFAULTS = transformers_defaults()
-DRAFT_DEFAULT_TEXT = {
-    "num_assistant_tokens": f"transformers' default ({TRANSFORMERS_DEFAULTS['num_assistant_tokens']})",
-    "schedule": f"transformers' default ({TRANSFORMERS_DEFAULTS['num_assistant_tokens_schedule']})",
-    "confidence_threshold": f"transformers' default ({TRANSFORMERS_DEFAULTS['assistant_confidence_threshold']:g})",
-    "prompt_lookup_num_tokens": f"AssistLab's default ({PROMPT_LOOKUP_DEFAULT})",
-}
+# Every engine's declared settings that have a form field, by the field's name (Setting.field).
+SETTING_FIELDS: dict[str, tuple[EngineSettings, Setting]] = {
+    s.field: (declared, s) for declared in registry.SETTINGS.values() for s in declared.options()}
+# What each setting's box left empty means (its placeholder), with run-time defaults filled in (as the runner
+# reads them: transformers' from the installed transformers).
+SETTING_EMPTY = {name: declared.fill(s.empty) for name, (declared, s) in SETTING_FIELDS.items()}
+
+
+def setting_choices(name: str) -> list[tuple[str, str]]:
+    """A setting with fixed choices as a list to pick from: first the engine's default (value ""), then each."""
+    _, setting = SETTING_FIELDS[name]
+    return [(SETTING_EMPTY[name], ""), *((choice, choice) for choice in setting.choices)]
+
+
 # How sure a comparison should be, in the page's words (config.RULE_WORDS, which the command line's --stop and
 # the docs use too). The API's values: "likely" is the rule "likely"; "quick" (Sure) with no count the rule
 # "clear" (stop when the answer is clear), with a count that many; "careful" the command line's
@@ -51,8 +57,6 @@ DRAFT_DEFAULT_TEXT = {
 MEASURES = ("likely", "quick", "careful")
 MEASURE_VALUES = {"likely": "likely", "sure": "quick", "careful": "careful"}  # --stop's names -> the API's values
 MEASURE_CHOICES = [(words, MEASURE_VALUES[name]) for name, _rule, words in RULE_WORDS]
-# The schedule box: its first choice (value "") leaves the schedule to transformers.
-SCHEDULE_CHOICES = [(DRAFT_DEFAULT_TEXT["schedule"], ""), *((name, name) for name in SCHEDULES)]
 
 STRATEGY_CHOICES = paths.choices()  # the registry of drafting paths is the only list of them
 
@@ -123,22 +127,7 @@ HINTS = {
     "supports it, else float32.",
     "device_map_auto": "For a target too big for one GPU: its layers are spread over every GPU (accelerate's "
     "device_map=auto).",
-    "num_assistant_tokens": "How many tokens (word pieces) the assistant guesses before the target checks them: "
-    "the draft length, k in an arm's name (transformers calls it num_assistant_tokens). Empty = "
-    f"{DRAFT_DEFAULT_TEXT['num_assistant_tokens']}, at most {LIMITS['num_assistant_tokens']}.",
-    "schedule": "Whether the draft length stays as set (constant) or adapts as the text goes (heuristic: two "
-    "longer after a draft the target kept whole, one shorter after a miss). "
-    f"The first choice leaves it to transformers ({TRANSFORMERS_DEFAULTS['num_assistant_tokens_schedule']}).",
-    "confidence": "The assistant stops guessing early when it is less sure of its next word than this (0 to 1). "
-    "Empty = "
-    f"{DRAFT_DEFAULT_TEXT['confidence_threshold']}; 0 switches it off.",
-    "prompt_lookup_num_tokens": "How many tokens prompt lookup copies from the prompt per guess "
-    "(prompt_lookup_num_tokens). Empty = "
-    f"AssistLab's default ({PROMPT_LOOKUP_DEFAULT}; transformers has none), at most "
-    f"{LIMITS['prompt_lookup_num_tokens']}.",
     "sweep_values": "Whole numbers, comma-separated; each becomes one arm of the sweep.",
-    "early_exit_layer": "For early exit: how many of the target's own first layers make the guesses (e.g. 4, "
-    "of a model trained for it, such as LayerSkip). 0 = not set.",
     "target": "The big model to speed up: pick one, type a name from its Hugging Face page address "
     "(Qwen/Qwen2.5-7B-Instruct: its hub id), or a folder the operator shared.",
     "assistant": "A small, fast model that guesses the target's next words (drafts tokens) for it to check.",
@@ -167,10 +156,6 @@ HINTS.update({
     "or both side by side (each engine's assisted arms are timed against its own plain arm).",
     "vllm_methods": "The vLLM speculative methods AssistLab starts a server for, beside vLLM's plain arm (always "
     "added); needs the operator's ASSISTLAB_VLLM_PYTHON. Not used when servers are listed below.",
-    "vllm_speculative_tokens": "vLLM's num_speculative_tokens (k) for every vLLM method. Empty = "
-    f"{vllm_arms_mod.DEFAULT_SPECULATIVE_TOKENS}.",
-    "vllm_lookup": "ngram's prompt_lookup_min and prompt_lookup_max: the shortest and longest n-gram looked up. "
-    f"Empty = {vllm_arms_mod.DEFAULT_LOOKUP[0]} and {vllm_arms_mod.DEFAULT_LOOKUP[1]}.",
     "servers": "vLLM (or other OpenAI-compatible) servers that already run, one name=URL per line, one named "
     "plain (the baseline of the others), e.g. plain=http://10.0.0.5:8000. AssistLab then starts none.",
     "server_api_key": "Sent to the servers above as a bearer token; never written into a report or the history.",
@@ -179,6 +164,8 @@ HINTS.update({
     f"request at a time). Comma-separated, at most {MAX_LOAD_LEVELS} levels from 1 to {MAX_CONCURRENCY}; empty = "
     "one request at a time only.",
 })
+# Each engine's settings say under their boxes what their declaration says.
+HINTS.update({name: declared.fill(s.hint or s.words) for name, (declared, s) in SETTING_FIELDS.items()})
 
 SWEEP_VALUES = "1,2,3,5,8"
 SWEEP_SCHEDULES = ("heuristic",)  # the adaptive point added to a draft-length sweep
@@ -254,28 +241,23 @@ def request_from_form(
     seed=0,
     device="auto",
     dtype="auto",
-    num_assistant_tokens=None,
-    schedule=None,
-    confidence_threshold=None,
-    prompt_lookup_num_tokens=None,
-    early_exit_layer=None,
     device_map_auto=False,
     measure="quick",
     engines="transformers",
     vllm_methods=DEFAULT_VLLM_METHODS,
-    vllm_speculative_tokens=None,
-    vllm_lookup_min=None,
-    vllm_lookup_max=None,
     servers="",
     server_api_key="",
     concurrency="",
     band_percent=None,
+    **settings,
 ) -> BenchRequest:
     """The request the form (or the API) describes; the dataclasses check every value.
 
-    A drafting setting left empty (None or blank) is left to transformers, as the command line leaves it:
-    num_assistant_tokens, schedule and confidence_threshold take transformers' defaults (a confidence of 0
-    switches early stopping of drafts off), prompt_lookup_num_tokens AssistLab's default. `measure` is how sure
+    `settings` are the engines' declared settings by their fields' names (SETTING_FIELDS: num_assistant_tokens,
+    schedule, confidence_threshold, prompt_lookup_num_tokens, early_exit_layer, vllm_speculative_tokens, ...);
+    one left empty (None or blank) is left to its engine, as the command line leaves it: num_assistant_tokens,
+    schedule and confidence_threshold take transformers' defaults (a confidence of 0 switches early stopping of
+    drafts off), prompt_lookup_num_tokens AssistLab's default. `measure` is how sure
     to be (MEASURE_CHOICES): "likely" stops at the likely answer (the rule "likely"; Repetitions then caps the
     count), "quick" (Sure) stops when the answer is clear or runs exactly Repetitions when set, "careful" repeats
     until every speedup is known to CAREFUL_PRECISION or DEFAULT_MAX_TIME_S of timed runs are spent
@@ -295,12 +277,7 @@ def request_from_form(
                          f"{measure!r}.")
     for name, text in (("target", target), ("assistant", assistant), ("extra_assistants", extra_assistants)):
         capped_text(name, text)  # before anything splits or parses them
-    knobs = {
-        "num_assistant_tokens": _optional_count(num_assistant_tokens),
-        "num_assistant_tokens_schedule": None if _blank(schedule) else schedule,
-        "assistant_confidence_threshold": None if _blank(confidence_threshold) else _stripped(confidence_threshold),
-        "prompt_lookup_num_tokens": _optional_count(prompt_lookup_num_tokens),
-    }
+    values = setting_values(settings)
     strategy = strategy or "auto"
     chosen = _engines(engines)
     extras = _split_refs(extra_assistants)
@@ -310,14 +287,12 @@ def request_from_form(
     if "transformers" in chosen:
         # The assistant box always holds the preset's model; only a strategy that drafts with a model uses it.
         main = [assistant if isinstance(assistant, str) else ""] if strategy in paths.MODEL_STRATEGIES else []
-        arms = assisted_arms(
-            strategy, main + extras, also_prompt_lookup=bool(also_prompt_lookup),
-            early_exit_layer=None if _unset(early_exit_layer) else early_exit_layer, **knobs,
-        )
+        arms = assisted_arms(strategy, main + extras, also_prompt_lookup=bool(also_prompt_lookup),
+                             **values["transformers"])
     if "vllm" in chosen:
         drafts = [assistant.strip()] if isinstance(assistant, str) and assistant.strip() else []
-        arms += _vllm_arms(vllm_methods, tuple(dict.fromkeys(drafts + extras)),
-                           vllm_speculative_tokens, vllm_lookup_min, vllm_lookup_max, servers, server_api_key)
+        arms += _vllm_arms(vllm_methods, tuple(dict.fromkeys(drafts + extras)), servers, server_api_key,
+                           values["vllm"])
     return BenchRequest(
         target=target if isinstance(target, str) else "",
         arms=arms,
@@ -368,8 +343,23 @@ def _engines(value) -> tuple[str, ...]:
     return tuple(dict.fromkeys(chosen))
 
 
-def _vllm_arms(methods, draft_models: tuple[str, ...], k, low, high, servers, api_key) -> tuple:
-    """The vLLM arms of the Engines boxes: the operator's servers when any are listed, else the methods'."""
+def setting_values(given: dict) -> dict[str, dict]:
+    """The settings' boxes as each engine's arms take them: {engine: {the arm request's field: value}}, None
+    where a box is empty (or 0 where 0 means not set); a name no engine declares is a programming error."""
+    unknown = sorted(set(given) - set(SETTING_FIELDS))
+    if unknown:
+        raise TypeError(f"request_from_form() got unexpected keyword arguments: {', '.join(unknown)}")
+    out: dict[str, dict] = {declared.engine: {} for declared in registry.SETTINGS.values()}
+    for name, (declared, setting) in SETTING_FIELDS.items():
+        value = given.get(name)
+        empty = _unset(value) if setting.unset_at_zero else _blank(value)
+        out[declared.engine][setting.name] = None if empty else _stripped(value)
+    return out
+
+
+def _vllm_arms(methods, draft_models: tuple[str, ...], servers, api_key, settings: dict) -> tuple:
+    """The vLLM arms of the Engines boxes: the operator's servers when any are listed, else the methods', with
+    `settings` (setting_values' for vLLM)."""
     if len(str(servers or "")) > 8192 or len(str(api_key or "")) > 4096:  # before anything splits them
         raise InputError("servers (at most 8,192 characters) or server_api_key (at most 4,096) is too long; "
                          "list at most a few servers, one name=URL a line.")
@@ -388,9 +378,7 @@ def _vllm_arms(methods, draft_models: tuple[str, ...], k, low, high, servers, ap
     if "draft_model" in methods and not draft_models:
         raise InputError("The vLLM draft_model method drafts with the model in the assistant box; put a model with "
                          "the target's vocabulary there, or leave draft_model out of vllm_methods.")
-    return vllm_arms_mod.vllm_arms(methods, draft_models=draft_models,
-                                   num_speculative_tokens=_optional_count(k),
-                                   prompt_lookup_min=_optional_count(low), prompt_lookup_max=_optional_count(high))
+    return vllm_arms_mod.vllm_arms(methods, draft_models=draft_models, **settings)
 
 
 @dataclass(frozen=True)
@@ -431,31 +419,19 @@ LABELS = {
     "seed": "Seed",
     "device": "Device",
     "dtype": "Number format (dtype)",
-    "num_assistant_tokens": "Draft length (num_assistant_tokens)",
-    "schedule": "Draft length schedule",
-    "confidence_threshold": "Confidence threshold",
-    "prompt_lookup_num_tokens": "Prompt lookup tokens",
-    "early_exit_layer": "Early-exit layer",
     "device_map_auto": "Spread the target over all GPUs",
     "measure": "How sure",
     "engines": "Engines",
     "vllm_methods": "vLLM arms to add",
-    "vllm_speculative_tokens": "vLLM speculative tokens (num_speculative_tokens)",
-    "vllm_lookup_min": "vLLM lookup min (prompt_lookup_min)",
-    "vllm_lookup_max": "vLLM lookup max (prompt_lookup_max)",
     "servers": "Servers that already run",
     "server_api_key": "Servers' API key",
     "concurrency": "Load (requests at once)",
     "band_percent": "No practical difference within (±%)",
 }
-# Names the request (and so its messages) uses where the form's field has another name.
-REQUEST_NAMES = {
-    "num_assistant_tokens_schedule": "schedule",
-    "assistant_confidence_threshold": "confidence_threshold",
-    "num_speculative_tokens": "vllm_speculative_tokens",
-    "prompt_lookup_min": "vllm_lookup_min",
-    "prompt_lookup_max": "vllm_lookup_max",
-}
+LABELS.update({name: s.label or name for name, (_, s) in SETTING_FIELDS.items()})  # as each engine declares them
+# Names the request (and so its messages) uses where the form's field has another name: the engines' settings,
+# whose arm-request names their declarations map to their fields.
+REQUEST_NAMES = {s.name: name for name, (_, s) in SETTING_FIELDS.items() if s.name != name}
 _IDENTIFIER = re.compile(
     r"\b(" + "|".join(sorted({*LABELS, *REQUEST_NAMES}, key=len, reverse=True)) + r")\b"
 )

@@ -9,21 +9,24 @@ import gradio as gr
 
 from ..config import CPU_DEFAULTS, DEVICES, DTYPES, LIMITS, NO_DIFFERENCE_BAND
 from ..engines import catalog
-from .api_parameters import FORM_FIELDS
+from .api_parameters import FORM_FIELDS, PLACED_ENGINES
 from .fields import (
     DEFAULT_VLLM_METHODS,
-    DRAFT_DEFAULT_TEXT,
     ENGINE_CHOICES,
     EXAMPLES,
     HINTS,
     LABELS,
     MEASURE_CHOICES,
-    SCHEDULE_CHOICES,
+    SETTING_EMPTY,
+    SETTING_FIELDS,
     STRATEGY_CHOICES,
     VLLM_METHOD_CHOICES,
+    setting_choices,
 )
 from .session import LIGHT
 
+# The engines that declare settings with a form field, in declaration order.
+SETTING_ENGINES = tuple(dict.fromkeys(declared.engine for declared, _ in SETTING_FIELDS.values()))
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
 # What the preset box says once the model boxes hold a pair that is not the chosen preset's.
 CUSTOM = "Custom"
@@ -32,7 +35,8 @@ CUSTOM_NOTE = "Your own pair: the target and assistant boxes no longer match a p
 
 @dataclass
 class Form:
-    """The input components, in the order `request_from_form` takes them."""
+    """The input components, in the order `request_from_form` takes them; the engines' declared settings (their
+    boxes made from each engine's declaration, `setting_boxes`) are in `settings`, by field name."""
 
     target: gr.Dropdown
     assistant: gr.Dropdown
@@ -48,11 +52,6 @@ class Form:
     seed: gr.Number
     device: gr.Dropdown
     dtype: gr.Dropdown
-    num_assistant_tokens: gr.Textbox
-    schedule: gr.Dropdown
-    confidence_threshold: gr.Textbox
-    prompt_lookup_num_tokens: gr.Textbox
-    early_exit_layer: gr.Number
     device_map_auto: gr.Checkbox
     measure: gr.Radio
     preset: gr.Dropdown
@@ -60,16 +59,14 @@ class Form:
     # The Engines accordion (engines_accordion)
     engines: gr.Radio
     vllm_methods: gr.CheckboxGroup
-    vllm_speculative_tokens: gr.Textbox
-    vllm_lookup_min: gr.Textbox
-    vllm_lookup_max: gr.Textbox
     servers: gr.Textbox
     server_api_key: gr.Textbox
     concurrency: gr.Textbox
     band_percent: gr.Textbox
+    settings: dict
 
     def inputs(self) -> list:
-        return [getattr(self, name) for name in FORM_FIELDS]
+        return [self.settings[name] if name in self.settings else getattr(self, name) for name in FORM_FIELDS]
 
 
 def _local_folders() -> list[str]:
@@ -158,28 +155,34 @@ def build() -> Form:
                                 min_width=150)
         device_map_auto = gr.Checkbox(False, label="Spread the target over all GPUs", info=HINTS["device_map_auto"])
         gr.Markdown("**How drafts are made**")
-        # Text boxes, empty by default: empty leaves the setting to transformers, as the runner does (a number
-        # box or slider would always send a number).
-        num_assistant_tokens = gr.Textbox("", label="Draft length (num_assistant_tokens)", max_lines=1,
-                                          placeholder=DRAFT_DEFAULT_TEXT["num_assistant_tokens"],
-                                          info=HINTS["num_assistant_tokens"], elem_id="al-draft-tokens")
-        with gr.Row():
-            schedule = gr.Dropdown(SCHEDULE_CHOICES, value="", label="Draft length schedule",
-                                   info=HINTS["schedule"], min_width=150, elem_id="al-schedule")
-            confidence_threshold = gr.Textbox("", label="Confidence threshold", max_lines=1,
-                                              placeholder=DRAFT_DEFAULT_TEXT["confidence_threshold"],
-                                              info=HINTS["confidence"], min_width=150, elem_id="al-confidence")
-        prompt_lookup_num_tokens = gr.Textbox("", label="Prompt lookup tokens", max_lines=1,
-                                              placeholder=DRAFT_DEFAULT_TEXT["prompt_lookup_num_tokens"],
-                                              info=HINTS["prompt_lookup_num_tokens"], elem_id="al-lookup-tokens")
-        early_exit_layer = gr.Number(0, label="Early-exit layer", precision=0, info=HINTS["early_exit_layer"])
+        settings = setting_boxes("transformers")
         engines = engines_accordion()  # inside Settings: one closed section holds every choice past the prompt
+    settings.update(engines.pop("settings"))
     return Form(
         target, assistant, strategy, prompt, max_new_tokens, repeats, warmup, also_prompt_lookup,
-        extra_assistants, chat_template, do_sample, seed, device, dtype, num_assistant_tokens, schedule,
-        confidence_threshold, prompt_lookup_num_tokens, early_exit_layer, device_map_auto, measure, preset,
-        preset_note, **engines, band_percent=band_percent,
+        extra_assistants, chat_template, do_sample, seed, device, dtype, device_map_auto, measure, preset,
+        preset_note, **engines, band_percent=band_percent, settings=settings,
     )
+
+
+def setting_boxes(*engines: str) -> dict:
+    """The boxes of these engines' declared settings (engines/<engine>/tuning.py), two to a row, by field name.
+
+    Text boxes, empty by default: empty leaves the setting to its engine, as the command line does (a number box
+    or slider would always send a number); the placeholder says what empty means. A setting with fixed choices
+    is a list whose first choice is the engine's default. Each box's elem_id is "al-" and its field's name.
+    """
+    names = [name for name, (declared, _) in SETTING_FIELDS.items() if declared.engine in engines]
+    boxes = {}
+    for row in range(0, len(names), 2):
+        with gr.Row():
+            for name in names[row:row + 2]:
+                common = {"label": LABELS[name], "info": HINTS[name], "min_width": 150,
+                          "elem_id": "al-" + name.replace("_", "-")}
+                _, setting = SETTING_FIELDS[name]
+                boxes[name] = (gr.Dropdown(setting_choices(name), value="", **common) if setting.choices else
+                               gr.Textbox("", max_lines=1, placeholder=SETTING_EMPTY[name], **common))
+    return boxes
 
 
 def engines_accordion() -> dict:
@@ -193,14 +196,8 @@ def engines_accordion() -> dict:
         vllm_methods = gr.CheckboxGroup(VLLM_METHOD_CHOICES, value=list(DEFAULT_VLLM_METHODS),
                                         label=LABELS["vllm_methods"], info=HINTS["vllm_methods"],
                                         elem_id="al-vllm-methods")
-        vllm_speculative_tokens = gr.Textbox("", label=LABELS["vllm_speculative_tokens"], max_lines=1,
-                                             placeholder="5", info=HINTS["vllm_speculative_tokens"],
-                                             elem_id="al-vllm-k")
-        with gr.Row():
-            vllm_lookup_min = gr.Textbox("", label=LABELS["vllm_lookup_min"], max_lines=1, placeholder="2",
-                                         info=HINTS["vllm_lookup"], min_width=150, elem_id="al-vllm-lookup-min")
-            vllm_lookup_max = gr.Textbox("", label=LABELS["vllm_lookup_max"], max_lines=1, placeholder="4",
-                                         min_width=150, elem_id="al-vllm-lookup-max")
+        # vLLM's declared settings, then any other engine's (api_parameters.PLACED_ENGINES).
+        settings = setting_boxes("vllm", *(e for e in SETTING_ENGINES if e not in PLACED_ENGINES))
         servers = gr.Textbox("", label=LABELS["servers"], lines=2, max_lines=8, info=HINTS["servers"],
                              placeholder="plain=http://127.0.0.1:8000\nngram=http://127.0.0.1:8001",
                              elem_id="al-vllm-servers")
@@ -210,9 +207,8 @@ def engines_accordion() -> dict:
         # Text, empty by default: empty is no load phase; the request parses the levels and names the box.
         concurrency = gr.Textbox("", label=LABELS["concurrency"], max_lines=1, placeholder="1,2,4,8",
                                  info=HINTS["concurrency"], elem_id="al-load")
-    return {"engines": engines, "vllm_methods": vllm_methods, "vllm_speculative_tokens": vllm_speculative_tokens,
-            "vllm_lookup_min": vllm_lookup_min, "vllm_lookup_max": vllm_lookup_max, "servers": servers,
-            "server_api_key": server_api_key, "concurrency": concurrency}
+    return {"engines": engines, "vllm_methods": vllm_methods, "servers": servers, "server_api_key": server_api_key,
+            "concurrency": concurrency, "settings": settings}
 
 
 

@@ -130,6 +130,7 @@ def wire(page: Page, form: Form, view: Sweeps) -> None:
     view.stop.click(page.request_stop, None, view.progress, **LIGHT)
     view.apply.click(
         best_setting_updates, view.best,
-        [form.num_assistant_tokens, form.schedule, form.prompt_lookup_num_tokens, view.progress],
+        [form.settings["num_assistant_tokens"], form.settings["schedule"], form.settings["prompt_lookup_num_tokens"],
+         view.progress],
         **LIGHT,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from ..config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, FIELD_CHARS, BenchRequest, capped_text
-from ..engines import catalog
+from ..engines import catalog, registry
 from ..engines.settings import MAX_CANDIDATES
 from ..errors import InputError
 from ..measure.tune import default_assistants, tune_request
@@ -28,10 +28,11 @@ DETAILS = (
     "command line's `--candidates`: `prompt-lookup:prompt_lookup_num_tokens=3,5,10` or "
     "`auto:num_assistant_tokens=3,8; prompt-lookup`. A family named alone keeps the values AssistLab tries; "
     "`default` is the engine's own value. Left empty, every family the engines search by default is tried "
-    f"(at most {MAX_CANDIDATES} candidates). transformers' families: `auto` (an assistant model drafts; "
-    "`num_assistant_tokens`, `num_assistant_tokens_schedule`, `assistant_confidence_threshold`), `prompt-lookup` "
-    "(`prompt_lookup_num_tokens`), `early-exit` (`early_exit_layer`, `num_assistant_tokens`); vLLM's: `ngram` "
-    "(`num_speculative_tokens`, `prompt_lookup_min`, `prompt_lookup_max`), `draft_model`, `mtp`, `suffix`. "
+    f"(at most {MAX_CANDIDATES} candidates). " + "; ".join(
+        f"{declared.possessive} families: " + ", ".join(
+            f"`{family.name}`" + (f" ({', '.join(f'`{s.name}`' for s in family.settings)})" if family.settings else "")
+            for family in declared.families)
+        for declared in registry.SETTINGS.values()) + ". "
     "Candidates leave on the likely rule (it assumes roughly normal noise; the report names the assumption), and "
     "the pick is then checked against its nearest rival by the rule that assumes nothing when the budget allows."
 )

@@ -121,7 +121,7 @@ def test_a_sweep_finds_the_best_length_and_applies_it(page):
     assert best.startswith(("Best: k=", "No setting beat plain. Least slow: k="))  # tiny random models: either
     assert page.locator("#al-sweep-table tbody tr").count() == 2
     value = re.search(r"(?:Best|Least slow): k=(\d+)", best).group(1)
-    lookup = page.locator("#al-lookup-tokens textarea, #al-lookup-tokens input")
+    lookup = page.locator("#al-prompt-lookup-num-tokens textarea, #al-prompt-lookup-num-tokens input")
     # Empty until set: the runner then uses AssistLab's default, as the box's placeholder says.
     assert lookup.input_value() == "" and "default (10)" in lookup.get_attribute("placeholder")
     page.click("#al-sweep-apply")

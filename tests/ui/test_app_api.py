@@ -183,8 +183,8 @@ def test_empty_drafting_boxes_leave_the_settings_to_transformers():
     # The hints say what empty means, with transformers' own numbers.
     defaults = paths.transformers_defaults()
     assert f"transformers' default ({defaults['num_assistant_tokens']})" in HINTS["num_assistant_tokens"]
-    assert f"transformers' default ({defaults['assistant_confidence_threshold']:g})" in HINTS["confidence"]
-    assert "0 switches it off" in HINTS["confidence"]
+    assert f"transformers' default ({defaults['assistant_confidence_threshold']:g})" in HINTS["confidence_threshold"]
+    assert "0 switches it off" in HINTS["confidence_threshold"]
     with pytest.raises(InputError, match="num_assistant_tokens must be a whole number"):
         ui.request_from_form("target", "x", "assistant", "hi", num_assistant_tokens="five")
 

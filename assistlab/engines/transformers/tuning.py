@@ -3,30 +3,74 @@ winner is re-timed with `bench`, and the generate(...) call that deploys it."""
 
 from __future__ import annotations
 
-from ...config import PROMPT_LOOKUP_DEFAULT, SCHEDULES
+import re
+
+from ...config import LIMITS, PROMPT_LOOKUP_DEFAULT, SCHEDULES
 from ..settings import EngineSettings, Family, Setting
 from .arms import ArmSpec
 
 ENGINE = "transformers"
 
-DRAFT_LENGTH = Setting("num_assistant_tokens", int, (None, 3, 8), None,
-                       "tokens the assistant drafts per step (empty: transformers' default)", "--num-assistant-tokens",
-                       "tokens drafted per step (default: transformers' default, <transformers:num_assistant_tokens>)")
-SCHEDULE = Setting("num_assistant_tokens_schedule", str, (None,), None,
-                   f"how the draft length changes within a run: {', '.join(SCHEDULES)}", "--schedule",
-                   "draft length schedule (default: transformers' default, "
-                   "<transformers:num_assistant_tokens_schedule>; 'heuristic' adapts within a run)", SCHEDULES)
-THRESHOLD = Setting("assistant_confidence_threshold", float, (None,), None,
-                    "the assistant stops drafting below this probability", "--confidence-threshold",
-                    "assistant stops drafting below this probability, 0 to 1; 0 turns it off (default: transformers' "
-                    "default, <transformers:assistant_confidence_threshold>)")
-LOOKUP = Setting("prompt_lookup_num_tokens", int, (None, 3, 5), PROMPT_LOOKUP_DEFAULT,
-                 "tokens prompt lookup proposes per step (empty: AssistLab's 10; transformers has none)",
-                 "--prompt-lookup-num-tokens",
-                 f"tokens prompt lookup proposes per step (default: {PROMPT_LOOKUP_DEFAULT}, AssistLab's choice: "
-                 "transformers has none)")
-LAYER = Setting("early_exit_layer", int, (), None, "the target's layer whose output drafts (early exit)",
-                "--early-exit-layer", "layer to exit at for --strategy early-exit")
+DRAFT_LENGTH = Setting(
+    "num_assistant_tokens", int, (None, 3, 8), None,
+    "tokens the assistant drafts per step (empty: transformers' default)", "--num-assistant-tokens",
+    "tokens drafted per step (default: transformers' default, <transformers:num_assistant_tokens>)",
+    label="Draft length (num_assistant_tokens)",
+    hint="How many tokens (word pieces) the assistant guesses before the target checks them: the draft length, k "
+         "in an arm's name (transformers calls it num_assistant_tokens). Empty = transformers' default "
+         f"(<transformers:num_assistant_tokens>), at most {LIMITS['num_assistant_tokens']}.",
+    empty="transformers' default (<transformers:num_assistant_tokens>)")
+SCHEDULE = Setting(
+    "num_assistant_tokens_schedule", str, (None,), None,
+    f"how the draft length changes within a run: {', '.join(SCHEDULES)}", "--schedule",
+    "draft length schedule (default: transformers' default, <transformers:num_assistant_tokens_schedule>; "
+    "'heuristic' adapts within a run)", SCHEDULES,
+    label="Draft length schedule",
+    hint="Whether the draft length stays as set (constant) or adapts as the text goes (heuristic: two longer after "
+         "a draft the target kept whole, one shorter after a miss). The first choice leaves it to transformers "
+         "(<transformers:num_assistant_tokens_schedule>).",
+    empty="transformers' default (<transformers:num_assistant_tokens_schedule>)")
+THRESHOLD = Setting(
+    "assistant_confidence_threshold", float, (None,), None,
+    "the assistant stops drafting below this probability", "--confidence-threshold",
+    "assistant stops drafting below this probability, 0 to 1; 0 turns it off (default: transformers' default, "
+    "<transformers:assistant_confidence_threshold>)",
+    label="Confidence threshold",
+    hint="The assistant stops guessing early when it is less sure of its next word than this (0 to 1). Empty = "
+         "transformers' default (<transformers:assistant_confidence_threshold>); 0 switches it off.",
+    empty="transformers' default (<transformers:assistant_confidence_threshold>)")
+LOOKUP = Setting(
+    "prompt_lookup_num_tokens", int, (None, 3, 5), PROMPT_LOOKUP_DEFAULT,
+    "tokens prompt lookup proposes per step (empty: AssistLab's 10; transformers has none)",
+    "--prompt-lookup-num-tokens",
+    f"tokens prompt lookup proposes per step (default: {PROMPT_LOOKUP_DEFAULT}, AssistLab's choice: transformers "
+    "has none)",
+    label="Prompt lookup tokens",
+    hint="How many tokens prompt lookup copies from the prompt per guess (prompt_lookup_num_tokens). Empty = "
+         f"AssistLab's default ({PROMPT_LOOKUP_DEFAULT}; transformers has none), at most "
+         f"{LIMITS['prompt_lookup_num_tokens']}.",
+    empty=f"AssistLab's default ({PROMPT_LOOKUP_DEFAULT})")
+LAYER = Setting(
+    "early_exit_layer", int, (), None, "the target's layer whose output drafts (early exit)", "--early-exit-layer",
+    "layer to exit at for --strategy early-exit",
+    label="Early-exit layer",
+    hint="For early exit: how many of the target's own first layers make the guesses (e.g. 4, of a model trained "
+         "for it, such as LayerSkip). Empty or 0 = not set.",
+    empty="not set", unset_at_zero=True)
+
+
+def fill(text: str) -> str:
+    """The texts above with transformers' defaults, read from the installed transformers, filled in."""
+    if "<transformers:" not in text:
+        return text
+    from .paths import transformers_defaults
+
+    defaults = transformers_defaults()
+    return re.sub(r"<transformers:(\w+)>", lambda m: _shown(defaults[m.group(1)]), text)
+
+
+def _shown(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _drafting(strategy: str):
@@ -127,4 +171,4 @@ def phrase(arm: ArmSpec) -> str:
     return arm.label
 
 
-SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, deploy, simplicity, phrase)
+SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, deploy, simplicity, phrase, fill=fill)

@@ -36,6 +36,19 @@ class SchedulePlan:
         """(the schedule arm's spec, {level: its best fixed arm's spec}): how the report names them."""
         return self.schedule.to_dict(), {level: arm.to_dict() for level, arm in self.fixed.items()}
 
+    def per_level(self) -> list[SchedulePlan]:
+        """The same check as one comparison per level: plain, that level's best fixed K (none where plain was
+        best) and the schedule, each served at that level alone. The schedule (its ranges) stays the one built
+        from every level. At most three servers at once, where the whole check starts two plus one per
+        distinct best K."""
+        parts = []
+        for level in sorted(self.best):
+            fixed = {level: self.fixed[level]} if level in self.fixed else {}
+            arms = (VllmArm("plain"), *fixed.values(), self.schedule)
+            request = dataclasses.replace(self.request, arms=arms, concurrency=(level,))
+            parts.append(SchedulePlan(request, self.schedule, fixed, {level: self.best[level]}, self.ranges))
+        return parts
+
     def record(self) -> dict:
         """The report's `tune.schedule`: the method, each level's best K, the ranges and their rule, and the
         --speculative-config the check's server was started with."""
@@ -75,6 +88,11 @@ def schedule_plan(base: BenchRequest, template: VllmArm, best: dict[int, int],
     return SchedulePlan(request, scheduled, fixed, dict(best), ranges)
 
 
+def started_servers(arms) -> int:
+    """How many vLLM servers a comparison of these arms starts: one per vLLM arm that is not an operator's."""
+    return sum(1 for arm in arms if isinstance(arm, VllmArm) and arm.url is None)
+
+
 def deploy(arm: VllmArm, target: str, *, max_num_seqs: int | None = None, draft_folder: str | None = None) -> dict:
     """The `vllm serve` line that serves `arm`'s setting for deployment: {command, argv, speculative_config,
     notes}. `target` is the model as the deployment names it; `max_num_seqs` is added when given (a schedule's
@@ -105,13 +123,22 @@ def deploy(arm: VllmArm, target: str, *, max_num_seqs: int | None = None, draft_
 ENGINE = "vllm"
 
 TOKENS_HELP = f"vLLM num_speculative_tokens (default {DEFAULT_SPECULATIVE_TOKENS})"
-TOKENS = Setting("num_speculative_tokens", int, (None, 2, 4, 8), DEFAULT_SPECULATIVE_TOKENS,
-                 f"tokens drafted per step (empty: AssistLab's {DEFAULT_SPECULATIVE_TOKENS})", "--vllm-speculative-tokens",
-                 TOKENS_HELP)
-LOOKUP_MIN = Setting("prompt_lookup_min", int, (None,), DEFAULT_LOOKUP[0], "the shortest n-gram ngram matches",
-                     "--vllm-lookup-min", f"vLLM ngram prompt_lookup_min (default {DEFAULT_LOOKUP[0]})")
-LOOKUP_MAX = Setting("prompt_lookup_max", int, (None,), DEFAULT_LOOKUP[1], "the longest n-gram ngram matches",
-                     "--vllm-lookup-max", f"vLLM ngram prompt_lookup_max (default {DEFAULT_LOOKUP[1]})")
+TOKENS = Setting(
+    "num_speculative_tokens", int, (None, 2, 4, 8), DEFAULT_SPECULATIVE_TOKENS,
+    f"tokens drafted per step (empty: AssistLab's {DEFAULT_SPECULATIVE_TOKENS})", "--vllm-speculative-tokens",
+    TOKENS_HELP, label="vLLM speculative tokens (num_speculative_tokens)",
+    hint=f"vLLM's num_speculative_tokens (k) for every vLLM method. Empty = {DEFAULT_SPECULATIVE_TOKENS}.",
+    empty=str(DEFAULT_SPECULATIVE_TOKENS))
+LOOKUP_MIN = Setting(
+    "prompt_lookup_min", int, (None,), DEFAULT_LOOKUP[0], "the shortest n-gram ngram matches", "--vllm-lookup-min",
+    f"vLLM ngram prompt_lookup_min (default {DEFAULT_LOOKUP[0]})", label="vLLM lookup min (prompt_lookup_min)",
+    hint=f"ngram's prompt_lookup_min: the shortest n-gram looked up. Empty = {DEFAULT_LOOKUP[0]}.",
+    empty=str(DEFAULT_LOOKUP[0]))
+LOOKUP_MAX = Setting(
+    "prompt_lookup_max", int, (None,), DEFAULT_LOOKUP[1], "the longest n-gram ngram matches", "--vllm-lookup-max",
+    f"vLLM ngram prompt_lookup_max (default {DEFAULT_LOOKUP[1]})", label="vLLM lookup max (prompt_lookup_max)",
+    hint=f"ngram's prompt_lookup_max: the longest n-gram looked up. Empty = {DEFAULT_LOOKUP[1]}.",
+    empty=str(DEFAULT_LOOKUP[1]))
 
 
 def _method(method: str):
