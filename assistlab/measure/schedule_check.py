@@ -3,6 +3,7 @@ load beside each level's best fixed K (and plain), then what it says (results/sc
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Generator
 
@@ -15,18 +16,33 @@ from . import runner
 
 def check_schedule(base: BenchRequest, template: ArmRequest, best: dict[int, int], store,
                    clock: Callable[[], float] = time.perf_counter, should_stop: Callable[[], bool] = lambda: False,
-                   max_batch: int | None = None) -> Generator[Event, None, dict]:
+                   max_batch: int | None = None, max_servers: int | None = None) -> Generator[Event, None, dict]:
     """Yield the comparison's events; return {"schedule", "schedule_check", "report"}: the report's
     `tune.schedule` (the ranges built from `best`, {level: best K}, for `template`'s method and settings),
     `tune.schedule_check` (per level the two throughputs, their ratio with its interval, within the band of
-    `base.band`), and the comparison's Report (the evidence). A schedule vLLM refuses leaves its sentence in
-    `schedule_check.refused` and in that arm's error; a stop leaves the levels measured to the end."""
+    `base.band`), and the comparison's Report (the evidence; the last level's when timed level by level, all
+    of them in "reports"). A schedule vLLM refuses leaves its sentence in `schedule_check.refused` and in that
+    arm's error; a stop leaves the levels measured to the end.
+
+    `max_servers`: the most servers the search itself had running at once (it fitted in memory). A check that
+    would start more, plain, every distinct best K and the schedule together, is timed one level at a time
+    instead (plain, that level's best K and the schedule: three servers), `checked_by_level` in the check."""
     plan = registry.SCHEDULES.schedule_plan(base, template, best, max_batch)
-    final = None
-    for event in runner.run_benchmark(plan.request, store, clock, should_stop):
-        final = event
-        yield event
-    report = final.report
-    mine, fixed = plan.specs()
-    checked = schedule.check(report.to_dict(), mine, fixed, plan.ks(), plan.request.band)
-    return {"schedule": plan.record(), "schedule_check": checked, "report": report}
+    started = registry.SCHEDULES.started_servers(plan.request.arms)
+    parts = [plan] if max_servers is None or started <= max_servers else plan.per_level()
+    checks, reports, offset = [], [], 0
+    for part in parts:
+        final = None
+        for event in runner.run_benchmark(part.request, store, clock, should_stop):
+            final = event
+            # Level by level, the count of runs goes on from the levels before (it never goes back).
+            yield dataclasses.replace(event, done=offset + event.done, total=offset + event.total,
+                                      most=offset + event.most if event.most else 0)
+        offset += final.done
+        reports.append(final.report)
+        mine, fixed = part.specs()
+        checks.append(schedule.check(final.report.to_dict(), mine, fixed, part.ks(), part.request.band))
+        if should_stop():
+            break
+    checked = {**schedule.merged(checks), "checked_by_level": len(parts) > 1}
+    return {"schedule": plan.record(), "schedule_check": checked, "report": reports[-1], "reports": reports}

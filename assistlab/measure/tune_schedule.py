@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable, Generator
 
 from ..config import BenchRequest
+from ..errors import AssistLabError, StoppedError
 from ..engines import registry
 from ..results import load
 from ..results.events import Event
@@ -95,7 +96,9 @@ def after_search(request: BenchRequest, report: Report, specs: list, indices: li
                 f"No {method} draft length beat plain under load at any level measured: no schedule to serve.")
         return {"schedule": {"method": method, "best_k_by_level": by_level, "sentence": said},
                 "schedule_check": None}, done
-    events = check_schedule(request, template, best, store, clock, should_stop)
+    # The search's own comparison ran its servers side by side; the check starts no more at once.
+    servers = registry.SCHEDULES.started_servers(request.arms)
+    events = check_schedule(request, template, best, store, clock, should_stop, max_servers=servers)
     counted = done
     while True:
         try:
@@ -103,6 +106,13 @@ def after_search(request: BenchRequest, report: Report, specs: list, indices: li
         except StopIteration as ended:
             out = ended.value
             break
+        except StoppedError:
+            raise
+        except AssistLabError as exc:  # the check could not run (its plain server, memory): the search stands
+            record = registry.SCHEDULES.schedule_plan(request, template, best).record()
+            checked = {"band": request.band, "levels": [], "refused": None, "all_within_band": None,
+                       "failed": str(exc)}
+            return {"schedule": {**record, "sentence": _sentence(record, checked)}, "schedule_check": checked}, counted
         counted = done + event.done  # the check's runs after the search's: the count never goes back
         step = f"{CHECKING}: {event.step}" if event.step else ""
         yield dataclasses.replace(event, kind="status" if event.kind == "done" else event.kind, report=report,
@@ -120,6 +130,8 @@ def _sentence(record: dict, checked: dict) -> str:
     head = f"Under load, {record['method']}: {', '.join(spans)}"
     if checked.get("refused"):
         return f"{head}; vLLM refused the schedule: {checked['refused'].rstrip('.')}."
+    if checked.get("failed"):
+        return f"{head}; the check could not run, so the schedule is not verified: {checked['failed'].rstrip('.')}."
     verdict = {True: f"served, and within ±{checked['band']:.0%} of the best fixed k at every level",
                False: "served, but not within the band of the best fixed k at every level (see each level)",
                None: "served; the rounds were too few to say whether it matches the best fixed k at every level"}

@@ -102,3 +102,13 @@ def check(report: dict, schedule_spec: dict, fixed_specs: dict[int, dict], ks: d
     every = (None if refused or not levels else False if False in verdicts else None if None in verdicts else True)
     return {"band": band, "levels": levels, "refused": refused, "all_within_band": every,
             "assumption": "independent rounds (an order-statistic interval of the median ratio), per level"}
+
+
+def merged(checks: list[dict]) -> dict:
+    """One `schedule_check` from the checks of a schedule timed one level at a time (each `check`'s, in level
+    order): their levels together, the first refusal, and the verdict over every level."""
+    levels = [row for checked in checks for row in checked["levels"]]
+    refused = next((c["refused"] for c in checks if c.get("refused")), None)
+    verdicts = [r["within_band"] for r in levels]
+    every = (None if refused or not levels else False if False in verdicts else None if None in verdicts else True)
+    return {**checks[0], "levels": levels, "refused": refused, "all_within_band": every}

@@ -223,6 +223,27 @@ def test_a_fake_vllm_serves_the_check_at_levels_1_and_4(store, allowed_models, f
         assert row["fixed_arm"] == f"vllm ngram (k={row['fixed_k']}, lookup 1-3)" and row["sentence"]
 
 
+def test_a_check_that_would_start_more_servers_than_the_search_runs_one_level_at_a_time(
+        store, allowed_models, fake_vllm_python, tmp_path, monkeypatch):
+    """At most three servers at a time (the search's own count): level 1 with plain, k=3 and the schedule, then
+    level 4 with plain, k=1 and the schedule; the same rows as the whole check, and a count of runs that only
+    goes up."""
+    monkeypatch.setenv("FAKE_ARGV_LOG", str(tmp_path / "argv.jsonl"))
+    before = set(vllm_processes())
+    events, out = _run(check_schedule(_base(), VllmArm("ngram", 1, 1, 3), {1: 3, 4: 1}, store, max_servers=3))
+    assert own_vllm_processes(before) == []
+    starts = [a[a.index("--max-num-seqs") + 1] for a in
+              map(json.loads, (tmp_path / "argv.jsonl").read_text().splitlines())]
+    assert starts == ["1"] * 3 + ["4"] * 3  # each level's three servers, sized for that level
+    checked = out["schedule_check"]
+    assert checked["checked_by_level"] is True and len(out["reports"]) == 2 and checked["refused"] is None
+    assert [(r["concurrency"], r["schedule_k"], r["fixed_k"]) for r in checked["levels"]] == [(1, 3, 3), (4, 1, 1)]
+    assert all(r["failed"] is None and r["ratio"]["n"] == 2 for r in checked["levels"])
+    done = [e.done for e in events]
+    assert done == sorted(done) and done[-1] > max(e.done for e in events if e.report is out["reports"][0])
+    assert out["schedule"]["ranges"] == [[1, 2, 3], [3, 4, 1]]
+
+
 def test_a_schedule_vllm_refuses_is_its_sentence_and_the_fixed_arms_still_run(store, allowed_models,
                                                                                fake_vllm_python, monkeypatch):
     monkeypatch.setenv("FAKE_REFUSE_SCHEDULE", "1")

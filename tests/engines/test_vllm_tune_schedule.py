@@ -55,9 +55,18 @@ def test_each_level_s_best_k_becomes_a_schedule_that_is_served_and_checked(store
     assert schedule["best_k_by_level"] == {"1": 4, "4": 2}
     assert schedule["ranges"] == [[1, 2, 4], [3, 4, 2]]
     served = [c for c in started() if c and "num_speculative_tokens_per_batch_size" in c]
-    assert len(served) == 1 and served[0]["num_speculative_tokens_per_batch_size"] == [[1, 2, 4], [3, 4, 2]]
+    assert served and all(c["num_speculative_tokens_per_batch_size"] == [[1, 2, 4], [3, 4, 2]] for c in served)
     checked = summary["schedule_check"]
     assert checked["refused"] is None
+    # The search ran three servers side by side (plain, k=2, k=4); the whole check would start four (plain, both
+    # fixed K and the schedule), so it is timed one level at a time, three servers each: plain, that level's
+    # best K and the schedule.
+    assert checked["checked_by_level"] is True
+    check_starts = [None if c is None else c.get("num_speculative_tokens_per_batch_size") or c["num_speculative_tokens"]
+                    for c in started()[-6:]]
+    # (servers start side by side, so within a level in any order)
+    assert [sorted(map(str, check_starts[i:i + 3])) for i in (0, 3)] == [
+        sorted(map(str, [None, 4, [[1, 2, 4], [3, 4, 2]]])), sorted(map(str, [None, 2, [[1, 2, 4], [3, 4, 2]]]))]
     assert [(r["concurrency"], r["schedule_k"], r["fixed_k"]) for r in checked["levels"]] == [(1, 4, 4), (4, 2, 2)]
     assert all(r["ratio"]["median"] is not None and r["sentence"] for r in checked["levels"])
     # Said where the person reads: the check's steps on the progress line, its sentences in the CLI and the page.
@@ -88,3 +97,22 @@ def test_a_refused_schedule_is_said_in_a_sentence(store, allowed_models, started
     assert "batch-size range must start at 1" in checked["refused"]
     assert "vLLM refused the schedule" in report.tune["schedule"]["sentence"]
     assert report.status == "complete" and report.tune["recommendation"] is not None  # the search's answer stays
+
+
+def test_a_check_that_cannot_run_is_said_and_the_searchs_answer_stays(store, allowed_models, started, monkeypatch):
+    """A check refused as a whole (here: its plain server would not start, as when memory runs short) is a
+    sentence in the schedule's, and the search's answer and load figures are kept."""
+    from assistlab.errors import EngineError
+
+    def refused(*args, **kwargs):
+        raise EngineError("The plain (unassisted) run could not start: no memory left")
+        yield  # a generator, as check_schedule is
+
+    monkeypatch.setattr(tune_schedule, "check_schedule", refused)
+    report = tune.run_tune(_request(), store)[0]
+    assert report.status == "complete" and report.tune["recommendation"] is not None
+    assert report.tune["schedule_check"]["failed"] == "The plain (unassisted) run could not start: no memory left"
+    assert report.tune["schedule"]["ranges"] == [[1, 2, 4], [3, 4, 2]]
+    assert report.tune["schedule"]["sentence"].endswith(
+        "the check could not run, so the schedule is not verified: The plain (unassisted) run could not start: no "
+        "memory left.")

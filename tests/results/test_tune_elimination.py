@@ -48,7 +48,8 @@ def test_the_level_is_split_over_every_comparison_and_look():
     assert tune.comparisons(8) == 36 and tune.comparison_alpha(8) == pytest.approx(ALPHA / 36)
     # Half of each comparison's share goes to the likely interval, which splits it over its looks again: at the
     # first look of 8 candidates that interval is the Student-t one at 0.05 / 36 / 2 / 3 (the first look's
-    # third), two-sided; four repetitions are too few for the sign-based half (0.05 / 36 / 2) to bound anything, so it is the pair's.
+    # third), two-sided; four repetitions are too few for the sign-based half (0.05 / 36 / 2) to bound
+    # anything, so it is the pair's.
     x = np.log([1.10, 1.12, 1.08, 1.11])
     low, high = tune.pair_bounds(x, tune.comparison_alpha(8), likely.LOOKS)
     half = likely.t_quantile(ALPHA / 36 / 2 * likely.FIRST_LOOK_SHARE, 3) * x.std(ddof=1) / 2
