@@ -34,6 +34,9 @@ def add_parser(sub) -> None:
     tune.add_argument("--engines", default="transformers", help="comma-separated engines whose settings to search: "
                       "transformers, vllm (default: %(default)s)")
     tune.add_argument("--candidates", default=None, help=CANDIDATES_HELP)
+    tune.add_argument("--families", default=None, help="comma-separated families to search instead of those each "
+                      "engine searches by default, e.g. \"transformers prompt-lookup, vllm ngram\" (the page's ticks; "
+                      "a family --candidates names must be among them)")
     prompt = tune.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", default=None, help="the prompt (default: the preset's for the target)")
     prompt.add_argument("--prompt-file", type=Path, default=None, help="read the prompt from a text file")
@@ -69,7 +72,9 @@ def request_from_args(args: argparse.Namespace):
         raise InputError("--no-assistants searches without assistant models; leave out --assistant or it.")
     assistants = [] if args.no_assistants else args.assistant
     engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
+    families = None if args.families is None else [f for f in args.families.split(",") if f.strip()]
     return tune_request(args.target, assistants=assistants, engines=engines, candidates=args.candidates,
+                        families=families,
                         repeats=args.repeats, max_time_s=args.max_time, prompt=prompt,
                         max_new_tokens=args.max_new_tokens, warmup=args.warmup, band=args.band,
                         concurrency=args.concurrency, load_rounds=args.load_rounds, device=args.device,

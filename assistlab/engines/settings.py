@@ -193,19 +193,56 @@ def parse_candidates(text: str | None, declared: Sequence[EngineSettings]) -> di
     return chosen
 
 
+def family_key(family: Family) -> str:
+    """A family as the page's ticks and the API's `families` name it: 'transformers prompt-lookup'."""
+    return f"{family.engine} {family.name}"
+
+
+def tickable(declared: Sequence[EngineSettings]) -> list[Family]:
+    """The families a person can tick: those whose every setting has candidate values to try (early exit needs
+    a layer named, so it is reached through the candidates text only)."""
+    return [f for engine in declared for f in engine.families if all(s.values for s in f.settings)]
+
+
+def _ticked(families: Sequence[str] | None, declared: Sequence[EngineSettings]) -> set[str] | None:
+    """The families named ('engine family', or the family alone where one engine has it) as keys; None: all."""
+    if families is None:
+        return None
+    every = [f for engine in declared for f in engine.families]
+    wanted = set()
+    for name in (" ".join(str(n).split()) for n in families):
+        if not name:
+            continue
+        matches = [f for f in every if name in (family_key(f), f.name)]
+        if len(matches) != 1:
+            known = ", ".join(family_key(f) for f in tickable(declared))
+            why = "several engines have it; write the engine first" if matches else "no such family here"
+            raise InputError(f"--families: {name[:60]!r}: {why}; the families are {known}.")
+        wanted.add(family_key(matches[0]))
+    return wanted
+
+
 def search_space(declared: Sequence[EngineSettings], assistants: Sequence[str], candidates: str | None = None,
-                 limit: int = MAX_CANDIDATES) -> list[ArmRequest]:
+                 limit: int = MAX_CANDIDATES, families: Sequence[str] | None = None) -> list[ArmRequest]:
     """The arm requests a search times: every searched family of every engine given (or those `candidates`
-    names, narrowed), once per assistant where a family drafts with one. Refused, in one sentence, when empty
-    or larger than `limit`."""
+    names, narrowed), once per assistant where a family drafts with one. `families` ('engine family', the page's
+    ticks) replaces the families searched by default, and a family the candidates name must be among them;
+    a ticked family of an engine not in the search is passed over. Refused, in one sentence, when empty or
+    larger than `limit`."""
     chosen = parse_candidates(candidates, declared)
+    ticked = _ticked(families, declared)
+    if ticked is not None:
+        for engine, name in chosen:
+            if f"{engine} {name}" not in ticked:
+                raise InputError(f"--candidates names {engine} {name}, which --families leaves out; tick it or "
+                                 "leave it out of --candidates.")
     arms: list[ArmRequest] = []
     for engine in declared:
         for family in engine.families:
             key = (engine.engine, family.name)
             if chosen and key not in chosen:
                 continue
-            if not chosen and not family.searched:
+            if not chosen and not (family.searched if ticked is None else family_key(family) in ticked):
                 continue
             if family.needs_assistant and not assistants:
                 if key in chosen:
@@ -213,6 +250,9 @@ def search_space(declared: Sequence[EngineSettings], assistants: Sequence[str], 
                                      "give one with --assistant.")
                 continue
             arms += [a for a in family.space(assistants, chosen.get(key)) if a not in arms]
+    if not arms and ticked is not None and not chosen:
+        raise InputError("--families leaves nothing to search: tick at least one family (one that drafts with an "
+                         "assistant model needs one in --assistant).")
     if not arms:
         raise InputError("--candidates leaves nothing to search; name a family, as in 'prompt-lookup:"
                          "prompt_lookup_num_tokens=3,5,10'.")

@@ -40,11 +40,12 @@ def default_assistants(target: str) -> list[str]:
     return presets + registry.CACHED_ASSISTANTS(target, exclude=presets)
 
 
-def candidate_arms(engines: Sequence[str], assistants: Sequence[str], candidates: str | None = None) -> tuple:
+def candidate_arms(engines: Sequence[str], assistants: Sequence[str], candidates: str | None = None,
+                   families: Sequence[str] | None = None) -> tuple:
     """The candidates the engines declare for these assistants, narrowed by `candidates` (engines/settings.py's
-    syntax), with each server engine's plain arm in front of its candidates."""
+    syntax) and `families` (the page's ticks), with each server engine's plain arm in front of its candidates."""
     declared = [registry.SETTINGS[e] for e in engines if e in registry.SETTINGS]
-    found = search_space(declared, list(assistants), candidates)
+    found = search_space(declared, list(assistants), candidates, families=families)
     arms: list = []
     for engine in declared:
         mine = [a for a in found if a.engine == engine.engine]
@@ -56,14 +57,14 @@ def candidate_arms(engines: Sequence[str], assistants: Sequence[str], candidates
 
 def tune_request(target: str, *, assistants: Sequence[str] | None = None, engines: Sequence[str] | None = None,
                  candidates: str | None = None, repeats: int | None = None, max_time_s: float | None = None,
-                 **bench) -> BenchRequest:
+                 families: Sequence[str] | None = None, **bench) -> BenchRequest:
     """The comparison a search times: plain and every candidate, at most `repeats` repetitions (default
     CLEAR_MAX_REPEATS) within `max_time_s` of timed runs (default CLEAR_MAX_TIME_S). `assistants` None takes
     the presets' for this target; `engines` None the host's alone; `bench` takes BenchRequest's other fields
-    (prompt, max_new_tokens, ...)."""
+    (prompt, max_new_tokens, ...); `families` None searches the families the engines search by default."""
     helpers = default_assistants(target) if assistants is None else [a for a in assistants if a and a.strip()]
     engines = (registry.HOST.name,) if engines is None else tuple(engines)
-    arms = candidate_arms(engines, helpers, candidates)
+    arms = candidate_arms(engines, helpers, candidates, families)
     return BenchRequest(target=target, arms=arms, engines=tuple(dict.fromkeys([*engines, *(a.engine for a in arms)])),
                         repeats=CLEAR_MAX_REPEATS if repeats is None else repeats,
                         max_time_s=CLEAR_MAX_TIME_S if max_time_s is None else max_time_s, stop_rule="clear", **bench)

@@ -91,8 +91,10 @@ TUNE_OWN = (
     ApiParameter("candidates", str, ""),  # the command line's --candidates syntax; empty: every default family
     ApiParameter("repeats", int | None, None),  # at most this many repetitions; empty: 30
     ApiParameter("max_time_s", float | None, None),  # at most this many seconds of timed runs; empty: 600
+    # The page's ticks: 'engine family' names (a list, or text with commas); empty (None): the default families.
+    ApiParameter("families", list[str] | None, None),
 )
 _OWN = {p.name: p for p in TUNE_OWN}
 TUNE_API = tuple(_OWN.get(name) or _FORM[name] for name in (
     "target", "assistants", "engines", "candidates", "prompt", "max_new_tokens", "repeats", "max_time_s", "warmup",
-    "band_percent", "concurrency", "device", "dtype", "chat_template"))
+    "band_percent", "concurrency", "device", "dtype", "chat_template", "families"))

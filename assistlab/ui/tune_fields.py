@@ -10,7 +10,7 @@ import re
 
 from ..config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, FIELD_CHARS, BenchRequest, capped_text
 from ..engines import catalog, registry
-from ..engines.settings import MAX_CANDIDATES
+from ..engines.settings import MAX_CANDIDATES, family_key, tickable
 from ..errors import InputError
 from ..measure.tune import default_assistants, tune_request
 from .fields import _band, _blank, _engines, _optional_count, _split_refs
@@ -39,6 +39,7 @@ DETAILS = (
 LABELS = {
     "assistants": "Assistant models to try",
     "candidates": "Candidates to try",
+    "families": "Families to try",
     "repeats": "Most repetitions",
     "max_time_s": "Most seconds of timed runs",
 }
@@ -48,11 +49,13 @@ HINTS = {
                    f"that fit it (at most a quarter of its size); '{NO_ASSISTANTS}' = only settings that need no "
                    "assistant model (prompt lookup, vLLM ngram)."),
     "candidates": "Empty = every setting the engines try by default; e.g. prompt-lookup:prompt_lookup_num_tokens=3,5,10",
+    "families": ("Untick a family to leave it out; each ticked one is tried with the values AssistLab tries (the "
+                 "box below names others). A family of an engine not ticked under Engines is passed over."),
     "repeats": f"The budget: at most this many repetitions of every candidate still in. Empty = {CLEAR_MAX_REPEATS}.",
     "max_time_s": f"The budget: at most this many seconds of timed runs. Empty = {CLEAR_MAX_TIME_S:g}.",
 }
 # The package names these boxes by their command-line options; the page by its labels, the API by its names.
-_OPTION_NAMES = {"--candidates": "candidates", "--assistant": "assistants"}
+_OPTION_NAMES = {"--candidates": "candidates", "--families": "families", "--assistant": "assistants"}
 
 
 def tune_words(message: str, page: bool = True) -> str:
@@ -60,7 +63,7 @@ def tune_words(message: str, page: bool = True) -> str:
     for option, name in _OPTION_NAMES.items():
         message = re.sub(re.escape(option) + r"\b", f"“{LABELS[name]}”" if page else name, message)
     if page:
-        for name in ("repeats", "max_time_s", "assistants", "candidates"):
+        for name in ("repeats", "max_time_s", "assistants", "candidates", "families"):
             if message.startswith(name):
                 message = LABELS[name] + message[len(name):]
     return message
@@ -81,6 +84,39 @@ def assistants_from_text(text, target: str) -> list[str] | None:
     return refs
 
 
+def family_choices() -> list[tuple[str, str]]:
+    """The ticks: every family a person can tick, of every engine, as (what it reads, 'engine family')."""
+    def words(family) -> str:
+        title = registry.SETTINGS[family.engine].title or family.engine
+        text = family.words[0].upper() + family.words[1:] if family.words[:2].islower() else family.words
+        return text if title.lower() in text.lower() else f"{text} ({title})"
+
+    return [(words(f), family_key(f)) for f in tickable(list(registry.SETTINGS.values()))]
+
+
+def default_families() -> list[str]:
+    """The families ticked when the page opens: those each engine searches by default."""
+    return [key for _words, key in family_choices()
+            if registry.SETTINGS[key.split()[0]].family(key.split(" ", 1)[1]).searched]
+
+
+def families_from_ticks(ticks, engines: tuple[str, ...]) -> list[str] | None:
+    """The ticks (a list, or text with commas from the API) as the search's `families`: None when they are the
+    default ones (then a family the candidates box names needs no tick), else those of the engines searched."""
+    if ticks is None:
+        return None
+    if isinstance(ticks, str):
+        if len(ticks) > 1000:
+            raise InputError("families is longer than 1,000 characters; name fewer families.")
+        ticks = ticks.split(",")
+    if not isinstance(ticks, (list, tuple)) or len(ticks) > 64:
+        raise InputError("families must be a list of families, as in ['transformers prompt-lookup'].")
+    names = [" ".join(str(t).split()) for t in ticks if str(t).strip()]
+    if sorted(names) == sorted(default_families()):
+        return None
+    return [n for n in names if n.split()[0] in engines or n.split()[0] not in registry.SETTINGS]
+
+
 def default_assistants_text(target: str) -> str:
     """What the empty assistants box will use for this target, for its placeholder."""
     helpers = default_assistants(target) if isinstance(target, str) else []
@@ -90,21 +126,24 @@ def default_assistants_text(target: str) -> str:
 def tune_request_from_form(target=catalog.BUNDLED_TARGET, assistants="", engines="transformers", candidates="",
                            prompt=None, max_new_tokens=None, repeats=None, max_time_s=None, warmup=None,
                            band_percent=None, concurrency="", device="auto", dtype="auto",
-                           chat_template=True) -> BenchRequest:
+                           chat_template=True, families=None) -> BenchRequest:
     """The search the tab (or the API) describes (measure.tune.tune_request); the request checks every value.
 
     `assistants` empty takes the presets' assistants for the target and the models here that fit it
     (measure.tune.default_assistants), 'none' none; `candidates` narrows the
-    search in the command line's --candidates syntax; `repeats` and `max_time_s` are the budget (empty: 30
+    search in the command line's --candidates syntax and `families` (the ticks; None: the default ones) to those
+    families; `repeats` and `max_time_s` are the budget (empty: 30
     repetitions, 600 s of timed runs); a `prompt` left empty (None or blank) is the target's preset prompt.
     """
     capped_text("target", target)
     target = target.strip() if isinstance(target, str) and target.strip() else catalog.BUNDLED_TARGET
+    chosen = _engines(engines)
     return tune_request(
         target,
         assistants=assistants_from_text(assistants, target),
-        engines=_engines(engines),
+        engines=chosen,
         candidates=None if _blank(candidates) else str(candidates),
+        families=families_from_ticks(families, chosen),
         repeats=_optional_count(repeats),
         max_time_s=None if _blank(max_time_s) else (max_time_s.strip() if isinstance(max_time_s, str) else max_time_s),
         prompt=catalog.default_prompt(target) if _blank(prompt) else prompt,

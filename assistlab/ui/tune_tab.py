@@ -15,7 +15,8 @@ from .api_parameters import FORM_FIELDS, TUNE_API
 from .form import Form
 from .history_tab import save_after
 from .session import LIGHT, Page, TunePlan
-from .tune_fields import DETAILS, HINTS, INTRO, LABELS, checked, default_assistants_text, tune_request_from_form
+from .tune_fields import (DETAILS, HINTS, INTRO, LABELS, checked, default_assistants_text, default_families,
+                          family_choices, tune_request_from_form)
 
 READY = "No search yet. Press Find the best setting to start."
 
@@ -25,6 +26,7 @@ class TuneView:
     """The tab's own boxes, its buttons and what a search fills in."""
 
     assistants: gr.Textbox
+    families: gr.CheckboxGroup
     candidates: gr.Textbox
     repeats: gr.Textbox
     max_time_s: gr.Textbox
@@ -40,8 +42,8 @@ class TuneView:
 
     def own(self) -> dict:
         """The tab's boxes by the API's names; the search's other parameters are the form's fields."""
-        return {"assistants": self.assistants, "candidates": self.candidates, "repeats": self.repeats,
-                "max_time_s": self.max_time_s}
+        return {"assistants": self.assistants, "families": self.families, "candidates": self.candidates,
+                "repeats": self.repeats, "max_time_s": self.max_time_s}
 
     def outputs(self) -> list:
         return [self.progress, self.panel, self.sentence, self.snippet, self.plot, self.table, self.download_json]
@@ -58,6 +60,8 @@ def build() -> TuneView:
         gr.Markdown(DETAILS, elem_classes="al-env")
     assistants = _box("assistants", "al-tune-assistants", lines=1, max_lines=4,
                       placeholder=default_assistants_text(_default_target()))
+    families = gr.CheckboxGroup(family_choices(), value=default_families(), label=LABELS["families"],
+                                info=HINTS["families"], elem_id="al-tune-families")
     candidates = _box("candidates", "al-tune-candidates", lines=1, max_lines=4,
                       placeholder="every setting the engines try by default")
     with gr.Row():
@@ -75,7 +79,7 @@ def build() -> TuneView:
         plot = gr.Plot(show_label=False, elem_id="al-plot-tune")
         table = gr.HTML()
         download_json = gr.DownloadButton("Download search report (JSON)", visible=False, elem_id="al-tune-download")
-    return TuneView(assistants, candidates, repeats, max_time_s, run, stop, progress, panel, sentence, snippet, plot,
+    return TuneView(assistants, families, candidates, repeats, max_time_s, run, stop, progress, panel, sentence, snippet, plot,
                     table, download_json)
 
 

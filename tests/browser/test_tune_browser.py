@@ -134,3 +134,34 @@ def test_stop_mid_search_keeps_what_was_measured_and_says_not_settled(page):
     assert report["status"] == "stopped" and tune["settled"] is False and tune["outcome"] == "not settled"
     assert 1 <= tune["repetitions"] < 30
     assert all(c["runs"] >= 1 for c in tune["candidates"])  # what was measured is kept
+
+
+def test_the_families_ticks_narrow_the_search_and_none_ticked_is_a_sentence(page):
+    pick_models(page, "target")
+    page.fill("#al-prompt textarea", PROMPT)
+    page.get_by_role("tab", name="Find the best setting").click()
+    ticks = page.locator("#al-tune-families")
+    # Untouched: the families each engine searches by default are ticked, early exit is not offered.
+    labels = ticks.locator("label")
+    assert labels.count() >= 4 and "early exit" not in ticks.inner_text()
+    lookup = labels.filter(has_text="Prompt lookup").locator("input")
+    assert lookup.is_checked()
+    # A mistake: nothing ticked; the sentence names the box and nothing runs.
+    for i in range(labels.count()):
+        box = labels.nth(i).locator("input")
+        if box.is_checked():
+            box.uncheck()
+    _fill(page, "al-tune-assistants", "none")
+    page.click("#al-tune-run")
+    page.wait_for_function("() => /Families to try/.test(document.querySelector('#al-tune-progress')?.innerText "
+                           "|| '')", timeout=30_000)
+    assert "tick at least one family" in page.inner_text("#al-tune-progress")
+    assert not page.locator("#al-tune-download").is_visible()
+    # Prompt lookup alone, its declared values, two repetitions: its candidates only are timed.
+    lookup.check()
+    _fill(page, "al-tune-repeats", "2")
+    page.click("#al-tune-run")
+    page.wait_for_selector("#al-tune-download", state="visible", timeout=240_000)
+    report = _report(page)
+    assert {c["family"] for c in report["tune"]["candidates"]} == {"prompt-lookup"}
+    assert report["request"]["target"] == "target"

@@ -56,6 +56,35 @@ def test_a_bad_candidates_text_is_refused_in_one_sentence(text, words):
         search_space(DECLARED, [], text)
 
 
+def test_families_replace_the_default_families_and_the_candidates_must_be_among_them():
+    # The page's ticks: only the families named are searched, each over its declared values.
+    assert search_space(DECLARED, ["org/helper"], families=["transformers prompt-lookup"]) == search_space(
+        TRANSFORMERS, [], "prompt-lookup")
+    # A family the engines do not search by default is searched once ticked; the family alone names it where one
+    # engine has it.
+    arms = search_space(DECLARED, ["org/draft"], families=["draft_model"])
+    assert arms and all(a.method == "draft_model" and a.draft_model == "org/draft" for a in arms)
+    # A ticked family that drafts with an assistant is passed over without one, as the default families are.
+    assert search_space(TRANSFORMERS, [], families=["transformers auto", "transformers prompt-lookup"]) == \
+        search_space(TRANSFORMERS, [])
+    with pytest.raises(InputError, match="--families leaves nothing to search: tick at least one family"):
+        search_space(TRANSFORMERS, [], families=["transformers auto"])
+    with pytest.raises(InputError, match="--families leaves nothing to search"):
+        search_space(TRANSFORMERS, ["org/helper"], families=[])
+    with pytest.raises(InputError, match="names transformers prompt-lookup, which --families leaves out"):
+        search_space(TRANSFORMERS, ["org/helper"], "prompt-lookup", families=["transformers auto"])
+    with pytest.raises(InputError, match="'vllm beam': no such family here; the families are transformers auto"):
+        search_space(DECLARED, [], families=["vllm beam"])
+
+
+def test_the_command_line_s_families_narrow_the_tuner_s_search():
+    from assistlab.cli.tune import request_from_args as tune_from_args
+
+    args = build_parser().parse_args(["tune", "--target", "org/model", "--assistant", "org/helper",
+                                      "--families", "transformers prompt-lookup"])
+    assert [a.strategy for a in tune_from_args(args).arms] == ["prompt-lookup"] * 3
+
+
 def _bench_arms(args: list[str]) -> tuple:
     """The arms `bench` would time with these options."""
     return request_from_args(build_parser().parse_args(["bench", "--target", "org/model", *args])).arms

@@ -208,7 +208,7 @@ def test_a_bad_port_is_one_sentence(port, monkeypatch):
 
     monkeypatch.setenv(access.SERVERS_ENV, "http://127.0.0.1")
     with pytest.raises(InputError, match="port that is not a number"):
-        fields._vllm_arms(("plain",), (), None, None, None, f"plain=http://127.0.0.1:{port}", None)
+        fields._vllm_arms(("plain",), (), f"plain=http://127.0.0.1:{port}", None, {})
 
 
 # ---------------------------------------------------------------- 4: the key never comes back
