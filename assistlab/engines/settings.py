@@ -251,8 +251,8 @@ def search_space(declared: Sequence[EngineSettings], assistants: Sequence[str], 
                 continue
             arms += [a for a in family.space(assistants, chosen.get(key)) if a not in arms]
     if not arms and ticked is not None and not chosen:
-        raise InputError("--families leaves nothing to search: tick at least one family (one that drafts with an "
-                         "assistant model needs one in --assistant).")
+        raise InputError("--families leaves nothing to search: tick at least one family of the engines searched "
+                         "(one that drafts with an assistant model needs one in --assistant).")
     if not arms:
         raise InputError("--candidates leaves nothing to search; name a family, as in 'prompt-lookup:"
                          "prompt_lookup_num_tokens=3,5,10'.")

@@ -50,7 +50,7 @@ HINTS = {
                    "assistant model (prompt lookup, vLLM ngram)."),
     "candidates": "Empty = every setting the engines try by default; e.g. prompt-lookup:prompt_lookup_num_tokens=3,5,10",
     "families": ("Untick a family to leave it out; each ticked one is tried with the values AssistLab tries (the "
-                 "box below names others). A family of an engine not ticked under Engines is passed over."),
+                 "box below names others). A family of an engine not chosen under Engines is passed over."),
     "repeats": f"The budget: at most this many repetitions of every candidate still in. Empty = {CLEAR_MAX_REPEATS}.",
     "max_time_s": f"The budget: at most this many seconds of timed runs. Empty = {CLEAR_MAX_TIME_S:g}.",
 }
