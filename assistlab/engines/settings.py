@@ -226,9 +226,8 @@ def search_space(declared: Sequence[EngineSettings], assistants: Sequence[str], 
                  limit: int = MAX_CANDIDATES, families: Sequence[str] | None = None) -> list[ArmRequest]:
     """The arm requests a search times: every searched family of every engine given (or those `candidates`
     names, narrowed), once per assistant where a family drafts with one. `families` ('engine family', the page's
-    ticks) replaces the families searched by default, and a family the candidates name must be among them;
-    a ticked family of an engine not in the search is passed over. Refused, in one sentence, when empty or
-    larger than `limit`."""
+    ticks, each a family of `declared`) replaces the families searched by default, and a family the candidates
+    name must be among them. Refused, in one sentence, when empty or larger than `limit`."""
     chosen = parse_candidates(candidates, declared)
     ticked = _ticked(families, declared)
     if ticked is not None:

@@ -96,8 +96,7 @@ def family_choices() -> list[tuple[str, str]]:
 
 def default_families() -> list[str]:
     """The families ticked when the page opens: those each engine searches by default."""
-    return [key for _words, key in family_choices()
-            if registry.SETTINGS[key.split()[0]].family(key.split(" ", 1)[1]).searched]
+    return [family_key(f) for f in tickable(list(registry.SETTINGS.values())) if f.searched]
 
 
 def families_from_ticks(ticks, engines: tuple[str, ...]) -> list[str] | None:

@@ -79,8 +79,8 @@ def build() -> TuneView:
         plot = gr.Plot(show_label=False, elem_id="al-plot-tune")
         table = gr.HTML()
         download_json = gr.DownloadButton("Download search report (JSON)", visible=False, elem_id="al-tune-download")
-    return TuneView(assistants, families, candidates, repeats, max_time_s, run, stop, progress, panel, sentence, snippet, plot,
-                    table, download_json)
+    return TuneView(assistants, families, candidates, repeats, max_time_s, run, stop, progress, panel, sentence,
+                    snippet, plot, table, download_json)
 
 
 def _default_target() -> str:
