@@ -46,7 +46,10 @@ def test_a_locked_sqlite_file_never_freezes_the_server_nor_abandons_the_next_job
     from gradio_client import Client
 
     path = tmp_path / "h.sqlite3"
-    busy = 3.5  # longer than the 3 s after which a job nobody reads stops
+    busy = 5.0  # longer than the 3 s after which a job nobody reads stops
+    # A server frozen by the save would answer only once the lock gave up, after `busy`; half of it leaves room
+    # for the two runs and whatever else shares the machine's two cores (1.56 s was seen under the whole suite).
+    answers_within = busy / 2
     history = History(f"sqlite:///{path}", busy_timeout_s=busy)
     with launch_app(models_dir, store, pool=TwoCpuSlots(), history=history) as url:
         first, _ = _compare_timed(Client(url, verbose=False))  # loads the model, makes the file
@@ -75,7 +78,7 @@ def test_a_locked_sqlite_file_never_freezes_the_server_nor_abandons_the_next_job
             assert report["status"] == "complete", report["message"]
             assert report["saved"]["id"] is None and "locked" in report["saved"]["warning"]
             slowest, pings = pinger.slowest(done - busy, done)
-            assert pings >= 3 and slowest < 1.0, (
+            assert pings >= 3 and slowest < answers_within, (
                 f"the root URL took {slowest:.2f} s ({pings} answers) while a save waited")
         print(f"root URL answered within {max(t for _, t in pinger.times):.3f} s during two {busy} s blocked saves")
         after, _ = _compare_timed(Client(url, verbose=False))
@@ -120,7 +123,7 @@ def test_a_paused_postgresql_never_freezes_the_server(models_dir, store, launch_
         assert report["saved"]["id"] is None and "did not answer within 3 s" in report["saved"]["warning"]
         assert done - began < 60
         slowest, pings = pinger.slowest(done - 3.0, done)
-        assert pings >= 3 and slowest < 1.0, (
+        assert pings >= 3 and slowest < 1.5, (  # half the 3 s a frozen server would take
             f"the root URL took {slowest:.2f} s ({pings} answers) while the save waited")
         print(f"paused PostgreSQL: the run ended {done - began:.1f} s after it began, the root URL answered "
               f"within {slowest:.3f} s meanwhile")
