@@ -2,13 +2,15 @@
 fixed 10 repetitions in one comparison (the grid), each a fresh process on one warm cache.
 
     python benchmarks/bench_tune.py [--max-new-tokens 32] [--grid-repeats 10] [--candidates TEXT] [--keep]
+                                    [--other-work 2x0.6]
 
 The bundled pair is converted first, untimed, into a temporary ASSISTLAB_CACHE_DIR (~/.cache/assistlab is never
 touched). Then the grid and the tuner run in turn, both counted from the command's start, loading included.
 The grid's best is its highest median speedup over plain; the tuner's choice is "as good" when it is the grid's
 best, or when the grid's own paired interval of (choice's latency / best's latency), at 95%, reaches below
 1 + band (the grid cannot tell them apart by more than the band). What other processes used meanwhile is
-printed with each run, since on a shared machine that often decides the figure.
+printed with each run, since on a shared machine that often decides the figure; `--other-work` makes such work
+itself (other_work.py), for the busy figure.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from bench_first_run import ROOT, busy_seconds, children_seconds  # this folder is on the path when a script here runs
+from other_work import other_work, parse
 
 
 GRID = """
@@ -69,6 +73,8 @@ def main() -> None:
     parser.add_argument("--candidates", default=None, help="the tuner's --candidates (default: the declared space)")
     parser.add_argument("--band", type=float, default=0.03)
     parser.add_argument("--keep", action="store_true", help="keep the temporary cache folder")
+    parser.add_argument("--other-work", type=parse, default=None, metavar="PROCESSESxSHARE",
+                        help="time both beside other work: that many processes, each busy that share of the time")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from assistlab.engines import catalog
@@ -79,15 +85,19 @@ def main() -> None:
     try:
         _, wall, _ = timed(cache, [sys.executable, "-m", "assistlab", "prepare"], "prepare")
         print(f"converted the bundled pair in {wall:.0f} s (untimed)", flush=True)
+        beside = other_work(*args.other_work) if args.other_work else nullcontext()
+        if args.other_work:
+            print(f"beside other work: {args.other_work[0]} processes, each busy {args.other_work[1]:.0%} of the time")
         grid_out, tune_out = work / "grid.json", work / "tune.json"
         spec = {"target": target, "candidates": args.candidates, "tokens": args.max_new_tokens,
                 "repeats": args.grid_repeats, "out": str(grid_out)}
-        _, grid_s, grid_busy = timed(cache, [sys.executable, "-c", GRID, json.dumps(spec)], "grid")
         command = [sys.executable, "-m", "assistlab", "tune", "--target", target, "--max-new-tokens",
                    str(args.max_new_tokens), "--band", str(args.band), "--json", str(tune_out), "--quiet"]
         if args.candidates:
             command += ["--candidates", args.candidates]
-        done, tune_s, tune_busy = timed(cache, command, "tune")
+        with beside:
+            _, grid_s, grid_busy = timed(cache, [sys.executable, "-c", GRID, json.dumps(spec)], "grid")
+            done, tune_s, tune_busy = timed(cache, command, "tune")
         grid, report = json.loads(grid_out.read_text()), json.loads(tune_out.read_text())
         summary = report["tune"]
         speedups = {c["arm"]: c["speedup"] for c in grid["comparison"] if c["speedup"].get("median")}
