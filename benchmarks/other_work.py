@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,8 +28,9 @@ def parse(text: str) -> tuple[int, float]:
     return count, share
 
 
-def _burn(duty: float) -> None:
-    while True:
+def _burn(duty: float, parent: int) -> None:
+    """Busy `duty` of every period until the benchmark that started it is gone (also when it was killed)."""
+    while os.getppid() == parent:
         began = time.perf_counter()
         while time.perf_counter() - began < PERIOD_S * duty:
             sum(i * i for i in range(200))
@@ -39,7 +41,7 @@ def _burn(duty: float) -> None:
 def other_work(processes: int, duty: float) -> Iterator[None]:
     """Runs `processes` busy loops (each `duty` of every PERIOD_S) while the block runs; they are ended after it,
     however it ends."""
-    workers = [multiprocessing.Process(target=_burn, args=(duty,), daemon=True) for _ in range(processes)]
+    workers = [multiprocessing.Process(target=_burn, args=(duty, os.getpid()), daemon=True) for _ in range(processes)]
     for worker in workers:
         worker.start()
     try:
