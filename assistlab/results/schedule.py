@@ -59,8 +59,11 @@ def _sentence(level: int, ratio: dict, within: bool | None, band: float, fixed_k
                 f"±{band:.0%}, no practical difference.")
     if within is False:
         side = "faster" if ratio["ci_low"] > 1.0 else "slower"
-        return (f"{at} the schedule was {side} than {rival} by more than ±{band:.0%}: {figure} "
-                f"({interval}).")
+        said = f"{at} the schedule was {side} than {rival} by more than ±{band:.0%}: {figure} ({interval})."
+        if not fixed_k and side == "slower":  # measured with vLLM 0.32's CPU build: docs/tune.md, the proof
+            said += (" Its 0 draft tokens there did not make the server plain (vLLM 0.32 still calls the drafter "
+                     "every step); for those loads a plain server is faster.")
+        return said
     return (f"{at} the schedule ran at {figure} the throughput of {rival} ({interval}): not yet "
             f"shown within ±{band:.0%} or outside it; more rounds would tell.")
 

@@ -90,3 +90,14 @@ def test_a_level_where_plain_was_best_is_compared_with_plain():
     row = out["levels"][0]
     assert (row["fixed_k"], row["fixed_arm"], row["within_band"]) == (0, "vllm plain", True)
     assert "the throughput of plain" in row["sentence"] and "k=0" not in row["sentence"]
+
+
+def test_a_no_drafting_range_slower_than_plain_says_the_schedule_is_not_plain():
+    # The schedule's 0 at 8 at once ran 10% below plain in every round (as vLLM 0.32's CPU build did at 16)
+    out = schedule.check(_report([_load(3, 8, [45.0] * 5), _load(0, 8, [50.0] * 5)]), SCHEDULE, {}, {8: 0}, 0.03)
+    row = out["levels"][0]
+    assert row["within_band"] is False and "slower than plain by more than ±3%: 0.900×" in row["sentence"]
+    assert "did not make the server plain" in row["sentence"] and "a plain server is faster" in row["sentence"]
+    # a fixed K that beats the schedule gets no such words: its rival drafts too
+    out = _check(_report([_load(3, 4, [80.0] * 5), _load(2, 4, [100.0] * 5)]), ks={4: 2}, fixed={4: K2})
+    assert out["levels"][0]["within_band"] is False and "plain server" not in out["levels"][0]["sentence"]
