@@ -81,7 +81,8 @@ def test_a_misspelt_model_name_first_says_so_with_the_names_it_may_have_meant(br
         page.get_by_text("No model named Qwen/Qwen2.5-05B-Instruct is known here").first.wait_for()
         said = page.inner_text("body")
         assert "did you mean Qwen/Qwen2.5-0.5B-Instruct" in said
-        assert said.index("No model named") < said.index("did you mean") < said.index("hf download")
+        assert said.index("No model named") < said.index("did you mean") < said.index("docs/models.md")
+        assert "hf download" not in said  # one sentence and the docs page, not the how-to in red
         assert "Traceback" not in said
         # The mistake fixed, the same page runs.
         choose(page, "target", "assistant-other", tokens=4, repeats=1)

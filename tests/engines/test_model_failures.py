@@ -1,6 +1,7 @@
 """Bad checkpoints, memory limits and failures end in one clear sentence, and the next request still works."""
 
 import json
+import re
 import socket
 import time
 
@@ -182,8 +183,11 @@ def test_an_unknown_model_name_says_so_first_with_the_closest_known_names(monkey
 
     monkeypatch.delenv(catalog.MODELS_DIR_ENV, raising=False)
     text = models.not_cached_words("Qwen/Qwen2.5-05B-Instruct")
-    assert text.startswith("No model named Qwen/Qwen2.5-05B-Instruct is known here")
-    assert "did you mean" in text and "Qwen/Qwen2.5-0.5B-Instruct" in text
-    assert text.index("did you mean") < text.index("hf download")
+    assert text.startswith("No model named Qwen/Qwen2.5-05B-Instruct is known here (did you mean ")
+    assert "Qwen/Qwen2.5-0.5B-Instruct" in text
+    assert text.index("did you mean") < text.index("docs/models.md#bringing-a-model")
     text = models.not_cached_words("foo/definitely-not-a-model")
-    assert text.startswith("No model named foo/definitely-not-a-model is known here (check the spelling).")
+    assert text.startswith("No model named foo/definitely-not-a-model is known here (check the spelling): ")
+    # One sentence that names the docs page, not the how-to itself (eight lines of it, once).
+    assert text.endswith("; docs/models.md#bringing-a-model says how to bring it here.")
+    assert not re.search(r"[.!?]\s", text) and "hf download" not in text, text

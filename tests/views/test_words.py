@@ -300,7 +300,12 @@ def test_the_preset_list_shows_the_fit_beside_each_label():
     assert matching_preset(None, catalog.BUNDLED_TARGET, catalog.BUNDLED_ASSISTANT) == catalog.PRESETS[0].label
 
 
-def test_a_model_missing_from_the_cache_says_how_to_get_it_there(monkeypatch):
+def _sentences(text: str) -> list[str]:
+    """A message's sentences: a full stop, question or exclamation mark before a space or the end closes one."""
+    return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
+
+
+def test_a_model_missing_from_the_cache_says_so_in_one_sentence_with_the_docs_page(monkeypatch):
     from huggingface_hub import errors as hub_errors
 
     from assistlab.engines import catalog
@@ -309,14 +314,15 @@ def test_a_model_missing_from_the_cache_says_how_to_get_it_there(monkeypatch):
     ref = catalog.ModelRef("Qwen/Qwen2.5-0.5B-Instruct", "hub", "Qwen/Qwen2.5-0.5B-Instruct")
     monkeypatch.delenv(catalog.MODELS_DIR_ENV, raising=False)
     text = str(models._hub_error(hub_errors.LocalEntryNotFoundError("not cached"), ref))
-    assert "cannot be reached" in text and "not in this machine's Hugging Face cache" in text
-    assert "`hf download Qwen/Qwen2.5-0.5B-Instruct`" in text and "huggingface-cli download" in text
-    assert "models--Qwen--Qwen2.5-0.5B-Instruct" in text and "HF_HOME" in text
-    assert "--local-dir Qwen2.5-0.5B-Instruct" in text and "ASSISTLAB_MODELS_DIR" in text
-    assert "unset on this server" in text
+    assert text.startswith("Qwen/Qwen2.5-0.5B-Instruct is not in this machine's Hugging Face cache "), text
+    assert "cannot be reached" in text and "docs/models.md#bringing-a-model" in text
+    # One sentence; the how-to (hf download, the cache's folders, the models folder) is on the docs page.
+    assert len(_sentences(text)) == 1 and text.endswith("."), text
+    assert "hf download" not in text and "models--" not in text and "--local-dir" not in text
     monkeypatch.setenv(catalog.MODELS_DIR_ENV, "/srv/models")
     text = str(models._hub_error(hub_errors.LocalEntryNotFoundError("not cached"), ref))
-    assert "inside the models folder (ASSISTLAB_MODELS_DIR)" in text and "/srv/models" not in text
+    assert "Hugging Face cache or models folder" in text and "/srv/models" not in text
+    assert len(_sentences(text)) == 1, text
     gated = str(models._hub_error(hub_errors.GatedRepoError("gated", response=_response()), ref))
     assert "huggingface.co/settings/tokens" in gated and "HF_TOKEN=hf_..." in gated
 

@@ -41,6 +41,8 @@ TEXT_KEY_MAPPING = {
     r"^language_model\.model\.": "model.",
     r"^language_model\.lm_head\.": "lm_head.",
 }
+# Where the docs say how to bring a model this machine does not have (a heading of docs/models.md).
+BRING_A_MODEL = "docs/models.md#bringing-a-model"
 # Memory a model needs beyond its weights (activations, cache, allocator slack), as a fraction.
 MEMORY_HEADROOM = 1.2
 
@@ -97,23 +99,21 @@ def known_model_names() -> list[str]:
 
 
 def not_cached_words(name: str) -> str:
-    """Why a hub model cannot load without the Hub, and the two ways to get it onto this machine.
+    """One sentence: a hub model is neither on this machine nor fetchable, the names it may have meant, and the
+    docs page that says how to bring it here (the how-to is too long for an error message).
 
-    Names the places by their variables, not this server's paths, which are the operator's business.
+    Names no path of this server's: where its cache and models folder are is the operator's business.
     """
-    local = ("the models folder (ASSISTLAB_MODELS_DIR)" if catalog.models_dir() is not None
-             else "a models folder (the operator names it with ASSISTLAB_MODELS_DIR, unset on this server)")
-    short = name.rstrip("/").split("/")[-1]
-    close = difflib.get_close_matches(name, known_model_names(), n=3, cutoff=0.6)
-    unknown = f"No model named {name} is known here"
-    unknown += (f"; did you mean {' or '.join(close)}? " if close else " (check the spelling). ")
+    known = known_model_names()
+    places = "Hugging Face cache or models folder" if catalog.models_dir() is not None else "Hugging Face cache"
+    lead = f"{name} is"  # a preset's model (or one partly in the cache) is known here, just not on this machine
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        guess = f"did you mean {' or '.join(close)}?" if close else "check the spelling"
+        lead = f"No model named {name} is known here ({guess}): it is"
     return (
-        f"{unknown}It is not in this machine's Hugging Face cache, and the Hub cannot be reached (no network, or "
-        f"HF_HUB_OFFLINE=1). To get it here: on a machine with internet, run `hf download {name}` (older "
-        f"versions: `huggingface-cli download {name}`; a gated model needs HF_TOKEN there too) and copy the "
-        f"folder it fills, models--{name.replace('/', '--')} in ~/.cache/huggingface/hub (or $HF_HOME/hub), into "
-        f"the same place on this machine; or run `hf download {name} --local-dir {short}`, put that folder "
-        f"inside {local} and type {short} as the model."
+        f"{lead} not in this machine's {places} and the Hub cannot be reached to download it; "
+        f"{BRING_A_MODEL} says how to bring it here."
     )
 
 
