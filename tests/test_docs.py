@@ -75,9 +75,71 @@ def test_every_relative_link_resolves_to_a_file_and_its_heading(page):
 def test_the_readme_links_every_docs_page_and_stays_short():
     readme = (ROOT / "README.md").read_text()
     assert readme.startswith("---\ntitle: AssistLab\n")  # the Space's front matter stays on top
-    assert len(readme.splitlines()) <= 200
+    assert len(readme.splitlines()) <= 100, "the README is a front page: 100 lines at most, front matter included"
     linked = {Path(link.partition("#")[0]).name for link in relative_links(ROOT / "README.md")}
     assert {p.name for p in PAGES[1:]} <= linked, "a docs page the README does not link"
+
+
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+# A measured figure: a time, a ratio (×), a share (%) or a throughput.
+FIGURE = re.compile(
+    r"\b\d+(?:[.,]\d+)*\s?(?:ms|min|s|h)\b|\b\d+(?:\.\d+)?\s?[×%]|\b\d+(?:\.\d+)?\s(?:output\s)?tokens/s"
+)
+# The reference benchmark's own figures, from its own machine: the only figures the README may give.
+REFERENCE_FIGURES = {"23.9 s", "20.5 s", "14%"}
+
+
+def measurement_claims(text: str) -> list[str]:
+    """What in a page reads as a measurement: any date, any figure but the reference benchmark's own, and any
+    sentence that says "measured" beside a figure (the prose only: a command's numbers are settings)."""
+    claims = DATE.findall(text)
+    for sentence in re.split(r"(?<=[.!?])\s+", _prose(text)):
+        figures = FIGURE.findall(sentence)
+        claims += [f for f in figures if f not in REFERENCE_FIGURES]
+        if figures and re.search(r"\bmeasured\b", sentence, re.I):
+            claims.append(sentence.strip())
+    return claims
+
+
+def test_the_measurement_check_finds_what_the_readme_once_held():
+    once = ("The first answer of the default comparison came after 249 s (7 repetitions) on an idle 2-core CPU "
+            "(2026-12-03); `--stop likely` after 119 and 114 s, 0.84 and 0.82 of the fixed run's time.")
+    assert {"2026-12-03", "249 s", "114 s"} <= set(measurement_claims(once))
+    assert measurement_claims("Measured here: 23.9 s plain against 20.5 s assisted.")  # own figures, "measured"
+    assert measurement_claims("It helps at every level: 3.17× alone, 1.74× at 8.") == ["3.17×", "1.74×"]
+    assert not measurement_claims("Run `bench --max-new-tokens 16 --repeats 5` on a 2-core CPU.")
+
+
+def test_the_readme_holds_no_dated_figure_only_the_reference_benchmarks_own():
+    claims = measurement_claims((ROOT / "README.md").read_text())
+    assert not claims, f"measurements belong in docs/benchmarks.md, with their date, machine and command: {claims}"
+
+
+def _cells(row: str) -> list[str]:
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", row.strip()[1:-1])]
+
+
+def test_the_benchmarks_page_is_one_table_of_dated_measurements():
+    lines = (ROOT / "docs" / "benchmarks.md").read_text().splitlines()
+    table = [i for i, line in enumerate(lines) if line.startswith("|")]
+    assert table and table == list(range(table[0], table[-1] + 1)), "one table, its rows together"
+    header, rule, *rows = (lines[i] for i in table)
+    assert _cells(header) == ["date", "machine", "idle or busy", "command", "figure"]
+    assert all(set(cell) <= set("-:") and cell for cell in _cells(rule)) and len(_cells(rule)) == 5
+    assert rows, "no measurement in the table"
+    for row in rows:
+        cells = _cells(row)
+        assert len(cells) == 5 and all(cells), row
+        assert re.fullmatch(r"20\d\d-\d\d-\d\d", cells[0]), f"a row without its date: {row}"
+        assert re.search(r"\d", cells[4]), f"a row without a figure: {row}"
+
+
+def test_the_missing_model_sentence_names_a_heading_of_the_models_page():
+    from assistlab.engines.transformers import models
+
+    path, _, anchor = models.BRING_A_MODEL.partition("#")
+    assert path == "docs/models.md" and anchor in anchors(ROOT / path)
+    assert models.BRING_A_MODEL in models.not_cached_words("foo/definitely-not-a-model")
 
 
 def _commands(script: str) -> list[list[str]]:
