@@ -78,8 +78,10 @@ LIMITS["load_rounds"] = 20
 # allocations, the drafter's set-up, a verification of a whole draft) so the first counted repetition runs at
 # the steady speed, without a whole run's length before the first answer (measure/runner.py).
 WARMUP_TOKENS = 16
-# Defaults that finish quickly on a CPU; on CUDA the reference benchmark's 256 tokens.
-CPU_DEFAULTS = {"max_new_tokens": 64, "repeats": 5, "warmup": 1}
+# Defaults that finish quickly on a CPU; on CUDA the reference benchmark's 256 tokens. On a CPU 32 new tokens bring
+# the bundled pair's first answer (4 repetitions of three arms) within about a minute and a half on 2 cores
+# (docs/benchmarks.md); 64 took about two minutes idle and far longer on a busy machine.
+CPU_DEFAULTS = {"max_new_tokens": 32, "repeats": 5, "warmup": 1}
 CUDA_DEFAULTS = {"max_new_tokens": 256, "repeats": 5, "warmup": 1}
 
 DEFAULT_PROMPT = "Write me a long essay on Deep Learning"

@@ -154,7 +154,8 @@ def load_lines(data: dict) -> list[str]:
 def format_table(data: dict) -> str:
     """A comparison table in the manner of torch.utils.benchmark.Compare: arms as rows, medians with spread."""
     # Imported here: the report brings numpy, which --help, presets and history do not need.
-    from ..results.report import UNSETTLED_ADVICE, counted, is_busy, speedup_sentence, unsettled, unsettled_sentence
+    from ..results.report import (UNSETTLED_ADVICE, counted, first_answer_words, is_busy, speedup_sentence, unsettled,
+                                  unsettled_sentence)
 
     request, env = data["request"], data["environment"]
     title = (
@@ -183,7 +184,8 @@ def format_table(data: dict) -> str:
     width = len(line(header))
     out = [f"[{title:-^{width - 2}}]", line(header), "  " + "-" * (width - 2)]
     out += [line(r) for r in rows]
-    out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, with the "
+    out.append("Times are in seconds; speedup = median of per-repetition plain/assisted ratios, with its interval: "
+               "the one that holds at every look when the runs stop once the answer is clear, else the "
                "order-statistic interval of that median at the level it has.")
     out.append(TABLE_KEY)
     if env.get("prompt_note"):
@@ -217,6 +219,8 @@ def format_table(data: dict) -> str:
         said = answer_words(stopping)
         if said:
             out.append(f"  {said}.")
+        if first_answer_words(data):
+            out.append(f"  {first_answer_words(data)}")
     for arm in data["arms"]:
         if arm.get("engine", "transformers") != "transformers":
             out.append(f"  {arm['name']}: {server_phrase(arm.get('settings') or {})}.")

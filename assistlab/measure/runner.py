@@ -353,9 +353,12 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
             yield stopped_event()
             return
         decision = decide(request, report, r + 1, clock() - progress.started)
-        report.timing.setdefault("first_repetition_s", pace.elapsed())
+        now = pace.elapsed()
+        report.timing.setdefault("first_repetition_s", now)
         if "likely_s" not in report.timing and stop_rules.all_likely(stopping):
-            report.timing["likely_s"] = pace.elapsed()
+            report.timing["likely_s"] = now
+        if "first_answer_s" not in report.timing and stop_rules.all_answered(stopping):
+            report.timing["first_answer_s"] = now
         if decision.stop:
             break
         progress.expect((request.warmup + r + 2) * len(arms))  # not over yet: at least one more repetition

@@ -73,6 +73,15 @@ def all_likely(stopping: dict) -> bool:
     return bool(verdicts) and all(verdicts)
 
 
+def all_answered(stopping: dict) -> bool:
+    """True once every assisted arm still measured has an answer, likely or sure (the first answer's moment)."""
+    if stopping.get("rule") not in ("clear", "likely"):  # a fixed count or a precision target answers at its end
+        return False
+    arms = {name: arm for name, arm in (stopping.get("arms") or {}).items() if "error" not in arm}
+    likely_ = stopping.get("likely") or {}
+    return bool(arms) and all(arm.get("settled") or likely_.get(name) for name, arm in arms.items())
+
+
 def _measured(report: Report) -> list[tuple[str, dict]]:
     """(name, time-uniform sequence) of every assisted arm still running."""
     return [(info.name, report.sequence(i)) for i, info in enumerate(report.arms) if info.assisted and not info.error]
@@ -110,23 +119,17 @@ def after_repetition(request: BenchRequest, report: Report, count: int, elapsed:
             if not open_arms:
                 stop.update(reached=True, ended_by="likely")
                 return Decision(True)
+            # One short line: the answers so far are the headline's, not the progress line's.
             skewed = [name for name in open_arms if stop["arms"][name].get("likely_skewed")]
-            waiting = (f"waiting for the likely answer for {' and '.join(open_arms)}: faster, slower or within "
-                       f"±{request.band:.0%} of plain, assuming roughly normal noise")
+            waiting = f"waiting for the likely answer for {_whom(open_arms)}"
             if skewed:
-                waiting += (f" ({' and '.join(skewed)} too skewed for that assumption: waiting for the sure "
-                            "answer, which assumes nothing)")
-            said = answer_words(stop)
-            waiting = f"{waiting}; so far {said}" if said else waiting
+                waiting += f" (the sure one for {_whom(skewed)}: too skewed to assume normal noise)"
         elif rule == "clear":
             open_arms = [name for name, seq in measured if seq["settled"] is None]
             if not open_arms:
                 stop.update(reached=True, ended_by="clear")
                 return Decision(True)
-            waiting = (f"waiting for {' and '.join(open_arms)} to be clearly faster or slower than plain, or within "
-                       f"±{request.band:.0%} of it")
-            said = answer_words(stop)
-            waiting = f"{waiting}; so far {said}" if said else waiting
+            waiting = f"waiting for the sure answer for {_whom(open_arms)}"
         else:
             loose = [name for name, seq in measured if not sequential.within(seq, request.precision)]
             if count >= stop["min_repetitions"] and not loose:
@@ -149,10 +152,15 @@ def after_repetition(request: BenchRequest, report: Report, count: int, elapsed:
             stop["ended_by"] = "time budget"
             return Decision(True)
         stop["budget_extended_to_s"] = round(elapsed / count * floor, 1)
-        extended = (f"the time budget of {request.max_time_s:g} s is extended to reach the {floor} repetitions an "
-                    f"answer needs: about {elapsed / count * (floor - count):.0f} s more")
-        waiting = f"{waiting}; {extended}" if waiting else extended
+        extended = f"the {request.max_time_s:g} s budget extended to the {floor} repetitions an answer needs"
+        waiting = f"{waiting} ({extended})" if waiting else extended
     return Decision(False, waiting)
+
+
+def _whom(names: list[str]) -> str:
+    """The arms a progress line waits for, short: one by its name, several by their count (the headline names
+    them, with what each has so far)."""
+    return names[0] if len(names) == 1 else f"{len(names)} arms"
 
 
 def _floor(stop: dict) -> int:

@@ -14,12 +14,29 @@ from .busy import warnings as busy_warnings
 from .verdicts import (  # noqa: F401 - the words every view imports from here
     BUSY_MACHINE, LEVEL_KEYS, NONE_CLEARLY_FASTER, NOTHING_HELPED, NO_CLEAR_ANSWER, NO_CLEAR_ANSWER_SHORT,
     TOO_FEW_FOR_EVERY_LOOK, TOO_FEW_TO_TELL, UNSETTLED_ADVICE, UNSETTLED_ENDS, answer_sentence, busy_clause,
-    comparisons_words, counted, interval_cell, interval_phrase, is_busy, judged, level_words, open_arms, provisional,
+    comparisons_words, counted, first_answer_words, interval_cell, interval_phrase, is_busy, judged, level_words, open_arms, provisional,
     provisional_sentence, slower_phrase, speedup_sentence, time_hover, time_ratio, unsettled, unsettled_sentence,
     verdict, with_level_words
 )
 
 SCHEMA = 1
+
+
+def shown_speedup(ratios: list[float], sequence: dict | None) -> dict:
+    """The median of the run-by-run speedups with the one interval every view shows for it.
+
+    Under a rule that looks after every repetition the number of repetitions was chosen by looking, so a fixed-n
+    interval's level does not hold: the interval shown is the time-uniform one, at its family level, the one the
+    verdict rests on; until that is bounded, the range of the runs (no level claimed). A fixed count keeps its
+    fixed-n interval (stats.speedup)."""
+    speedup = stats.median_interval(ratios)
+    if sequence is None or not ratios:
+        return speedup
+    if sequence.get("interval") == sequential.TIME_UNIFORM:
+        return {**speedup, "ci_low": sequence["ci_low"], "ci_high": sequence["ci_high"], "level": sequence["level"],
+                "family_level": sequence["family_level"], "arms_sharing": sequence["arms_sharing"],
+                "interval": sequential.TIME_UNIFORM}
+    return {**speedup, "ci_low": min(ratios), "ci_high": max(ratios), "interval": stats.RANGE}
 
 
 @dataclass
@@ -98,7 +115,8 @@ class Report:
     orders: list[list[int]] = field(default_factory=list)  # arm indices in run order, per counted repetition
     warmup_orders: list[list[int]] = field(default_factory=list)  # the same for warm-up rounds
     # Seconds from the command's start: load_s (engines ready), warmup_s (the warm-up rounds' own length),
-    # first_repetition_s, likely_s (every arm's likely answer in) and answer_s (the timed repetitions over).
+    # first_repetition_s, likely_s (every arm's likely answer in), first_answer_s (every assisted arm answered,
+    # likely or sure: the first answer a person reads) and answer_s (the timed repetitions over).
     timing: dict = field(default_factory=dict)
     load: load_mod.LoadRecord | None = None  # the load phase's raw rounds (measure.load), when levels were asked
 
@@ -224,8 +242,9 @@ class Report:
                 "arm": info.name,
                 "engine": info.engine,
                 "baseline": None if self.baseline(index) is None else self.arms[self.baseline(index)].name,
-                "speedup": stats.speedup([p for p, _ in paired], [c for _, c in paired]),
-                "sequence": self.sequence(index),
+                "speedup": shown_speedup(stats.ratios([p for p, _ in paired], [c for _, c in paired]),
+                                         sequence := self.sequence(index)),
+                "sequence": sequence,
                 "acceptance_rate": acceptance,
                 "tokens_per_forward": tokens / forwards if forwards else None,
                 "acceptance_by_position": stats.acceptance_by_position(steps),

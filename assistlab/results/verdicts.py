@@ -31,6 +31,28 @@ def judged(entry: dict) -> dict:
     return {**seq, "median": speedup.get("median")} if seq else speedup
 
 
+def shown_level(speedup: dict) -> str:
+    """The level an interval is shown with, the same wherever it is shown: '95.8%', or for a time-uniform interval
+    its family's '95% at every look' (the level the verdict rests on, not one arm's share of it)."""
+    if speedup.get("family_level") is None:
+        return level_words(speedup["level"])
+    return f"{level_words(speedup['family_level'])} at every look"
+
+
+def edge_note(speedup: dict) -> str:
+    """Why the median shown can sit at (or past) an end of its interval, said only where it does: '' otherwise.
+
+    The figure shown is the median of the run-by-run speedups; a time-uniform interval is the running
+    intersection of every look's interval, so a later median can lie at its edge."""
+    median, low, high = speedup.get("median"), speedup.get("ci_low"), speedup.get("ci_high")
+    if median is None or low is None or high is None or speedup.get("family_level") is None:
+        return ""
+    if f"{median:.2f}" not in (f"{low:.2f}", f"{high:.2f}") and low < median < high:
+        return ""
+    return (f"; {median:.2f}× is the median of the run-by-run speedups, and the interval keeps only what every "
+            "look so far agreed on, so the median can sit at its edge")
+
+
 def _sure(speedup: dict) -> str:
     """'95.8% sure', or for a time-uniform interval '95% sure at every look' (with the arms sharing it)."""
     if speedup.get("family_level") is None:
@@ -93,7 +115,7 @@ def interval_cell(speedup: dict) -> str:
     if n <= 1 or low is None or high is None:
         return ""
     if stats.has_interval(speedup):
-        return f"{low:.2f}–{high:.2f}×, {level_words(speedup['level'])}"
+        return f"{low:.2f}–{high:.2f}×, {shown_level(speedup)}"
     if speedup.get("level") is None:  # a report from before levels were recorded
         return f"{low:.2f}–{high:.2f}× over {n} runs, level not recorded"
     return f"range of {n} runs {low:.2f}–{high:.2f}×"
@@ -130,9 +152,9 @@ def speedup_sentence(entry: dict, sampling: bool = False, busy: bool = False) ->
         parts = [f"{name} was {median:.2f}×, no practical difference from plain ({interval}, within "
                  f"±{s['band']:.0%} of 1×)"]
     elif kind == "faster":
-        parts = [f"{name} was {median:.2f}× faster ({interval})"]
+        parts = [f"{name} was {median:.2f}× faster ({interval}{edge_note(s)})"]
     elif kind == "slower":
-        parts = [f"{name} was slower: {median:.2f}× the speed of plain ({slower_phrase(s)})"]
+        parts = [f"{name} was slower: {median:.2f}× the speed of plain ({slower_phrase(s)}{edge_note(s)})"]
     elif kind == "unclear":
         parts = [f"{name} was {median:.2f}×, no clear difference from plain ({interval}, which contains 1×)"]
     else:
@@ -165,11 +187,11 @@ def provisional_sentence(entry: dict) -> str:
                 f"{sharpen}")
     kind = verdict(s)
     if kind == "faster":
-        return (f"So far {name} is faster than plain, {_sure(s)}: between {s['ci_low']:.2f}× and "
-                f"{s['ci_high']:.2f}×{sharpen}")
+        return (f"So far {name} is faster than plain, {_sure(s)}: {s['median']:.2f}×, between {s['ci_low']:.2f}× "
+                f"and {s['ci_high']:.2f}×{edge_note(s)}{sharpen}")
     if kind == "slower":
-        return (f"So far {name} is slower than plain, {_sure(s)}: between {s['ci_low']:.2f}× and "
-                f"{s['ci_high']:.2f}× the speed of plain{sharpen}")
+        return (f"So far {name} is slower than plain, {_sure(s)}: {s['median']:.2f}× the speed of plain, between "
+                f"{s['ci_low']:.2f}× and {s['ci_high']:.2f}×{edge_note(s)}{sharpen}")
     return (f"So far {name} runs at {s['median']:.2f}× the speed of plain, not yet clearly faster or slower "
             f"({interval_phrase(s)}).")
 
@@ -236,33 +258,66 @@ TOO_FEW_FOR_EVERY_LOOK = (
 
 
 def likely_verdict(report: dict, comp: dict) -> str | None:
-    """The likely verdict an arm's answer rests on under the rule 'likely' (faster, slower or no practical
-    difference), or None: another rule, no likely answer yet, or its sure answer came first (then that one is
-    the answer)."""
+    """The likely verdict an arm's answer rests on (faster, slower or no practical difference) under the rule
+    'likely', and under the rule 'clear' until its sure answer comes (the answer first, said with its
+    assumption); None: another rule, no likely answer yet, or its sure answer came (then that one is the answer)."""
     stop = report.get("stopping") or {}
-    if stop.get("rule") != "likely" or (comp.get("sequence") or {}).get("settled"):
+    if stop.get("rule") not in ("likely", "clear") or (comp.get("sequence") or {}).get("settled"):
         return None
     return (stop.get("likely") or {}).get(comp["arm"])
+
+
+def first_answer_words(report: dict) -> str:
+    """'First answer 62 s after the start (every assisted arm answered, likely or sure).'; '' before it."""
+    seconds = (report.get("timing") or {}).get("first_answer_s")
+    if seconds is None:
+        return ""
+    return f"First answer {seconds:.0f} s after the start (every assisted arm answered, likely or sure)."
 
 
 LIKELY_NOTHING_HELPED = "Plain generation was likely fastest here, assuming roughly normal noise: no assistant helped."
 
 
+def confirming(report: dict) -> str:
+    """What a 'clear' run still does once a likely answer is in: ' Confirming without that assumption (the sure
+    answer needs at least 7 repetitions).'; '' under another rule or once the runs are over."""
+    stop = report.get("stopping") or {}
+    if stop.get("rule") != "clear" or not provisional(report):
+        return ""
+    floor = sequential.fewest_for_verdict(sequential.arm_alpha(stats.TARGET_LEVEL, len(stop.get("arms") or {}) or 1))
+    return f" Confirming without that assumption (the sure answer needs at least {floor} repetitions)."
+
+
+def _likely_words(name: str, verdict: str, median: float) -> str:
+    """'universal is likely slower (0.19× the speed of plain)'."""
+    if verdict == sequential.SAME:
+        return f"{name} is likely within a few percent of plain ({median:.2f}×)"
+    return f"{name} is likely {verdict} ({median:.2f}× the speed of plain)"
+
+
 def likely_lead(report: dict, measured: list[tuple[dict, dict]], so_far: str) -> str | None:
-    """The lead under the rule 'likely' once some arm's answer rests on its likely interval; None otherwise."""
+    """The lead once some arm's answer rests on its likely interval (the rule 'likely', or 'clear' before its sure
+    answers); None otherwise."""
     likely = {comp["arm"]: likely_verdict(report, comp) for _arm, comp in measured}
     if not any(likely.values()):
         return None
     answer = {name: v or (judged(comp).get("settled")) for (_arm, comp), (name, v) in zip(measured, likely.items())}
     faster = [(arm, comp) for arm, comp in measured if answer[comp["arm"]] == sequential.FASTER]
+    then = confirming(report)
     if faster:
         arm, comp = max(faster, key=lambda pair: pair[1]["speedup"]["median"])
         saved = 1.0 - 1.0 / comp["speedup"]["median"]
         hedge = ", assuming roughly normal noise" if likely[comp["arm"]] else ""
         return (f"{so_far}{arm['name']} was {'likely ' if hedge else ''}fastest: the same text took {saved:.0%} less "
-                f"time than plain generation (the target model on its own){hedge}.")
+                f"time than plain generation (the target model on its own){hedge}.{then if hedge else ''}")
     if all(answer.values()):
-        return so_far + LIKELY_NOTHING_HELPED
+        return so_far + LIKELY_NOTHING_HELPED + then
+    if then:  # the rule 'clear', some arms answered: what is likely so far, the others still open
+        said = [_likely_words(comp["arm"], v, comp["speedup"]["median"]) for _arm, comp in measured
+                if (v := likely[comp["arm"]])]
+        still = [comp["arm"] for _arm, comp in measured if not answer[comp["arm"]]]
+        return (f"{so_far}{'; '.join(said)}, assuming roughly normal noise; {' and '.join(still)} not yet clear."
+                f"{then}")
     return None
 
 
@@ -290,9 +345,9 @@ def answer_sentence(report: dict) -> str | None:
     if not measured:
         return None
     so_far = "So far: " if provisional(report) else ""
-    lead = likely_lead(report, measured, so_far)  # the rule 'likely': its answer, with its assumption said
+    lead = likely_lead(report, measured, so_far)  # a likely answer, with its assumption said
     if lead:
-        return lead
+        return f"{lead} {unsettled_sentence(report['stopping'])}" if unsettled(report) else lead
     faster = [(arm, comp) for arm, comp in measured if verdict(judged(comp)) == "faster"
               and comp.get("limit_kind") != explain.NOTHING_DRAFTED]  # drafting nothing speeds nothing up
     if faster:

@@ -92,8 +92,9 @@ EXAMPLES = [
 
 HINTS = {
     "max_new_tokens": (
-        f"Empty = the device default ({CPU_DEFAULTS['max_new_tokens']} on a CPU, {CUDA_DEFAULTS['max_new_tokens']} "
-        f"on a GPU), at most {LIMITS['max_new_tokens']}. Every run writes exactly this many, so arms do equal work."
+        f"Empty = the device default ({CPU_DEFAULTS['max_new_tokens']} on a CPU, short so the first answer comes "
+        f"within a minute or two; {CUDA_DEFAULTS['max_new_tokens']} on a GPU), at most {LIMITS['max_new_tokens']}. "
+        "Every run writes exactly this many, so arms do equal work; more tokens read closer to a long generation."
     ),
     "repeats": (
         f"Timed runs per arm, exactly this many. Empty = until the answer is clear (at most {CLEAR_MAX_REPEATS}), "

@@ -1,4 +1,5 @@
-"""An answer that rests on the likely interval (the rule 'likely'), in the headline's words, its assumption said.
+"""An answer that rests on the likely interval (the rule 'likely', or 'clear' before its sure answer), in the
+headline's words, its assumption said.
 
 Pure functions of a report dict, as the charts and panels are: `headline_lines` and `lead_sentence` are
 charts' own with each answer that rests on a likely interval said as such, for the page and the API.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from ..results import sequential
 from ..results.likely import arm_answer
 from ..results.report import busy_clause, is_busy
-from ..results.verdicts import LIKELY_NOTHING_HELPED, likely_verdict  # noqa: F401
+from ..results.verdicts import LIKELY_NOTHING_HELPED, confirming, likely_verdict  # noqa: F401
 from . import charts
 
 
@@ -23,7 +24,8 @@ def likely_sentence(report: dict, comp: dict) -> str:
         said = f"{median:.2f}× the speed of plain"
     else:
         said = f"{median:.2f}×, within ±{report['stopping']['band']:.0%} of plain"
-    return f"{name}: {words}: {said}." + busy_clause(is_busy(report))
+    then = "; confirming without that assumption" if confirming(report) else ""
+    return f"{name}: {words}: {said}{then}." + busy_clause(is_busy(report))
 
 
 def lead_sentence(report: dict) -> str | None:

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from ..results.report import counted as counted_words
 from ..results.report import (NONE_CLEARLY_FASTER, NOTHING_HELPED, TOO_FEW_FOR_EVERY_LOOK,  # noqa: F401
-                              TOO_FEW_TO_TELL, answer_sentence, interval_cell, is_busy, level_words, provisional,
+                              TOO_FEW_TO_TELL, answer_sentence, first_answer_words, interval_cell, is_busy, level_words, provisional,
                               provisional_sentence, speedup_sentence, time_hover)
 from ..results.stats import spread_is_wide
 from .chart_labels import axis_label as _axis_label
@@ -400,6 +400,8 @@ def headline_lines(report: dict) -> list[str]:
         sentences.append(f"So far: {counted} of {counted_words(planned, 'repetition')}.")
     elif report.get("status") == "stopped":
         sentences.append(f"Stopped after {counted} of {counted_words(planned, 'repetition')}.")
+    if first_answer_words(report):
+        sentences.append(first_answer_words(report))
     sentences += [w["message"] for w in report.get("warnings") or []]
     noisy = [a["name"] for a in arms if a.get("latencies_s") and spread_is_wide(a["latency_summary"])]
     if noisy:

@@ -1,50 +1,18 @@
 """The stopping rules after each repetition: the default stops once the answer is clear, with a complete stopping
 block; an explicit count still runs exactly that many. Tiny models, fake latencies and a fake clock."""
 
-import numpy as np
 import pytest
-import torch
 
 from assistlab.config import CLEAR_MAX_REPEATS, WARMUP_TOKENS, BenchRequest
 from assistlab.engines.transformers import timing
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.measure import runner, stopping
 from assistlab.results import likely, sequential
+from assistlab.results import report as report_mod
 from assistlab.views import answers, charts
+from fake_runs import FakeRuns
 
 PROMPT = "write me a long essay on deep learning"
-
-
-class FakeRuns:
-    """Runs that take their latency on a fake clock: plain 1 s, each assisted arm its own factor, with noise."""
-
-    def __init__(self, slow: dict[int, float], noise: float = 0.01, seed: int = 0,
-                 outliers: dict[int, dict[int, float]] | None = None):
-        self.now, self.noise, self.slow = 0.0, noise, slow
-        self.rng = np.random.default_rng(seed)
-        self.calls = 0
-        self.outliers = outliers or {}  # per arm (its draft length), its n-th run (from 1) to the factor it takes
-        self.arm_calls: dict[int, int] = {}
-        self.asked: list[int] = []  # the new tokens each run asked for
-
-    def clock(self) -> float:
-        return self.now
-
-    def timed_generate(self, target, inputs, kwargs, clock, assisted, *args, **more):
-        self.calls += 1
-        lookup = kwargs.get("prompt_lookup_num_tokens")
-        factor = self.slow.get(lookup, 1.0) if assisted else 1.0
-        self.arm_calls[lookup] = seen = self.arm_calls.get(lookup, 0) + 1
-        factor = self.outliers.get(lookup, {}).get(seen, factor) if assisted else factor
-        self.asked.append(kwargs["max_new_tokens"])
-        latency = factor * (1.0 + self.noise * float(self.rng.standard_normal()))
-        self.now += latency
-        n = kwargs["max_new_tokens"]
-        output = torch.cat([inputs["input_ids"], torch.zeros((1, n), dtype=torch.long)], dim=1)
-        streamer = timing.StepStreamer(clock, 0.0)
-        streamer.times, streamer.tokens = [latency], [n]
-        return timing.Timed(latency=latency, streamer=streamer, drafted=[], accepted=[], output=output, memory=0,
-                            wall_window=(0.0, 0.0))
 
 
 @pytest.fixture
@@ -87,7 +55,10 @@ def test_the_default_stops_as_soon_as_the_answer_is_clear(store, fake_runs):
     assert "95% sure at every look" in charts.headline(data)
     # Before the end, the page said what the stop waited for and worded the answer as provisional.
     waiting = [e for e in events if e.kind == "status" and e.step.startswith("waiting for")]
-    assert len(waiting) == fewest - 1 and "within ±3%" in waiting[0].step
+    # One short progress line: what the stop waits for; the answers so far are the headline's.
+    assert len(waiting) == fewest - 1
+    assert waiting[0].step == "waiting for the sure answer for 2 arms"  # the headline names them
+    assert not any("Likely" in e.step or "so far" in e.step for e in waiting)
     assert any(" · waiting for " in e.step for e in events if e.step.startswith("Repetition"))
     # The likely answer came at the first planned look, said with its assumption, before the sure one.
     assert stop["likely"] == {name: sequential.SLOWER for name in stop["arms"]}
@@ -95,9 +66,74 @@ def test_the_default_stops_as_soon_as_the_answer_is_clear(store, fake_runs):
     assert "normal" in stop["likely_assumption"]
     timing = data["timing"]
     assert timing["load_s"] <= timing["first_repetition_s"] <= timing["likely_s"] <= timing["answer_s"]
+    assert timing["first_answer_s"] == timing["likely_s"] < timing["answer_s"]  # the likely answers came first
     assert timing["warmup_s"] >= 0
-    said = [e.step for e in waiting if "Likely slower" in e.step]
-    assert said and "Likely slower (4 repetitions, assuming roughly normal noise)" in said[0]
+
+
+def test_the_headline_says_the_likely_answer_first_then_the_sure_one(store, fake_runs):
+    """While a 'clear' run goes on, the headline leads with each arm's likely answer as soon as it is in, said
+    with its assumption and 'confirming'; the sure answer replaces it when it comes; the report records when
+    every arm had its first answer."""
+    fake = fake_runs({2: 1.85, 3: 1.4})  # both clearly slower
+    request = BenchRequest(target="target", arms=TWO_ARMS, prompt=PROMPT, max_new_tokens=4, warmup=0)
+    seen = {}  # repetitions -> (lead, lines, first_answer_s) as the page drew them after that repetition
+    for event in runner.run_benchmark(request, store, clock=fake.clock):
+        if event.kind == "status" and event.step.startswith("waiting for"):
+            data = event.report.to_dict()
+            seen[data["counted_repetitions"]] = (answers.lead_sentence(data), answers.headline_lines(data),
+                                                 data["timing"].get("first_answer_s"))
+    final = event.report.to_dict()
+    names = list(final["stopping"]["arms"])
+    first, fewest = likely.LOOKS[0], sequential.fewest_for_verdict(0.025)
+    for n in range(1, first):  # before the first planned look: no answer of either kind
+        lead, lines, at = seen[n]
+        assert lead == "So far: " + report_mod.TOO_FEW_FOR_EVERY_LOOK and at is None
+        assert not any("Likely" in line for line in lines)
+    for n in range(first, fewest):  # the likely answer first, its assumption said, then confirmed
+        lead, lines, at = seen[n]
+        assert lead.startswith("So far: " + answers.LIKELY_NOTHING_HELPED)
+        assert lead.endswith(f"Confirming without that assumption (the sure answer needs at least {fewest} "
+                             "repetitions).")
+        for name in names:
+            line = next(line for line in lines if line.startswith(f"{name}: "))
+            assert line.startswith(f"{name}: Likely slower ({first} repetitions, assuming roughly normal noise): 0.")
+            assert line.endswith("× the speed of plain; confirming without that assumption.")
+        assert at is not None
+    # The sure answer, assuming nothing, replaced it.
+    assert answers.lead_sentence(final) == report_mod.NOTHING_HELPED
+    assert not any("Likely" in line or "confirming" in line for line in answers.headline_lines(final))
+    assert any(line.startswith(f"First answer {final['timing']['first_answer_s']:.0f} s after the start")
+               for line in answers.headline_lines(final))
+
+
+def _running(likely_answers: dict, sure: dict | None = None) -> dict:
+    """A 'clear' run under way after 4 repetitions: each arm's likely answer (or None) and sure one (or None)."""
+    sure = sure or {}
+    arms = [{"name": "plain", "strategy": "plain", "latencies_s": [1.0] * 4}]
+    comparison = []
+    for name, median in (("universal", 0.2), ("prompt lookup", 0.97)):
+        arms.append({"name": name, "strategy": "assisted", "latencies_s": [1.0 / median] * 4})
+        comparison.append({"arm": name, "speedup": {"median": median, "n": 4, "interval": "range"},
+                           "sequence": {"median": median, "ci_low": None, "ci_high": None, "n": 4,
+                                        "interval": "none", "settled": sure.get(name), "family_level": 0.95}})
+    return {"status": "running", "arms": arms, "comparison": comparison,
+            "stopping": {"rule": "clear", "ended_by": None, "likely": likely_answers,
+                         "likely_at": {name: 4 for name, v in likely_answers.items() if v},
+                         "arms": {name: {"settled": sure.get(name)} for name in likely_answers}}}
+
+
+def test_the_lead_says_what_is_likely_so_far_and_who_is_still_open():
+    data = _running({"universal": "slower", "prompt lookup": None})
+    assert answers.lead_sentence(data) == (
+        "So far: universal is likely slower (0.20× the speed of plain), assuming roughly normal noise; prompt "
+        "lookup not yet clear. Confirming without that assumption (the sure answer needs at least 7 repetitions).")
+    # Once the other arm's sure answer is in, the lead holds both, the likely one still said as likely.
+    data = _running({"universal": "slower", "prompt lookup": None}, sure={"prompt lookup": "slower"})
+    assert answers.lead_sentence(data).startswith("So far: " + answers.LIKELY_NOTHING_HELPED + " Confirming")
+    # Under a fixed count the likely answer is never the headline's.
+    fixed = _running({"universal": "slower", "prompt lookup": "slower"})
+    fixed["stopping"]["rule"] = "fixed"
+    assert "likely" not in (answers.lead_sentence(fixed) or "")
 
 
 def test_a_provisional_answer_is_worded_as_such():
@@ -176,8 +212,8 @@ def test_a_budget_too_short_for_any_answer_is_extended_to_the_floor(store, fake_
     stop = data["stopping"]
     assert (stop["ended_by"], stop["repetitions"]) == ("clear", fewest)
     assert stop["budget_extended_to_s"] > 2.0
-    said = [e.step for e in events if e.kind == "status" and "is extended to reach" in e.step]
-    assert said and f"the {fewest} repetitions an answer needs: about " in said[0]
+    said = [e.step for e in events if e.kind == "status" and "budget extended" in e.step]
+    assert said and said[0].endswith(f"(the 2 s budget extended to the {fewest} repetitions an answer needs)")
 
 
 def test_the_rule_likely_stops_at_the_likely_answer_and_says_its_assumption(store, fake_runs):
@@ -222,8 +258,9 @@ def test_an_arm_too_skewed_for_the_likely_answer_waits_for_the_sure_one(store, f
     assert f"No clear answer: 10 repetitions, the most allowed, ran, before the answer was clear for {skewed}." in (
         data["message"])
     assert f"So far: {clear}: " in data["message"] and data["answer"].startswith("No clear answer")
-    said = [e.step for e in events if e.kind == "status" and "too skewed for that assumption" in e.step]
-    assert said and skewed in said[0] and "waiting for the sure answer, which assumes nothing" in said[0]
+    said = [e.step for e in events if e.kind == "status" and "too skewed to assume normal noise" in e.step]
+    assert said and said[0] == (f"waiting for the likely answer for {skewed} (the sure one for {skewed}: too skewed "
+                                "to assume normal noise)")
 
 
 def test_without_an_answer_the_rule_likely_says_so(store, fake_runs):
