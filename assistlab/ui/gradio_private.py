@@ -200,10 +200,14 @@ def _queued(queue, session_hash: str, fn_index) -> list:
 
 
 def app_kwargs(login: bool) -> dict:
-    """launch()'s app_kwargs: QueuedCancel always; with a login, LoginGate in front of every route as well."""
+    """launch()'s app_kwargs: QueuedCancel always; with a login, LoginGate in front of every route as well; the docs
+    pages (docs_pages.DocsPages) behind both."""
     from starlette.middleware import Middleware
 
-    return {"middleware": [Middleware(QueuedCancel), *([Middleware(LoginGate)] if login else [])]}
+    from .docs_pages import DocsPages
+
+    return {"middleware": [Middleware(QueuedCancel), *([Middleware(LoginGate)] if login else []),
+                           Middleware(DocsPages)]}
 
 
 def login_gate_kwargs() -> dict:

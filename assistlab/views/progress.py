@@ -6,9 +6,20 @@ Pure functions of runner events; no gradio here.
 from __future__ import annotations
 
 import html
+import re
 
 from ..results import estimate
 from ..results.events import Event
+
+# A docs page named in a sentence ('docs/models.md#bringing-a-model'): the server answers it (ui/docs_pages.py).
+DOCS_REFERENCE = re.compile(r"\bdocs/[a-z0-9][a-z0-9-]*\.md(?:#[a-z0-9-]+)?")
+
+
+def with_docs_links(escaped: str) -> str:
+    """Escaped text with each docs page it names made a link that opens beside the page."""
+    return DOCS_REFERENCE.sub(lambda m: f'<a href="{m.group(0)}" target="_blank" rel="noopener">{m.group(0)}</a>',
+                              escaped)
+
 
 def progress_html(label: str, fraction: float | None = 0.0, state: str = "running") -> str:
     """A progress bar; fraction None draws a moving bar for work of unknown length (loading)."""
@@ -17,10 +28,11 @@ def progress_html(label: str, fraction: float | None = 0.0, state: str = "runnin
     else:
         width = max(0.0, min(1.0, fraction)) * 100
     alert = ' role="alert"' if state == "failed" else ""  # read out at once by a screen reader
+    said = with_docs_links(html.escape(label))
     return (
         f'<div class="al-progress al-{state}" role="progressbar" aria-valuenow="{width:.0f}" '
         f'aria-valuemin="0" aria-valuemax="100"><div class="al-track"><div class="al-fill" '
-        f'style="width:{width:.1f}%"></div></div><div class="al-label"{alert}>{html.escape(label)}</div></div>'
+        f'style="width:{width:.1f}%"></div></div><div class="al-label"{alert}>{said}</div></div>'
     )
 
 

@@ -84,6 +84,11 @@ def test_a_misspelt_model_name_first_says_so_with_the_names_it_may_have_meant(br
         assert said.index("No model named") < said.index("did you mean") < said.index("docs/models.md")
         assert "hf download" not in said  # one sentence and the docs page, not the how-to in red
         assert "Traceback" not in said
+        # The docs page is a link, and this server answers it: the how-to, at its heading.
+        link = page.locator('#al-progress a[href="docs/models.md#bringing-a-model"]')
+        assert link.count() == 1 and link.get_attribute("target") == "_blank"
+        docs = page.request.get(url.rstrip("/") + "/docs/models.md")
+        assert docs.ok and 'id="bringing-a-model"' in docs.text() and "hf download" in docs.text()
         # The mistake fixed, the same page runs.
         choose(page, "target", "assistant-other", tokens=4, repeats=1)
         page.click("#al-run")
