@@ -41,3 +41,15 @@ def test_the_old_order_leaked_all_but_the_tail():
     """Cutting first, then redacting (the old order), leaves the key's leading part at the cut."""
     body = "x" * (300 - len(KEY) + 1) + KEY
     assert _leaks(redact(body[:300], KEY)) and not _leaks(clip(body, KEY, 300))
+
+
+@pytest.mark.parametrize("kept", range(PARTIAL, len(KEY)))
+@pytest.mark.parametrize("longer", [False, True], ids=["within-the-limit", "across-the-cut"])
+def test_an_echo_the_server_already_cut_never_shows_the_keys_leading_part(kept, longer):
+    """A server that cut its own echo sends only the key's first characters, which no full form matches: they are
+    masked at the end whether the message fits (nothing cut here) or this cut falls after them."""
+    body = "error: the key " + KEY[:kept]
+    text = clip(body + " (cut)", KEY, len(body), "…") if longer else clip(body, KEY, 300)
+    assert not _leaks(text) and text.removesuffix("…").endswith(MASK), text
+    # A sentence that merely ends like the key's first characters, shorter than PARTIAL, is left as it is.
+    assert clip("error: the key " + KEY[:PARTIAL - 1], KEY, 300).endswith(KEY[:PARTIAL - 1])

@@ -75,11 +75,11 @@ def _masked_end(text: str, api_key: str) -> str:
 
 
 def clip(text: object, api_key: str | None, limit: int, more: str = "") -> str:
-    """The first `limit` characters of `text` once redacted (`more` added when it was longer), key-free."""
+    """The first `limit` characters of `text` once redacted (`more` added when it was longer), key-free: a leading
+    part of the key at the end is masked, whether this cut left it there or the server sent the echo already cut."""
     text = redact(text, api_key)
-    if len(text) <= limit:
-        return text
+    cut = len(text) > limit
     text = text[:limit]
     if api_key:
         text = _masked_end(text, api_key)
-    return text + more
+    return text + more if cut else text
