@@ -1,10 +1,8 @@
 """The load phase end to end through run_benchmark against two operator servers (tests/fake_openai.py) beside
-the tiny transformers target: levels 1 and 4, the ngram server falling over at 4. Skipped while the vLLM arm
-has no run_load of its own (the engine's part of issue 27)."""
+the tiny transformers target: levels 1 and 4, the ngram server falling over at 4."""
 
 from __future__ import annotations
 
-import pytest
 from fake_openai import Behaviour, FakeServer
 
 from assistlab.config import BenchRequest
@@ -15,8 +13,7 @@ from assistlab.measure import runner
 
 
 def test_operator_servers_are_timed_under_load_and_a_level_that_falls_over_is_marked(store, allowed_models):
-    if engine.ServerArm.run_load is Arm.run_load:
-        pytest.skip("the vLLM arm has no run_load yet (engines/vllm's part of issue 27)")
+    assert engine.ServerArm.run_load is not Arm.run_load  # the vLLM arm times its own load rounds
     plain = Behaviour(model="target", root=str(allowed_models / "target"), delay_s=0.01)
     ngram = Behaviour(model="target", delay_s=0.01, per_chunk=2, drafts=(2, 4, 3, [2, 1]), fail_above=3)
     with FakeServer(plain) as plain_url, FakeServer(ngram) as ngram_url:

@@ -181,10 +181,42 @@ def test_the_budget_ends_an_unclear_comparison(store, fake_runs):
     assert data["answer"].startswith(said) and "go on" not in data["answer"]
 
 
+def _report_with(request: BenchRequest, ratios: list[float]) -> "report_mod.Report":
+    """A report of plain (1 s a run) and one assisted arm whose n-th run takes 1 / ratios[n] s."""
+    from assistlab.engines.base import ArmInfo
+
+    report = report_mod.Report(request={}, environment={}, arms=[ArmInfo("plain", "plain"), ArmInfo("pl", "pl")])
+    report.stopping = stopping.record(request, report)
+    for rep, ratio in enumerate(ratios):
+        for arm, latency in ((0, 1.0), (1, 1.0 / ratio)):
+            report.runs.append(report_mod.RunRecord(arm, rep, latency, 4, None, [], [], [], [], [], ""))
+    return report
+
+
 def test_the_decision_alone():
+    """after_repetition on hand-made runs: before the floor it goes on and says for whom; at the floor a clearly
+    slower arm ends the runs as clear; a budget about to be overrun past the floor ends them; a fixed count
+    ends at its count whatever the runs say."""
     request = BenchRequest(target="t", arms=TWO_ARMS[:1]).resolved("cpu")
     assert request.stopping_rule == "clear" and request.repeats == CLEAR_MAX_REPEATS
-    assert stopping.Decision(False).waiting == ""
+    floor = sequential.fewest_for_verdict(0.05)  # one assisted arm: all of the 5%
+    slower = [0.5 + 0.01 * (i % 3) for i in range(floor)]
+    for n in range(1, floor):
+        decision = stopping.after_repetition(request, _report_with(request, slower[:n]), n, 1.0 * n)
+        assert (decision.stop, decision.waiting) == (False, "waiting for the sure answer for pl")
+    report = _report_with(request, slower)
+    decision = stopping.after_repetition(request, report, floor, 1.0 * floor)
+    assert decision.stop and (report.stopping["ended_by"], report.stopping["reached"]) == ("clear", True)
+    # As fast as plain, give or take: no answer at the floor, and the budget ends the runs before an overrun.
+    budgeted = BenchRequest(target="t", arms=TWO_ARMS[:1], max_time_s=10.0).resolved("cpu")
+    even = [1.0 + 0.05 * (-1) ** i for i in range(floor)]
+    report = _report_with(budgeted, even)
+    assert not stopping.after_repetition(budgeted, report, floor, 6.0).stop  # 6 s + one more of ~1 s fits
+    assert stopping.after_repetition(budgeted, report, floor, 9.5).stop and report.stopping["ended_by"] == (
+        "time budget")
+    fixed = BenchRequest(target="t", arms=TWO_ARMS[:1], repeats=3).resolved("cpu")
+    report = _report_with(fixed, slower[:3])
+    assert stopping.after_repetition(fixed, report, 3, 3.0).stop and report.stopping["ended_by"] == "repetitions"
 
 
 def test_the_command_line_says_how_the_clear_rule_ended():
