@@ -23,7 +23,8 @@ def test_an_interval_by_hand_at_the_first_look():
     assisted = [2.0, 2.1, 1.9, 2.05]
     seq = likely.speedup_sequence(plain, assisted, 0.05)
     logs = np.log(np.divide(plain, assisted))
-    half = scipy_stats.t.ppf(1 - 0.05 * likely.FIRST_LOOK_SHARE / 2, 3) * logs.std(ddof=1) / 2
+    # A third of the 5% at the first look (docs/measuring.md), worked out here, not read from the code.
+    half = scipy_stats.t.ppf(1 - 0.05 / 3 / 2, 3) * logs.std(ddof=1) / 2
     assert seq["interval"] == likely.LIKELY and not seq["skewed"]
     assert seq["ci_low"] == pytest.approx(np.exp(logs.mean() - half))
     assert seq["ci_high"] == pytest.approx(np.exp(logs.mean() + half))
@@ -100,9 +101,9 @@ def test_a_clear_slowdown_is_likely_at_the_first_look_and_sure_later():
 
 
 def test_the_looks_shares_add_up_to_the_whole_error_with_a_third_at_the_first():
-    shares = likely.look_shares(likely.LOOKS)
-    assert sum(shares) == pytest.approx(1.0) and shares[0] == pytest.approx(1 / 3)
-    assert len(set(shares[1:])) == 1 and likely.look_shares((4,)) == (1.0,)
+    shares = likely.look_shares((4, 5, 6, 8, 10, 15, 20, 30, 50))
+    assert shares == pytest.approx((1 / 3,) + (2 / 3 / 8,) * 8)  # a third first, the rest equally over eight
+    assert likely.look_shares((4,)) == (1.0,) and likely.look_shares((4, 6)) == pytest.approx((1 / 3, 2 / 3))
     # A later look's interval is the Student-t one at its own share.
     logs = np.log([0.50, 0.52, 0.49, 0.51, 0.50])
     low, high, _ = likely.bounds(logs, 0.05)
