@@ -110,9 +110,10 @@ class EngineSettings:
     families: tuple[Family, ...]
     # The arm that runs the engine's own defaults for a family and assistant, or None when it has none.
     default_arm: Callable[[Family, str | None], ArmRequest | None]
-    # The `bench` options that time this arm alone, and the code or command line that deploys it.
+    # The `bench` options that time this arm alone, and the code or command line that deploys it:
+    # deploy(arm, target, arm's report entry, report's request) -> {..., "snippet"}; arm None is plain generation.
     bench_args: Callable[[ArmRequest], list[str]]
-    deploy: Callable[[ArmRequest, str], dict]
+    deploy: Callable[..., dict]
     simplicity: Callable[[ArmRequest], tuple] = field(default=lambda arm: (0,))
     # The arm in a few words for the tuner's sentence: "prompt lookup with 3 tokens".
     phrase: Callable[[ArmRequest], str] = field(default=lambda arm: arm.label)
@@ -122,6 +123,9 @@ class EngineSettings:
     title: str = ""  # the engine's name as a person reads it (empty: `engine`)
     # The settings' texts with the defaults read at run time filled in ("<transformers:NAME>" -> its value).
     fill: Callable[[str], str] = field(default=lambda text: text)
+    # Why this engine's families cannot run on this server, in a few words ("vLLM is not installed on this
+    # server"), or None when they can; asked when a form is built, so it must be quick.
+    unavailable: Callable[[], str | None] = field(default=lambda: None)
 
     @property
     def possessive(self) -> str:
@@ -202,6 +206,12 @@ def tickable(declared: Sequence[EngineSettings]) -> list[Family]:
     """The families a person can tick: those whose every setting has candidate values to try (early exit needs
     a layer named, so it is reached through the candidates text only)."""
     return [f for engine in declared for f in engine.families if all(s.values for s in f.settings)]
+
+
+def unavailable_families(declared: Sequence[EngineSettings]) -> dict[str, str]:
+    """The tickable families that cannot run on this server, by key, each with its engine's reason."""
+    reasons = {engine.engine: engine.unavailable() for engine in declared}
+    return {family_key(f): reasons[f.engine] for f in tickable(declared) if reasons.get(f.engine)}
 
 
 def _ticked(families: Sequence[str] | None, declared: Sequence[EngineSettings]) -> set[str] | None:

@@ -11,7 +11,7 @@ from assistlab.engines import registry
 from assistlab.engines.settings import parse_candidates, search_space
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.engines.vllm.arms import VllmArm
-from assistlab.errors import InputError
+from assistlab.errors import EngineError, InputError
 from assistlab.measure.tune import candidate_arms
 
 DECLARED = list(registry.SETTINGS.values())
@@ -172,3 +172,24 @@ def test_the_arm_options_reach_the_arms_they_set():
     assert any(getattr(a, "prompt_lookup_num_tokens", None) == 4 for a in arms)
     vllm = [a for a in arms if isinstance(a, VllmArm) and a.method == "ngram"]
     assert vllm and vllm[0].num_speculative_tokens == 3 and vllm[0].prompt_lookup_max == 5
+
+
+def test_a_family_that_cannot_run_here_says_why_and_vllm_s_finder_decides(monkeypatch, fake_vllm_python):
+    """vLLM's families cannot run where AssistLab finds no vLLM (its finder, server.find_python): unset, a Python
+    without vLLM; found (the fake vLLM Python answers as a real one does), nothing is said."""
+    from assistlab.engines.settings import unavailable_families
+    from assistlab.engines.vllm import server
+
+    assert unavailable_families(DECLARED) == {}  # found: every family can run
+    def no_vllm(**_):
+        raise EngineError(f"{server.PYTHON_VAR}=... has no working vLLM")
+
+    monkeypatch.setattr(server, "find_python", no_vllm)
+    absent = unavailable_families(DECLARED)
+    assert set(absent) == {"vllm ngram", "vllm draft_model", "vllm mtp", "vllm suffix"}
+    assert all(why.startswith("vLLM is not installed on this server") for why in absent.values())
+    assert "not found through ASSISTLAB_VLLM_PYTHON" in absent["vllm ngram"]
+    monkeypatch.delenv(server.PYTHON_VAR)
+    assert "ASSISTLAB_VLLM_PYTHON is not set" in unavailable_families(DECLARED)["vllm ngram"]
+    # transformers' families run wherever AssistLab does.
+    assert not any(key.startswith("transformers") for key in unavailable_families(DECLARED))

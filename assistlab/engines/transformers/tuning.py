@@ -6,7 +6,10 @@ from __future__ import annotations
 import re
 
 from ...config import LIMITS, PROMPT_LOOKUP_DEFAULT, SCHEDULES
+from ...errors import AssistLabError
+from .. import catalog
 from ..settings import EngineSettings, Family, Setting
+from . import bundled
 from .arms import ArmSpec
 
 ENGINE = "transformers"
@@ -111,18 +114,47 @@ def bench_args(arm: ArmSpec) -> list[str]:
     return args
 
 
-def deploy(arm: ArmSpec, target: str, info: dict | None = None) -> dict:
-    """The generate(...) keyword arguments the winner ran with, and a copyable snippet that loads the models.
+def deployed_model(text: str) -> tuple[str, str | None, str]:
+    """A model reference as a deployment loads it: (what from_pretrained takes, its revision, a comment line).
+    A bundled model is the folder AssistLab converted it into on this machine; a hub id stays a hub id (with
+    its revision); a folder is its path here. A reference that no longer resolves is kept as it was written."""
+    try:
+        ref = catalog.resolve(text)
+    except AssistLabError:
+        return text, None, ""
+    if ref.kind == "bundled":
+        folder = bundled.converted_dir(bundled.lookup(ref.text))
+        return str(folder), None, f"# {ref.text}: AssistLab's own copy, converted into this folder on this machine"
+    if ref.kind == "hub":
+        return ref.location, ref.revision, ""
+    return ref.location, None, ""
 
-    `info` is the arm's report entry (its resolved strategy and effective settings), when the run got that far.
+
+def _loaded(what: str, text: str, comments: list[str], options: str = "") -> str:
+    """`AutoX.from_pretrained(...)` of a model reference as deployed, its comment kept once."""
+    where, revision, comment = deployed_model(text)
+    if comment and comment not in comments:
+        comments.append(comment)
+    return f"{what}.from_pretrained({where!r}{f', revision={revision!r}' if revision else ''}{options})"
+
+
+def deploy(arm: ArmSpec | None, target: str, info: dict | None = None, request: dict | None = None) -> dict:
+    """The generate(...) keyword arguments the winner ran with, and a snippet that runs as pasted: it loads the
+    models from where they are (deployed_model), defines the searched prompt, puts it through the chat template
+    as the search did, and generates the searched number of new tokens. `arm` None is plain generation.
+
+    `info` is the arm's report entry (its resolved strategy and effective settings), when the run got that far;
+    `request` is the report's request (prompt, max_new_tokens, chat_template, do_sample, dtype, and the device
+    it ran on), without which the snippet leaves the prompt to the reader and generates 256 tokens.
     """
     info = info or {}
-    strategy = info.get("strategy") or arm.strategy
+    strategy = "plain" if arm is None else info.get("strategy") or arm.strategy
+    helper = None if arm is None else arm.assistant
     effective = info.get("settings") or {}
     kwargs: dict = {}
-    if arm.strategy == "prompt-lookup":
+    if arm is not None and arm.strategy == "prompt-lookup":
         kwargs["prompt_lookup_num_tokens"] = arm.lookup_tokens
-    else:
+    elif arm is not None:
         for name in ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold"):
             value = getattr(arm, name)
             if value is None and name in effective and (effective.get("source") or {}).get(name) != "transformers default":
@@ -131,23 +163,47 @@ def deploy(arm: ArmSpec, target: str, info: dict | None = None) -> dict:
                 kwargs[name] = value
         if arm.early_exit_layer is not None:
             kwargs["assistant_early_exit"] = arm.early_exit_layer
-    lines = ["from transformers import AutoModelForCausalLM, AutoTokenizer", "",
-             f"tokenizer = AutoTokenizer.from_pretrained({target!r})",
-             f"target = AutoModelForCausalLM.from_pretrained({target!r})"]
+    request = request or {}
+    device = request.get("device") if request.get("device") in ("cuda",) else None
+    dtype = request.get("dtype") if request.get("dtype") not in (None, "auto") else None
+    to = f'.to("{device}")' if device else ""
+    options = f", dtype={dtype!r}" if dtype else ""
+    comments: list[str] = []
+    lines = [f"tokenizer = {_loaded('AutoTokenizer', target, comments)}",
+             f"target = {_loaded('AutoModelForCausalLM', target, comments, options)}{to}"]
     extra = ""
-    if arm.assistant:
-        lines.append(f"assistant = AutoModelForCausalLM.from_pretrained({arm.assistant!r})")
+    if helper:
+        lines.append(f"assistant = {_loaded('AutoModelForCausalLM', helper, comments, options)}{to}")
         extra = "assistant_model=assistant, "
         if strategy == "universal":
-            lines.append(f"assistant_tokenizer = AutoTokenizer.from_pretrained({arm.assistant!r})")
+            lines.append(f"assistant_tokenizer = {_loaded('AutoTokenizer', helper, comments)}")
             extra += "tokenizer=tokenizer, assistant_tokenizer=assistant_tokenizer, "
     settings = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-    lines += ["inputs = tokenizer(prompt, return_tensors=\"pt\")",
-              f"output = target.generate(**inputs, {extra}{settings}{', ' if settings else ''}max_new_tokens=256)"]
-    if str(target).startswith("bundled:") or str(arm.assistant or "").startswith("bundled:"):
-        lines.insert(0, "# bundled:NAME is AssistLab's own copy; use the folder `python -m assistlab prepare` prints.")
-    return {"engine": ENGINE, "strategy": strategy, "generate_kwargs": kwargs, "assistant": arm.assistant,
-            "snippet": "\n".join(lines)}
+    prompt = request.get("prompt")
+    if isinstance(prompt, str):
+        lines.append(f"prompt = {prompt!r}")
+        if request.get("chat_template", True):
+            lines += ["if tokenizer.chat_template:  # as the search asked it: one user turn through the chat template",
+                      "    messages = [{\"role\": \"user\", \"content\": prompt}]",
+                      "    inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, "
+                      "return_dict=True, return_tensors=\"pt\")",
+                      "else:",
+                      "    inputs = tokenizer(prompt, return_tensors=\"pt\")"]
+        else:
+            lines.append("inputs = tokenizer(prompt, return_tensors=\"pt\")")
+        if device:
+            lines.append(f"inputs = inputs{to}")
+    else:
+        lines.append("inputs = tokenizer(prompt, return_tensors=\"pt\")")
+    length = request.get("max_new_tokens") or 256
+    sampling = f"do_sample={bool(request.get('do_sample'))}, " if "do_sample" in request or prompt else ""
+    lines.append(f"output = target.generate(**inputs, {extra}{settings}{', ' if settings else ''}{sampling}"
+                 f"max_new_tokens={length})")
+    if isinstance(prompt, str):
+        lines.append("print(tokenizer.decode(output[0, inputs[\"input_ids\"].shape[1]:], skip_special_tokens=True))")
+    head = ["from transformers import AutoModelForCausalLM, AutoTokenizer", "", *comments]
+    return {"engine": ENGINE, "strategy": strategy, "generate_kwargs": kwargs,
+            "assistant": helper, "snippet": "\n".join(head + lines)}
 
 
 def simplicity(arm: ArmSpec) -> tuple:

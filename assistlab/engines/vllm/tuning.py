@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shlex
 from dataclasses import dataclass
 
 from ...config import BenchRequest
-from ...errors import InputError
+from ...errors import EngineError, InputError
 from ..settings import EngineSettings, Family, Setting
+from ..transformers.tuning import deployed_model
 from . import schedule as schedules
+from . import server
 from .arms import DEFAULT_LOOKUP, DEFAULT_SPECULATIVE_TOKENS, METHOD_SPECULATIVE_TOKENS, SUFFIX_CACHED_REQUESTS, VllmArm
 
 
@@ -93,11 +96,13 @@ def started_servers(arms) -> int:
     return sum(1 for arm in arms if isinstance(arm, VllmArm) and arm.url is None)
 
 
-def deploy(arm: VllmArm, target: str, *, max_num_seqs: int | None = None, draft_folder: str | None = None) -> dict:
+def deploy(arm: VllmArm, target: str, *, max_num_seqs: int | None = None, draft_folder: str | None = None,
+           revision: str | None = None) -> dict:
     """The `vllm serve` line that serves `arm`'s setting for deployment: {command, argv, speculative_config,
-    notes}. `target` is the model as the deployment names it; `max_num_seqs` is added when given (a schedule's
-    ranges are batch sizes up to it); `draft_folder` replaces the draft model's reference where it lies on
-    disk. AssistLab's measurement-only choices are left out and said in `notes`."""
+    notes}. `target` is the model as the deployment names it (with its hub `revision`, when one was asked);
+    `max_num_seqs` is added when given (a schedule's ranges are batch sizes up to it); `draft_folder` replaces
+    the draft model's reference where it lies on disk. AssistLab's measurement-only choices are left out and
+    said in `notes`."""
     if arm.url is not None:
         raise InputError(f"The server {arm.name} is the operator's: its own command line is its deployment.")
     config = arm.speculative_config(draft_folder)
@@ -106,7 +111,7 @@ def deploy(arm: VllmArm, target: str, *, max_num_seqs: int | None = None, draft_
         del config["suffix_decoding_max_cached_requests"]  # vLLM's default cache learns from past answers
         notes.append("AssistLab timed suffix decoding without its cache of past answers (every repetition asks "
                      "the same prompt); a deployment keeps vLLM's default cache, which may draft better.")
-    argv = ["vllm", "serve", target]
+    argv = ["vllm", "serve", target, *(["--revision", revision] if revision else [])]
     if max_num_seqs is not None:
         argv += ["--max-num-seqs", str(max_num_seqs)]
     if config is not None:
@@ -139,6 +144,19 @@ LOOKUP_MAX = Setting(
     f"vLLM ngram prompt_lookup_max (default {DEFAULT_LOOKUP[1]})", label="vLLM lookup max (prompt_lookup_max)",
     hint=f"ngram's prompt_lookup_max: the longest n-gram looked up. Empty = {DEFAULT_LOOKUP[1]}.",
     empty=str(DEFAULT_LOOKUP[1]))
+
+
+def unavailable() -> str | None:
+    """Why vLLM's families cannot run on this server, in a few words, or None: the finder the engine uses when
+    a search starts (server.find_python), asked once when a form is built. Quick where vLLM is not set up at all
+    (no ASSISTLAB_VLLM_PYTHON); else one short probe of that Python, which never imports vLLM."""
+    if not (os.environ.get(server.PYTHON_VAR) or "").strip():
+        return f"vLLM is not installed on this server ({server.PYTHON_VAR} is not set)"
+    try:
+        server.find_python(timeout=20.0)
+    except EngineError:
+        return f"vLLM is not installed on this server (not found through {server.PYTHON_VAR})"
+    return None
 
 
 def _method(method: str):
@@ -180,10 +198,25 @@ def bench_args(arm: VllmArm) -> list[str]:
     return args
 
 
-def _deploy(arm: VllmArm, target: str, info: dict | None = None) -> dict:
-    """The tuner's deploy block: `deploy`'s `vllm serve` line, as the snippet to copy."""
-    served = deploy(arm, target)
-    return {"engine": ENGINE, "method": arm.method, **served, "snippet": served["command"]}
+def _deploy(arm: VllmArm | None, target: str, info: dict | None = None, request: dict | None = None) -> dict:
+    """The tuner's deploy block: `deploy`'s `vllm serve` line (plain when `arm` is None) with the models where
+    they are (a bundled model's converted folder, a hub id, a folder), as the snippet to copy; after it, as a
+    comment, the request that asks the server the searched prompt for the searched number of new tokens."""
+    arm = arm or VllmArm("plain")
+    where, revision, comment = deployed_model(target)
+    draft = deployed_model(arm.draft_model)[0] if arm.draft_model else None
+    served = deploy(arm, where, draft_folder=draft, revision=revision)
+    lines = [*([comment] if comment else []), served["command"]]
+    request = request or {}
+    if isinstance(request.get("prompt"), str):
+        chat = request.get("chat_template", True)
+        body = {"model": where, **({"messages": [{"role": "user", "content": request["prompt"]}]} if chat
+                                   else {"prompt": request["prompt"]}),
+                "max_tokens": request.get("max_new_tokens") or 256, "temperature": 0}
+        url = "http://127.0.0.1:8000/v1/" + ("chat/completions" if chat else "completions")
+        lines += ["# Once it is up, from another shell: the searched prompt, greedy, as the search timed it",
+                  f"# curl -s {url} -H 'Content-Type: application/json' -d {shlex.quote(json.dumps(body))}"]
+    return {"engine": ENGINE, "method": arm.method, **served, "snippet": "\n".join(lines)}
 
 
 def simplicity(arm: VllmArm) -> tuple:
@@ -199,4 +232,4 @@ def phrase(arm: VllmArm) -> str:
 
 
 SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, _deploy, simplicity, phrase,
-                          plain_arm=lambda: VllmArm("plain"), title="vLLM")
+                          plain_arm=lambda: VllmArm("plain"), title="vLLM", unavailable=lambda: unavailable())
