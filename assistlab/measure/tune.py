@@ -166,7 +166,10 @@ def _hook(state: _State) -> Callable:
     """The runner's stopping hook: the budget from the stopping rule, the rest from the search."""
 
     def decide(request: BenchRequest, report: Report, count: int, elapsed: float) -> stop_rules.Decision:
-        budget = stop_rules.after_repetition(request, report, count, elapsed)
+        # The budget is kept: a search stops before a repetition that would likely overrun it. The bench rule's
+        # extension to the fewest repetitions its own answer needs is not the search's (its looks are its own),
+        # and ran a saved search's timed runs to 716 s of a 600 s budget.
+        budget = stop_rules.after_repetition(request, report, count, elapsed, extend_to_floor=False)
         stop = report.stopping
         if stop.get("ended_by") == "clear":  # a tuner's "clear" is the search's, not every arm against plain
             stop.update(ended_by=None, reached=False)  # and the budgets that rule returned before checking
@@ -272,7 +275,8 @@ def tune(request: BenchRequest, store, clock: Clock = time.perf_counter,
         final = dataclasses.replace(final, done=counted, total=counted, most=0)
     report.tune = summary
     under_load = (summary.get("schedule") or {}).get("sentence", "")
-    report.message = " ".join(x for x in (summary["sentence"], _ended_words(report), under_load) if x)
+    report.message = " ".join(x for x in (summary["sentence"], _ended_words(report), summary["budget"]["sentence"],
+                                          under_load) if x)
     yield dataclasses.replace(final, message=report.message)
     return summary
 

@@ -1,5 +1,9 @@
 """A search's summary, the report's `tune` block (docs/tune.md): each candidate, the recommendation with its
-intervals, the runs it took, the `bench` options that re-time it and the code or command line that deploys it."""
+intervals, the runs it took, the `bench` options that re-time it, what to deploy (the pick only when it is
+clearly faster than plain, else plain generation, with why) and whether the timed runs kept to the budget.
+
+Every view of the pick's interval (the sentence, the tuner's page, the command line, the leaderboard) reads one
+field, `recommendation.interval` (`interval` of each candidate likewise): its ends, its level and its words."""
 
 from __future__ import annotations
 
@@ -11,6 +15,10 @@ from ..engines import catalog, registry
 from ..results import likely, sequential
 from ..results import tune as elimination
 from ..results.report import Report
+from ..results.verdicts import level_words
+
+# What an interval rests on, as `interval.kind` says: the rule that assumes nothing, or the likely rule.
+SURE, LIKELY, NO_INTERVAL = sequential.TIME_UNIFORM, "likely", "none"
 
 
 def _settings(spec) -> dict:
@@ -47,9 +55,31 @@ def _best_bounds(entry: dict) -> tuple[float | None, float | None, str]:
     """The interval a sentence quotes: the sure one once bounded, else the likely one (said)."""
     if entry["ci_low"] is not None and entry["ci_high"] is not None:
         return entry["ci_low"], entry["ci_high"], ""
-    if entry["likely_low"] is not None and entry["likely_high"] is not None:
+    if entry.get("likely_low") is not None and entry.get("likely_high") is not None:
         return entry["likely_low"], entry["likely_high"], ", assuming roughly normal noise"
     return None, None, ""
+
+
+def one_interval(speedup: dict | None) -> dict:
+    """The one interval every view shows of a candidate's speedup over plain, in the fields of every speedup
+    (median, ci_low, ci_high, level, n, and `interval`, its kind): the sure one once bounded, else the likely
+    one ('likely', `assumption` saying what it assumes); `text` its words, '0.48–1.76×, 99.1%' (the level as
+    verdicts.level_words writes every level)."""
+    speedup = speedup or {}
+    low, high, said = _best_bounds({"ci_low": None, "ci_high": None, **speedup})
+    level = speedup.get("level")
+    shown = {"median": speedup.get("median"), "ci_low": low, "ci_high": high, "level": level,
+             "n": speedup.get("n", 0), "interval": NO_INTERVAL, "assumption": "", "text": ""}
+    if low is None:
+        return shown
+    level_said = f", {level_words(level)}" if isinstance(level, (int, float)) else ""
+    return {**shown, "interval": LIKELY if said else SURE, "assumption": said.removeprefix(", "),
+            "text": f"{low:.2f}–{high:.2f}×{level_said}{said}"}
+
+
+def clearly_faster(interval: dict | None) -> bool:
+    """Deploy-worthy: the pick's interval, at the search's level, lies wholly above 1× (its verdict 'faster')."""
+    return bool(interval) and interval.get("ci_low") is not None and interval["ci_low"] > 1.0
 
 
 def _bench_args(report: Report, spec) -> list[str]:
@@ -62,26 +92,27 @@ def _bench_args(report: Report, spec) -> list[str]:
     return args
 
 
+def _figure(interval: dict) -> str:
+    """The speedup as every other view says it: faster or slower only where its interval says so, a slower one
+    as its speedup below 1x (never as a time), one whose interval holds 1x as no clear difference."""
+    low, high, ratio = interval["ci_low"], interval["ci_high"], interval["median"] or 0.0
+    if low is not None and low > 1.0:
+        return f"{ratio:.2f}× faster than plain"
+    if high is not None and high < 1.0:
+        return f"slower, {ratio:.2f}× the speed of plain"
+    if low is not None:
+        return f"{ratio:.2f}× the speed of plain, no clear difference"
+    return f"{ratio:.2f}× the speed of plain"
+
+
 def _sentence(rec: dict | None, outcome: str) -> str:
     if rec is None:
         if outcome == elimination.NONE:
             return "Use plain generation: every candidate was clearly slower than plain."
         return "No candidate could be timed; nothing to recommend."
-    s = rec["speedup"]
-    low, high, said = _best_bounds(s)
-    span = f" ({low:.2f}–{high:.2f}{said})" if low is not None else " (too few repetitions for an interval)"
-    ratio = s["median"] or 0.0
-    # As every other view says a speedup: faster or slower only where its interval says so, a slower one as its
-    # speedup below 1x (never as a time), one whose interval holds 1x as no clear difference.
-    if low is not None and low > 1.0:
-        figure = f"{ratio:.2f}× faster than plain"
-    elif high is not None and high < 1.0:
-        figure = f"slower, {ratio:.2f}× the speed of plain"
-    elif low is not None:
-        figure = f"{ratio:.2f}× the speed of plain, no clear difference"
-    else:
-        figure = f"{ratio:.2f}× the speed of plain"
-    text = f"{rec['phrase'][0].upper()}{rec['phrase'][1:]}: {figure}{span}"
+    interval = rec.get("interval") or one_interval(rec["speedup"])
+    span = f" ({interval['text']})" if interval["text"] else " (too few repetitions for an interval)"
+    text = f"{rec['phrase'][0].upper()}{rec['phrase'][1:]}: {_figure(interval)}{span}"
     over = rec.get("over_default")
     owner = registry.SETTINGS[rec["engine"]].possessive
     if over and over.get("is_default"):
@@ -94,6 +125,45 @@ def _sentence(rec: dict | None, outcome: str) -> str:
     return f"Use {text[0].lower()}{text[1:]}."
 
 
+def _deploy(report: Report, rec: dict | None, outcome: str, engine: str) -> dict | None:
+    """What to deploy: the pick's code when it is clearly faster than plain, else plain generation's (on
+    `engine`, the pick's or the first candidate's), each with its sentence; None when no candidate could be
+    timed (nothing was learnt)."""
+    if rec is not None and clearly_faster(rec["interval"]):
+        return {**rec["deploy"], "plain": False,
+                "sentence": f"Deploy it: {rec['phrase']}, {_figure(rec['interval'])} ({rec['interval']['text']})."}
+    if rec is None and outcome != elimination.NONE:
+        return None
+    if rec is None:
+        why = "every candidate was clearly slower than plain."
+    else:
+        interval = rec["interval"]
+        figures = ", ".join(x for x in (f"{interval['median']:.2f}×" if interval["median"] else "",
+                                        interval["text"] or "too few repetitions for an interval") if x)
+        why = f"no setting was clearly faster than plain here (best: {rec['phrase']}, {figures})."
+    plain = registry.SETTINGS[engine].deploy(None, report.request["target"], None, request=_deployed_request(report))
+    return {**plain, "plain": True, "sentence": f"Deploy plain generation: {why}"}
+
+
+def _deployed_request(report: Report) -> dict:
+    """The request a deploy snippet reproduces: the searched prompt and length, and the device it ran on."""
+    return {**report.request, "device": (report.environment or {}).get("device") or report.request.get("device")}
+
+
+def _budget(report: Report) -> dict:
+    """The time budget against the timed runs' seconds; `sentence` says when a repetition already started ran
+    past it (the search stops before a repetition that would likely overrun, but cannot cut one short)."""
+    stop = report.stopping or {}
+    budget, took = stop.get("max_time_s"), stop.get("elapsed_s")
+    over = isinstance(budget, (int, float)) and isinstance(took, (int, float)) and took > budget
+    sentence = ""
+    if over:
+        seconds = f"{took:.0f}" if took >= 10 else f"{took:.2g}"
+        sentence = (f"The timed runs took {seconds} s, past the {budget:g} s budget: a repetition already started "
+                    "is finished.")
+    return {"max_time_s": budget, "timed_s": took, "over": over, "sentence": sentence}
+
+
 def summarize(report: Report, state) -> dict:
     """The `tune` block from the report and the search's state (measure/tune.py's _State)."""
     looks = tuple(t for t in likely.LOOKS if t <= (report.request.get("repeats") or max(likely.LOOKS)))
@@ -104,11 +174,12 @@ def summarize(report: Report, state) -> dict:
         info = report.arms[index]
         base, mine = _paired_runs(report, state.baselines[pos], index)
         left = state.left_at.get(pos)
+        speedup = _interval(base, mine, alpha, looks) if mine else None
         candidates.append({
             "arm": info.name, "engine": spec.engine, "family": getattr(spec, "strategy", None) or spec.method,
             "settings": _settings(spec), "left_at": left[0] if left else None,
             "why": info.error or (left[1] if left else None), "runs": len(mine),
-            "speedup": _interval(base, mine, alpha, looks) if mine else None,
+            "speedup": speedup, "interval": one_interval(speedup),
             "looks": _search_looks(base, mine, m, looks),  # the interval the search decided on, per repetition
         })
     rec = None
@@ -134,7 +205,9 @@ def summarize(report: Report, state) -> dict:
         "repetitions": reps,
         "runs_used": runs_used,
         "runs_without_elimination": arms_timed * reps,
-        "deploy": rec["deploy"] if rec else None,
+        "deploy": _deploy(report, rec, state.outcome,
+                          rec["engine"] if rec else state.specs[0].engine if state.specs else registry.HOST.name),
+        "budget": _budget(report),
     }
     summary["sentence"] = _sentence(rec, state.outcome)
     return summary
@@ -168,14 +241,16 @@ def _recommendation(report: Report, state, pos: int, alpha: float, looks) -> dic
     info = report.arms[index]
     arm_info = {"strategy": info.strategy, "settings": info.settings}
     args = _bench_args(report, spec)
+    speedup = _interval(base, mine, alpha, looks)
     return {
         "arm": info.name, "engine": spec.engine, "strategy": info.strategy,
         "family": getattr(spec, "strategy", None) or spec.method, "settings": _settings(spec),
         "phrase": declared.phrase(spec),
-        "speedup": _interval(base, mine, alpha, looks),
+        "speedup": speedup,
+        "interval": one_interval(speedup),
         "over_default": over,
         "bench_args": args,
         "bench_command": "python -m assistlab bench " + shlex.join(args),
-        "deploy": declared.deploy(spec, report.request["target"], arm_info),
+        "deploy": declared.deploy(spec, report.request["target"], arm_info, request=_deployed_request(report)),
         "mean_log_speedup": float(np.mean(np.log(np.divide(base, mine)))) if mine else None,
     }

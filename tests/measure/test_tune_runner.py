@@ -112,22 +112,61 @@ def test_stop_mid_search_keeps_what_was_measured_and_says_not_settled(allowed_mo
 def test_the_sentence_reads_as_the_issue_asks():
     from assistlab.measure.tune_summary import _sentence
 
-    speedup = {"median": 1.42, "ci_low": 1.35, "ci_high": 1.50, "likely_low": 1.38, "likely_high": 1.47}
+    speedup = {"median": 1.42, "ci_low": 1.35, "ci_high": 1.50, "likely_low": 1.38, "likely_high": 1.47,
+               "level": 1 - 0.05 / 6}
     rec = {"phrase": "prompt lookup with 3 tokens", "engine": "transformers", "speedup": speedup,
            "over_default": {"median": 1.09, "is_default": False}}
     assert _sentence(rec, elimination.CLEAR) == ("Use prompt lookup with 3 tokens: 1.42× faster than plain "
-                                                "(1.35–1.50), 9% faster than transformers' defaults.")
+                                                "(1.35–1.50×, 99.1%), 9% faster than transformers' defaults.")
     unbounded = {**rec, "engine": "vllm", "phrase": "vLLM ngram with 4 tokens (lookup 2-4)",
                  "speedup": {**speedup, "ci_low": None}, "over_default": {"is_default": True, "median": 1.0}}
     assert _sentence(unbounded, elimination.OPEN) == (
         "Not settled within the budget; best so far: vLLM ngram with 4 tokens (lookup 2-4): 1.42× faster than "
-        "plain (1.38–1.47, assuming roughly normal noise), and it is vLLM's default setting.")
+        "plain (1.38–1.47×, 99.1%, assuming roughly normal noise), and it is vLLM's default setting.")
     assert _sentence(None, elimination.NONE) == "Use plain generation: every candidate was clearly slower than plain."
     # A pick at or below plain is said as every view says a speedup: never as a time, faster or slower only
     # where its interval says so (issue 36 item 4).
     slower = {**rec, "speedup": {"median": 0.95, "ci_low": 0.90, "ci_high": 0.98}, "over_default": None}
-    assert "slower, 0.95× the speed of plain (0.90–0.98)" in _sentence(slower, elimination.OPEN)
+    assert "slower, 0.95× the speed of plain (0.90–0.98×)" in _sentence(slower, elimination.OPEN)
     unclear = {**rec, "speedup": {"median": 0.95, "ci_low": 0.81, "ci_high": 1.08}, "over_default": None}
     text = _sentence(unclear, elimination.OPEN)
-    assert "0.95× the speed of plain, no clear difference (0.81–1.08)" in text
+    assert "0.95× the speed of plain, no clear difference (0.81–1.08×)" in text
     assert "slower" not in text.split(":", 1)[1] and "faster" not in text
+
+
+def test_the_budget_is_kept_and_a_repetition_that_ran_past_it_is_said(allowed_models, store, known_latencies):
+    """A budget shorter than one repetition: the search stops after it (it no longer runs on to the repetitions the
+    bench rule's own answer needs), and says the timed runs passed the budget; its best, not clearly faster than
+    plain, is not what to deploy: plain generation is, with why."""
+    known_latencies.update({"plain": 1.0, "prompt-lookup (k=1)": 0.5, "prompt-lookup (k=2)": 0.8})
+    request = tune.tune_request("target", assistants=[], candidates="prompt-lookup:prompt_lookup_num_tokens=1,2",
+                                prompt=PROMPT, max_new_tokens=4, repeats=12, warmup=0, device="cpu",
+                                max_time_s=0.001)
+    report, summary = tune.run_tune(request, store)
+    assert summary["repetitions"] == 1 and report.stopping["ended_by"] == "time budget"
+    budget = summary["budget"]
+    assert budget["over"] and budget["max_time_s"] == 0.001 and budget["timed_s"] > 0.001
+    assert budget["sentence"].startswith("The timed runs took ") and budget["sentence"].endswith(
+        "past the 0.001 s budget: a repetition already started is finished.")
+    assert budget["sentence"] in report.message
+    deploy = summary["deploy"]
+    assert summary["recommendation"]["interval"]["ci_low"] is None  # one repetition: no interval yet
+    assert deploy["plain"] and deploy["sentence"].startswith(
+        "Deploy plain generation: no setting was clearly faster than plain here (best: prompt lookup with 1 token, ")
+    assert "prompt_lookup_num_tokens" not in deploy["snippet"] and "max_new_tokens=4)" in deploy["snippet"]
+
+
+def test_a_pick_clearly_faster_than_plain_is_what_to_deploy_and_a_budget_kept_says_nothing(allowed_models, store,
+                                                                                      known_latencies):
+    known_latencies.update({"plain": 1.0, "prompt-lookup (k=1)": 0.5, "prompt-lookup (k=2)": 0.8})
+    report, summary = tune.run_tune(_request(candidates="prompt-lookup:prompt_lookup_num_tokens=1,2"), store)
+    rec, deploy = summary["recommendation"], summary["deploy"]
+    assert rec["interval"]["ci_low"] > 1.0 and rec["interval"]["text"] in summary["sentence"]
+    assert rec["interval"]["level"] == pytest.approx(1 - 0.05 / 2) and "97.5%" in rec["interval"]["text"]
+    assert deploy["plain"] is False and deploy["snippet"] == rec["deploy"]["snippet"]
+    assert deploy["sentence"] == f"Deploy it: prompt lookup with 1 token, {rec['interval']['median']:.2f}× faster " \
+                                 f"than plain ({rec['interval']['text']})."
+    assert "prompt_lookup_num_tokens=1" in deploy["snippet"] and f"prompt = {PROMPT!r}" in deploy["snippet"]
+    assert summary["budget"] == {"max_time_s": 3000, "timed_s": summary["budget"]["timed_s"], "over": False,
+                                 "sentence": ""}
+    assert "budget" not in report.message
