@@ -1,5 +1,6 @@
 """`python -m assistlab tune`: find the setting to deploy (measure/tune.py), print its sentence first, then the
-candidates, the code or command line that deploys it and the `bench` command that re-times it."""
+candidates, what to deploy (plain generation when no setting was clearly faster than plain) and the `bench`
+command that re-times the pick."""
 
 from __future__ import annotations
 
@@ -81,33 +82,48 @@ def request_from_args(args: argparse.Namespace):
                         dtype=args.dtype, chat_template=args.chat_template)
 
 
+def _span(candidate: dict) -> str:
+    """A candidate's interval as the page shows it ('0.48–1.76×, 99.1%'), or, in a report from before the
+    summary had one, its sure interval else its likely one."""
+    if candidate.get("interval") is not None:
+        return candidate["interval"]["text"] or "—"
+    s = candidate["speedup"] or {}
+    low, high = (s.get("ci_low"), s.get("ci_high"))
+    if low is None or high is None:
+        low, high = s.get("likely_low"), s.get("likely_high")
+    return f"{low:.2f}–{high:.2f}" if low is not None and high is not None else "—"
+
+
 def format_summary(summary: dict) -> str:
-    """The sentence first, then each candidate, then how to deploy and re-time the winner."""
+    """The sentence first, then each candidate, then what to deploy (the pick only when it is clearly faster
+    than plain, else plain generation, with why) and how to re-time the pick."""
     lines = [summary["sentence"], ""]
-    lines.append(f"{'candidate':<44} {'speedup':>8}  {'interval':<14} {'runs':>4}  left")
+    lines.append(f"{'candidate':<44} {'speedup':>8}  {'interval':<24} {'runs':>4}  left")
     for c in summary["candidates"]:
         s = c["speedup"] or {}
-        low, high = (s.get("ci_low"), s.get("ci_high"))
-        if low is None or high is None:
-            low, high = s.get("likely_low"), s.get("likely_high")
-        span = f"{low:.2f}–{high:.2f}" if low is not None and high is not None else "—"
         median = f"{s['median']:.2f}×" if s.get("median") else "—"
         left = c["why"] or "still in"
-        lines.append(f"{c['arm'][:44]:<44} {median:>8}  {span:<14} {c['runs']:>4}  {left}")
+        lines.append(f"{c['arm'][:44]:<44} {median:>8}  {_span(c):<24} {c['runs']:>4}  {left}")
     confirmed = {True: "yes", False: "no: the rule that assumes nothing disagrees", None: "not tried or not yet "
                  "decided"}[summary["confirmed"]]
     lines += ["", f"Settled: {'yes' if summary['settled'] else 'no'} ({summary['outcome']}) after "
                   f"{summary['repetitions']} repetitions; runs used {summary['runs_used']} of "
                   f"{summary['runs_without_elimination']} without elimination. Confirmed: {confirmed}.",
               f"How sure: {summary['level']:.0%} for the whole search, {summary['assumption']}."]
+    over = (summary.get("budget") or {}).get("sentence")
+    if over:
+        lines.append(over)
     schedule, checked = summary.get("schedule"), summary.get("schedule_check")
     if schedule:
         lines += ["", schedule["sentence"], *(f"  {row['sentence']}" for row in (checked or {}).get("levels", []))]
         if checked and checked.get("all_within_band") is not False and not checked.get("refused"):
             lines.append(f"  --speculative-config '{json.dumps(schedule['speculative_config'])}'")
-    rec = summary["recommendation"]
+    deploy, rec = summary.get("deploy"), summary["recommendation"]
+    if deploy:
+        lines += ["", deploy.get("sentence") or "Deploy it:", deploy["snippet"]]
     if rec:
-        lines += ["", "Deploy it:", rec["deploy"]["snippet"], "", "Re-time it:", rec["bench_command"]]
+        lines += ["", "Re-time it:" if deploy and not deploy.get("plain") else "Re-time the best candidate:",
+                  rec["bench_command"]]
     return "\n".join(lines)
 
 

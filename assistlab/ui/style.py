@@ -112,6 +112,16 @@ CSS = """
 #al-suite-prompts td:last-child { min-width: 14em; }
 .al-table td.al-prompt-cell { text-align: left; min-width: 9em; }
 .al-sweep-best { font-weight: 560; margin: 6px 0 !important; }
+/* The tuner's candidates: six columns whole in a results column at 1280-1920 px (names, settings and why wrap, a
+   long word breaks where it must, the interval at its spaces); on a phone each candidate stacks (below). */
+#al-tune-table td { white-space: normal; }
+#al-tune-table td:nth-child(1), #al-tune-table td:nth-child(2), #al-tune-table td:nth-child(6) {
+  overflow-wrap: anywhere; text-align: left; }
+#al-tune-table th:nth-child(2), #al-tune-table th:nth-child(6) { text-align: left; }
+#al-tune-table td:nth-child(2) { min-width: 8em; font-size: .84rem; }
+#al-tune-table td:nth-child(3) { min-width: 7em; }
+#al-tune-table td:nth-child(6) { min-width: 12em; font-size: .84rem; }
+.al-tune-deploy { font-weight: 560; margin: 4px 0 !important; }
 .al-env, .al-env p { font-size: .88rem !important; color: var(--body-text-color-subdued) !important; }
 .al-progress.al-failed .al-label { color: #b91c1c; font-weight: 560; }
 .al-headline p.al-lead { font-size: 1.15rem; font-weight: 640; margin-bottom: 8px; }
@@ -172,6 +182,13 @@ abbr.al-term { text-decoration: underline dotted 1px; text-underline-offset: 3px
   #al-tabs .tab-container button { padding: 0 8px; height: 26px; }
   .al-glossary dl { grid-template-columns: 1fr; }
   .al-glossary dd { margin-bottom: 6px; }
+  /* The tuner's candidates one under another, each cell after its column's name: six columns do not fit. */
+  #al-tune-table thead { display: none; }
+  #al-tune-table, #al-tune-table tbody, #al-tune-table tr, #al-tune-table td { display: block; width: 100%; }
+  #al-tune-table tr { padding: 6px 0; border-bottom: 1px solid var(--border-color-primary); }
+  #al-tune-table td { border: none !important; padding: 1px 0 !important; text-align: left; min-width: 0 !important; }
+  #al-tune-table td::before { content: attr(data-label) ": "; font-weight: 600; color: var(--body-text-color-subdued); }
+  #al-tune-table td:empty { display: none; }  /* a candidate still in has no why */
   /* Settings' side-by-side boxes one under another: two in a row left a dropdown's value cut ("transfor…"). */
   #al-settings .row, #al-settings .row > .form { flex-direction: column !important; flex-wrap: nowrap !important; }
   #al-settings .row > *, #al-settings .row > .form > * { min-width: 0 !important; width: 100% !important; }

@@ -10,7 +10,7 @@ import re
 
 from ..config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, FIELD_CHARS, BenchRequest, capped_text
 from ..engines import catalog, registry
-from ..engines.settings import MAX_CANDIDATES, family_key, tickable
+from ..engines.settings import MAX_CANDIDATES, family_key, tickable, unavailable_families
 from ..errors import InputError
 from ..measure.tune import default_assistants, tune_request
 from .fields import _band, _blank, _engines, _optional_count, _split_refs
@@ -54,6 +54,8 @@ HINTS = {
     "repeats": f"The budget: at most this many repetitions of every candidate still in. Empty = {CLEAR_MAX_REPEATS}.",
     "max_time_s": f"The budget: at most this many seconds of timed runs. Empty = {CLEAR_MAX_TIME_S:g}.",
 }
+# What the label of a family that cannot run on this server adds (the info line says why).
+NOT_HERE = "cannot run on this server"
 # The package names these boxes by their command-line options; the page by its labels, the API by its names.
 _OPTION_NAMES = {"--candidates": "candidates", "--families": "families", "--assistant": "assistants"}
 
@@ -84,24 +86,49 @@ def assistants_from_text(text, target: str) -> list[str] | None:
     return refs
 
 
-def family_choices() -> list[tuple[str, str]]:
-    """The ticks: every family a person can tick, of every engine, as (what it reads, 'engine family')."""
+def cannot_run() -> dict[str, str]:
+    """The families that cannot run on this server, by key, with why (each engine says: vLLM not installed)."""
+    return unavailable_families(list(registry.SETTINGS.values()))
+
+
+def family_choices(reasons: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """The ticks: every family a person can tick, of every engine, as (what it reads, 'engine family'); one that
+    cannot run on this server (`reasons`, cannot_run's) says so in its label."""
+    reasons = cannot_run() if reasons is None else reasons
+
     def words(family) -> str:
         title = registry.SETTINGS[family.engine].title or family.engine
         text = family.words[0].upper() + family.words[1:] if family.words[:2].islower() else family.words
-        return text if title.lower() in text.lower() else f"{text} ({title})"
+        text = text if title.lower() in text.lower() else f"{text} ({title})"
+        return f"{text}: {NOT_HERE}" if family_key(family) in reasons else text
 
     return [(words(f), family_key(f)) for f in tickable(list(registry.SETTINGS.values()))]
 
 
-def default_families() -> list[str]:
-    """The families ticked when the page opens: those each engine searches by default."""
+def _searched() -> list[str]:
     return [family_key(f) for f in tickable(list(registry.SETTINGS.values())) if f.searched]
+
+
+def default_families(reasons: dict[str, str] | None = None) -> list[str]:
+    """The families ticked when the page opens: those each engine searches by default that can run here."""
+    reasons = cannot_run() if reasons is None else reasons
+    return [key for key in _searched() if key not in reasons]
+
+
+def families_hint(reasons: dict[str, str]) -> str:
+    """The ticks' info line: the hint, then why the families that cannot run here cannot, one sentence per engine."""
+    why: dict[str, list[str]] = {}
+    for key, reason in reasons.items():
+        why.setdefault(reason, []).append(key.split()[0])
+    said = " ".join(f"{registry.SETTINGS[engines[0]].title or engines[0]} families: {reason}."
+                    for reason, engines in why.items())
+    return f"{HINTS['families']} {said}" if said else HINTS["families"]
 
 
 def families_from_ticks(ticks, engines: tuple[str, ...]) -> list[str] | None:
     """The ticks (a list, or text with commas from the API) as the search's `families`: None when they are the
-    default ones (then a family the candidates box names needs no tick), else those of the engines searched."""
+    default ones, those the page opens with or those each engine searches by default (then a family the
+    candidates box names needs no tick), else those of the engines searched."""
     if ticks is None:
         return None
     if isinstance(ticks, str):
@@ -111,7 +138,7 @@ def families_from_ticks(ticks, engines: tuple[str, ...]) -> list[str] | None:
     if not isinstance(ticks, (list, tuple)) or len(ticks) > 64:
         raise InputError("families must be a list of families, as in ['transformers prompt-lookup'].")
     names = [" ".join(str(t).split()) for t in ticks if str(t).strip()]
-    if sorted(names) == sorted(default_families()):
+    if sorted(names) == sorted(_searched()) or sorted(names) == sorted(default_families()):
         return None
     return [n for n in names if n.split()[0] in engines or n.split()[0] not in registry.SETTINGS]
 

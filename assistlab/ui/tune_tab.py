@@ -1,6 +1,7 @@
 """The "Find the best setting" tab: a search over candidate settings (measure/tune.py) with Run and Stop, the
-candidates still in on the progress line, then the answer in a sentence, the snippet that deploys it, the chart of
-every candidate's interval over the looks, the table of candidates and the report."""
+candidates still in on the progress line, then the answer in a sentence, the snippet that deploys it (plain
+generation's when no setting was clearly faster than plain), the chart of every candidate's interval over the
+looks, the table of candidates and the report."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from .api_parameters import FORM_FIELDS, TUNE_API
 from .form import Form
 from .history_tab import save_after
 from .session import LIGHT, Page, TunePlan
-from .tune_fields import (DETAILS, HINTS, INTRO, LABELS, checked, default_assistants_text, default_families,
-                          family_choices, tune_request_from_form)
+from .tune_fields import (DETAILS, HINTS, INTRO, LABELS, cannot_run, checked, default_assistants_text,
+                          default_families, families_hint, family_choices, tune_request_from_form)
 
 READY = "No search yet. Press Find the best setting to start."
 
@@ -60,8 +61,9 @@ def build() -> TuneView:
         gr.Markdown(DETAILS, elem_classes="al-env")
     assistants = _box("assistants", "al-tune-assistants", lines=1, max_lines=4,
                       placeholder=default_assistants_text(_default_target()))
-    families = gr.CheckboxGroup(family_choices(), value=default_families(), label=LABELS["families"],
-                                info=HINTS["families"], elem_id="al-tune-families")
+    reasons = cannot_run()  # a family that cannot run on this server opens unticked, saying why
+    families = gr.CheckboxGroup(family_choices(reasons), value=default_families(reasons), label=LABELS["families"],
+                                info=families_hint(reasons), elem_id="al-tune-families")
     candidates = _box("candidates", "al-tune-candidates", lines=1, max_lines=4,
                       placeholder="every setting the engines try by default")
     with gr.Row():
@@ -94,7 +96,8 @@ def result_updates(view: TuneView, report: dict) -> dict:
     return {
         view.panel: gr.update(visible=True),
         view.sentence: tune_views.sentence_html(report),
-        view.snippet: gr.update(value=tune_views.snippet(report), language=tune_views.snippet_language(report)),
+        view.snippet: gr.update(value=tune_views.snippet(report), language=tune_views.snippet_language(report),
+                                label=tune_views.snippet_label(report), visible=bool(tune_views.snippet(report))),
         view.plot: tune_views.tune_figure(report),
         view.table: tune_views.candidates_html(report),
     }

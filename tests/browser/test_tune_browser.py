@@ -1,6 +1,8 @@
 """The tuner in a real browser (issue 34): a search on the tiny models runs to its sentence, the deploy snippet is
 copied with the code box's button, the saved search opens again from History in the tuner's tab, and a second
-search stopped mid-way keeps what was measured and says "not settled"."""
+search stopped mid-way keeps what was measured and says "not settled". Issue 43: a search where nothing beats
+plain shows no "Deploy it" for an assisted setting and says to deploy plain generation; the candidates' table is
+whole at 1280, 1440 and 1920 px and on a phone (390 px), with no sideways scroll of the page."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def _fill(page, elem_id: str, value: str) -> None:
     assert box.input_value() == value
 
 
-def _search(page, candidates: str, repeats: str) -> None:
+def _search(page, candidates: str, repeats: str, assistants: str = "none") -> None:
     """The form's target, prompt and a few new tokens, then the tab's boxes, as a person types them."""
     pick_models(page, "target")
     page.fill("#al-prompt textarea", PROMPT)
@@ -59,7 +61,7 @@ def _search(page, candidates: str, repeats: str) -> None:
             if box.input_value() == value:
                 break
     page.get_by_role("tab", name="Find the best setting").click()
-    _fill(page, "al-tune-assistants", "none")
+    _fill(page, "al-tune-assistants", assistants)
     _fill(page, "al-tune-candidates", candidates)
     _fill(page, "al-tune-repeats", repeats)
     page.click("#al-tune-run")
@@ -87,7 +89,14 @@ def test_a_search_runs_to_its_sentence_its_snippet_is_copied_and_it_opens_again_
     page.locator("#al-tune-snippet").get_by_role("button", name=re.compile("copy", re.I)).first.click()
     copied = page.evaluate("() => navigator.clipboard.readText()")
     assert copied.strip() == tune["deploy"]["snippet"].strip()
-    assert "prompt_lookup_num_tokens=" in copied and "generate(" in copied
+    assert "generate(" in copied and f"prompt = {PROMPT!r}" in copied and "max_new_tokens=4)" in copied
+    # The pick's code only when it is clearly faster than plain; else plain generation's, and the page says why.
+    if tune["deploy"]["plain"]:
+        assert "prompt_lookup_num_tokens=" not in copied
+        assert page.inner_text("#al-tune-deploy").startswith("Deploy plain generation: ")
+    else:
+        assert "prompt_lookup_num_tokens=" in copied
+        assert page.inner_text("#al-tune-deploy").startswith("Deploy it: prompt lookup with ")
 
     # Saved as a tuner's run; on a fresh page its History row opens it in this tab, not as a comparison.
     page.wait_for_selector("#al-tune-progress #al-saved")
@@ -165,3 +174,72 @@ def test_the_families_ticks_narrow_the_search_and_none_ticked_is_a_sentence(page
     report = _report(page)
     assert {c["family"] for c in report["tune"]["candidates"]} == {"prompt-lookup"}
     assert report["request"]["target"] == "target"
+
+
+def _deploy_words(page) -> str:
+    """Everything the results say about deploying: the sentence under the answer and the code box's title."""
+    return page.inner_text("#al-tune-deploy") + "\n" + page.locator("#al-tune-snippet").inner_text()
+
+
+def test_a_search_where_nothing_beats_plain_says_to_deploy_plain_generation(page):
+    """Two repetitions: too few for any interval, so no setting is clearly faster than plain; the page says to
+    deploy plain generation and why, and offers no assisted setting's code."""
+    _search(page, "prompt-lookup:prompt_lookup_num_tokens=1,2", "2")
+    page.wait_for_selector("#al-tune-download", state="visible", timeout=240_000)
+    results = page.inner_text("#al-tune-results")
+    assert "Deploy it" not in results
+    deploy = page.inner_text("#al-tune-deploy")
+    assert deploy.startswith("Deploy plain generation: no setting was clearly faster than plain here (best: "
+                             "prompt lookup with "), deploy
+    assert "Deploy plain generation" in page.locator("#al-tune-snippet").inner_text()  # the code box's title
+    code = _deploy_words(page)
+    assert "generate(" in code and "prompt_lookup_num_tokens" not in code and "max_new_tokens=4)" in code
+    report = _report(page)
+    assert report["tune"]["deploy"]["plain"] is True and report["tune"]["deploy"]["sentence"] == deploy
+
+
+# Where the candidates' table and its cells reach, against its own box, the results column and the window; and
+# whether the page itself scrolls sideways.
+_TUNE_FIT = """() => {
+  const table = document.querySelector('#al-tune-table');
+  const column = document.querySelector('#al-tune-results').getBoundingClientRect();
+  const box = table.parentElement.getBoundingClientRect();
+  const edge = Math.min(window.innerWidth, box.right, column.right);
+  const problems = [];
+  const name = c => `${c.tagName.toLowerCase()} ${c.cellIndex + 1} "${c.innerText.trim().slice(0, 30)}"`;
+  if (table.getBoundingClientRect().right > edge + 1)
+    problems.push(`the table ends at ${Math.round(table.getBoundingClientRect().right)} px, past ${Math.round(edge)}`);
+  let headers = 0;
+  for (const cell of table.querySelectorAll('th, td')) {
+    const r = cell.getBoundingClientRect();
+    if (r.width === 0) continue;
+    if (cell.tagName === 'TH') headers += 1;
+    if (r.right > edge + 1) problems.push(`${name(cell)} ends at ${Math.round(r.right)} px, past ${Math.round(edge)}`);
+    if (cell.scrollWidth > cell.clientWidth + 1) problems.push(`${name(cell)} shows ${cell.clientWidth} of ${cell.scrollWidth} px`);
+  }
+  return {problems, headers, scroll: document.scrollingElement.scrollWidth, inner: window.innerWidth};
+}"""
+
+
+def test_the_candidates_table_is_whole_at_desktop_widths_and_on_a_phone(browser, app_url):
+    """A search with long names (an assistant's candidates and prompt lookup), then the table at 1440 px, at 1280 and
+    1920, and at 390 px: every column inside the results column, nothing cut, the page never wider than the window;
+    on a phone the candidates stack, each cell after its column's name."""
+    with opened(browser, app_url, 1440, 900) as page:
+        _search(page, "auto:num_assistant_tokens=default,3; prompt-lookup:prompt_lookup_num_tokens=1", "4",
+                assistants="assistant-same")
+        page.wait_for_selector("#al-tune-download", state="visible", timeout=300_000)
+        assert page.locator("#al-tune-table tbody tr").count() == 3
+        for width, height in ((1440, 900), (1280, 800), (1920, 1080), (390, 844)):
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(400)
+            fit = page.evaluate(_TUNE_FIT)
+            assert not fit["problems"], f"{width} px: {fit['problems'][:6]}"
+            assert fit["scroll"] <= fit["inner"] + 1, f"{width} px: the page scrolls sideways ({fit})"
+            if width > 760:
+                assert fit["headers"] == 6, f"{width} px: {fit}"  # every header in sight
+            else:
+                assert fit["headers"] == 0  # stacked: each cell says its column
+                first = page.locator("#al-tune-table td").nth(2)
+                label = first.evaluate("c => getComputedStyle(c, '::before').content")
+                assert "Speedup over plain" in label, label

@@ -30,7 +30,14 @@ def test_tune_prints_its_sentence_first_and_writes_the_tune_block(models_dir, tm
     assert tune["sentence"] == first and tune["assumption"].startswith("candidates leave on the likely rule")
     rec = tune["recommendation"]
     assert rec["arm"] in {c["arm"] for c in tune["candidates"]}
-    assert rec["bench_command"] in result.stdout and rec["deploy"]["snippet"] in result.stdout
+    assert rec["bench_command"] in result.stdout and tune["deploy"]["snippet"] in result.stdout
+    # What to deploy, said before its code: the pick only when clearly faster than plain, else plain generation.
+    assert tune["deploy"]["sentence"] in result.stdout
+    assert tune["deploy"]["plain"] is not (rec["interval"]["ci_low"] is not None and rec["interval"]["ci_low"] > 1.0)
+    if tune["deploy"]["plain"]:
+        assert "Deploy it" not in result.stdout and "Deploy plain generation: " in result.stdout
+    # The pick's interval with its level, as its page and the leaderboard show it.
+    assert not rec["interval"]["text"] or rec["interval"]["text"] in first
     assert tune["runs_used"] <= tune["runs_without_elimination"] == 5 * tune["repetitions"]
     assert tune["confirmed"] in (True, False, None)
 
@@ -46,3 +53,31 @@ def test_a_bad_candidates_text_is_one_sentence_naming_the_field(candidates, word
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.startswith("error: --candidates") or result.stderr.startswith("error: The search")
     assert words in result.stderr, result.stderr
+
+
+def test_the_summary_says_to_deploy_plain_and_that_the_budget_was_passed():
+    from assistlab.cli.tune import format_summary
+
+    interval = {"median": 0.89, "ci_low": 0.48, "ci_high": 1.76, "level": 0.9916, "interval": "time-uniform",
+                "n": 8, "assumption": "", "text": "0.48–1.76×, 99.1%"}
+    summary = {
+        "sentence": "Not settled within the budget; best so far: prompt lookup with 3 tokens: 0.89× the speed of "
+                    "plain, no clear difference (0.48–1.76×, 99.1%).",
+        "candidates": [{"arm": "prompt-lookup (k=3)", "speedup": {"median": 0.89}, "interval": interval, "runs": 8,
+                        "why": None}],
+        "confirmed": None, "settled": False, "outcome": "not settled", "repetitions": 8, "runs_used": 16,
+        "runs_without_elimination": 16, "level": 0.95, "assumption": "candidates leave on the likely rule",
+        "recommendation": {"bench_command": "python -m assistlab bench --target t"},
+        "deploy": {"plain": True, "snippet": "output = target.generate(**inputs, do_sample=False, max_new_tokens=64)",
+                   "sentence": "Deploy plain generation: no setting was clearly faster than plain here (best: prompt "
+                               "lookup with 3 tokens, 0.89×, 0.48–1.76×, 99.1%)."},
+        "budget": {"over": True, "sentence": "The timed runs took 716 s, past the 600 s budget: a repetition "
+                                             "already started is finished."},
+    }
+    text = format_summary(summary)
+    lines = text.splitlines()
+    assert "Deploy it" not in text and summary["deploy"]["sentence"] in lines
+    assert lines[lines.index(summary["deploy"]["sentence"]) + 1] == summary["deploy"]["snippet"]
+    assert summary["budget"]["sentence"] in lines
+    assert "0.48–1.76×, 99.1%" in lines[3]  # the candidate's row: its one interval with its level
+    assert "Re-time the best candidate:" in lines

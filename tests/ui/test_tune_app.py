@@ -25,7 +25,25 @@ def test_the_tab_s_boxes_become_the_search_and_an_empty_box_takes_its_default():
     assert any(getattr(a, "assistant", None) == "bundled:smollm2-135m-instruct" for a in defaults.arms)
 
 
-def test_the_ticks_narrow_the_families_and_untouched_they_are_the_default_search():
+@pytest.fixture
+def vllm_found(monkeypatch):
+    """vLLM's finder finds it (server.find_python), as on a server with ASSISTLAB_VLLM_PYTHON set up."""
+    from assistlab.engines.vllm import server
+
+    monkeypatch.setenv(server.PYTHON_VAR, "/opt/vllm-venv/bin/python")
+    monkeypatch.setattr(server, "find_python", lambda **_: server.VllmPython("/opt/vllm-venv/bin/python", "0.32",
+                                                                             None, None))
+
+
+@pytest.fixture
+def vllm_absent(monkeypatch):
+    """No vLLM on this server: ASSISTLAB_VLLM_PYTHON unset."""
+    from assistlab.engines.vllm import server
+
+    monkeypatch.delenv(server.PYTHON_VAR, raising=False)
+
+
+def test_the_ticks_narrow_the_families_and_untouched_they_are_the_default_search(vllm_found):
     from assistlab.ui.tune_fields import default_families, family_choices
 
     keys = [key for _words, key in family_choices()]
@@ -47,6 +65,40 @@ def test_the_ticks_narrow_the_families_and_untouched_they_are_the_default_search
     with pytest.raises(InputError) as caught:
         checked(lambda: tune_request_from_form(**base, families=[]), page=False)
     assert str(caught.value).startswith("families leaves nothing to search: tick at least one family")
+
+
+def test_families_that_cannot_run_here_open_unticked_with_the_reason_beside_them(vllm_absent):
+    from assistlab.ui.tune_fields import (HINTS, NOT_HERE, cannot_run, default_families, families_from_ticks,
+                                          families_hint, family_choices)
+
+    reasons = cannot_run()
+    assert set(reasons) == {"vllm ngram", "vllm draft_model", "vllm mtp", "vllm suffix"}
+    # vLLM's ngram, searched by default, opens unticked; transformers' families as before.
+    assert default_families(reasons) == ["transformers auto", "transformers prompt-lookup"]
+    labels = dict((key, words) for words, key in family_choices(reasons))
+    assert all(labels[key].endswith(f": {NOT_HERE}") for key in reasons)
+    assert not labels["transformers prompt-lookup"].endswith(NOT_HERE)
+    hint = families_hint(reasons)
+    assert hint.startswith(HINTS["families"])
+    assert hint.count("vLLM families: vLLM is not installed on this server (ASSISTLAB_VLLM_PYTHON is not set).") == 1
+    # Ticks left as they opened are the default search still (vLLM named in the candidates box is then allowed,
+    # and fails, if chosen, with the finder's sentence when the search starts); so are the declared defaults.
+    engines = ("transformers", "vllm")
+    assert families_from_ticks(default_families(reasons), engines) is None
+    assert families_from_ticks(["transformers auto", "transformers prompt-lookup", "vllm ngram"], engines) is None
+
+
+def test_the_tab_opens_with_the_families_that_can_run_here_ticked(vllm_absent):
+    """The page itself: its ticks unticked where vLLM is absent, and the reason in the ticks' info line."""
+    from assistlab import ui
+    from assistlab.engines.transformers.models import ModelStore
+
+    demo = ui.build_app(ModelStore(max_models=1))
+    ticks = next(c for c in demo.blocks.values() if getattr(c, "elem_id", None) == "al-tune-families")
+    assert ticks.value == ["transformers auto", "transformers prompt-lookup"]
+    assert "vLLM families: vLLM is not installed on this server" in ticks.info
+    assert any(label.startswith("vLLM's n-gram lookup") and "cannot run on this server" in label
+               for label, _key in ticks.choices)
 
 
 @pytest.mark.parametrize(("values", "page_words", "api_words"), [
@@ -88,7 +140,15 @@ def test_tune_runs_a_search_to_its_sentence_and_the_history_keeps_it_as_a_tuner_
         assert all(c["left_at"] for c in tune["candidates"]), tune["candidates"]
     else:
         assert rec["arm"] in ("prompt-lookup (k=1)", "prompt-lookup (k=2)")
-        assert "prompt_lookup_num_tokens=" in tune["deploy"]["snippet"]
+        deploy = tune["deploy"]
+        # "Deploy it" only for a pick clearly faster than plain; else plain generation, and why.
+        assert deploy["plain"] is not (rec["interval"]["ci_low"] is not None and rec["interval"]["ci_low"] > 1.0)
+        if deploy["plain"]:
+            assert deploy["sentence"].startswith("Deploy plain generation: no setting was clearly faster than plain")
+            assert "prompt_lookup_num_tokens=" in rec["deploy"]["snippet"]
+            assert "prompt_lookup_num_tokens=" not in deploy["snippet"] and "max_new_tokens=4)" in deploy["snippet"]
+        else:
+            assert "prompt_lookup_num_tokens=" in tune["deploy"]["snippet"]
     run_id = report["saved"]["id"]
     assert run_id, report["saved"]
     listing = client.predict(api_name="/history")
