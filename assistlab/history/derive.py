@@ -207,6 +207,10 @@ def _tune_pick(report: dict) -> str | None:
     return rec.get("arm") if isinstance(rec, dict) else None
 
 
+# A tuner's pick's interval kinds (measure/tune_summary.one_interval): the leaderboard shows them as its page does.
+TUNE_INTERVAL_KINDS = ("time-uniform", "likely")
+
+
 def arm_rows(report: dict) -> list[dict]:
     """One row per assisted arm: canonical label, its speedup over plain with the interval and its level. Of a
     tuner's search only its pick: the candidates it dropped early were timed only until they were clearly behind."""
@@ -231,6 +235,8 @@ def arm_rows(report: dict) -> list[dict]:
         # An arm that drafted nothing has no speedup from drafting: its ratio is kept in the report, never ranked
         # nor named best.
         speed = None if entry.get("limit_kind") == NOTHING_DRAFTED else entry.get("speedup")
+        if speed is not None and is_tune(report):  # a tuner's pick: the one interval its page shows, if saved
+            speed = (report["tune"].get("recommendation") or {}).get("interval") or speed
         rows.append({
             "arm_index": index,
             "label": label,

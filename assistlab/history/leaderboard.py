@@ -7,7 +7,7 @@ from datetime import timezone
 
 import sqlalchemy as sa
 
-from .derive import DEFAULT_ENGINE
+from .derive import DEFAULT_ENGINE, TUNE_INTERVAL_KINDS
 from .queries import Connect, part_of
 from .records import INTERVAL_KINDS, BoardRow, BoardSection
 from .schema import arms_table, comparisons
@@ -34,8 +34,10 @@ def leaderboard(connect: Connect, *, target: str = "", device: str = "") -> tupl
 
 
 def has_interval(row) -> bool:
-    """True when an arm row's [ci_low, ci_high] is a real interval (not the range of a few runs)."""
-    return row["ci_kind"] in INTERVAL_KINDS and row["ci_low"] is not None and row["ci_high"] is not None
+    """True when an arm row's [ci_low, ci_high] is a real interval (not the range of a few runs): a comparison's,
+    or a tuner's pick's (the interval its page shows)."""
+    return (row["ci_kind"] in (*INTERVAL_KINDS, *TUNE_INTERVAL_KINDS) and row["ci_low"] is not None
+            and row["ci_high"] is not None)
 
 
 def _is_faster(row) -> bool:

@@ -11,7 +11,7 @@ import re
 from urllib.parse import quote
 
 from ..history import INTERVAL_KINDS, BoardRow, BoardSection, Entry, Page, check_id
-from ..history.derive import PLAIN
+from ..history.derive import PLAIN, TUNE_INTERVAL_KINDS
 from ..results.report import NO_CLEAR_ANSWER, NO_CLEAR_ANSWER_SHORT, level_words
 
 UNSETTLED = "unsettled"  # an entry's status when it ran until clear and ended first (history.derive)
@@ -62,8 +62,9 @@ def interval_words(kind: str, low: float | None, high: float | None, level: floa
     """'95.8% interval 1.12–1.21× (n=10)', 'range of 2 runs 0.9–1.3×', or '–' (plain text)."""
     if low is None or high is None:
         return "–"
-    if kind in INTERVAL_KINDS:
-        return f"{level_words(level or 0.95)} interval {low:.2f}–{high:.2f}× (n={n})"
+    if kind in INTERVAL_KINDS or kind in TUNE_INTERVAL_KINDS:  # a tuner's pick: the interval its page shows
+        assumed = ", assuming roughly normal noise" if kind == "likely" else ""
+        return f"{level_words(level or 0.95)} interval {low:.2f}–{high:.2f}× (n={n}){assumed}"
     return f"range of {n} runs {low:.2f}–{high:.2f}× (too few for an interval)"
 
 
