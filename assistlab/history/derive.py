@@ -256,6 +256,8 @@ def _speed_columns(speed: object) -> dict:
     speed = speed if isinstance(speed, dict) else {}
     n = speed.get("n") if isinstance(speed.get("n"), int) else 0
     low, high, level = _number(speed.get("ci_low")), _number(speed.get("ci_high")), _number(speed.get("level"))
+    if _number(speed.get("family_level")) is not None:  # a time-uniform interval: its family's level, as the page
+        level = _number(speed.get("family_level"))
     kind = speed.get("interval")
     if kind is None:  # reports from before exact intervals: a 95% bootstrap interval when n > 1
         kind, level = ("bootstrap", 0.95) if n > 1 and low is not None else ("none", None)

@@ -64,7 +64,8 @@ def interval_words(kind: str, low: float | None, high: float | None, level: floa
         return "–"
     if kind in INTERVAL_KINDS or kind in TUNE_INTERVAL_KINDS:  # a tuner's pick: the interval its page shows
         assumed = ", assuming roughly normal noise" if kind == "likely" else ""
-        return f"{level_words(level or 0.95)} interval {low:.2f}–{high:.2f}× (n={n}){assumed}"
+        every = " at every look" if kind == "time-uniform" else ""  # as the page says it (verdicts.shown_level)
+        return f"{level_words(level or 0.95)}{every} interval {low:.2f}–{high:.2f}× (n={n}){assumed}"
     return f"range of {n} runs {low:.2f}–{high:.2f}× (too few for an interval)"
 
 

@@ -705,6 +705,31 @@ def test_a_level_reads_the_same_on_the_leaderboard_as_on_compare():
     assert history_html.interval_words("order-statistic", 1.14, 1.25, 0.9375, 5) == "93.7% interval 1.14–1.25× (n=5)"
 
 
+def test_an_interval_that_holds_at_every_look_reads_with_its_familys_level_everywhere():
+    """Issue 43: a run until clear showed '95% sure at every look' in its verdict and '98.4%' in Why this speed
+    and on the Leaderboard for the same interval. Now every view shows the family's level."""
+    from assistlab.results.report import interval_cell, shown_speedup, speedup_sentence
+
+    sequence = {"median": 0.19, "ci_low": 0.18, "ci_high": 0.32, "level": 0.975, "family_level": 0.95,
+                "arms_sharing": 2, "n": 7, "interval": "time-uniform", "settled": "slower", "band": 0.03}
+    speed = shown_speedup([0.19, 0.18, 0.2, 0.19, 0.21, 0.32, 0.185], sequence)
+    assert (speed["ci_low"], speed["ci_high"], speed["level"], speed["interval"]) == (0.18, 0.32, 0.975,
+                                                                                      "time-uniform")
+    assert interval_cell(speed) == "0.18–0.32×, 95% at every look"  # Why this speed, All the numbers, the charts
+    said = speedup_sentence({"arm": "universal", "speedup": speed, "sequence": sequence})
+    assert "95% sure at every look (shared by the 2 assisted arms) between 0.18× and 0.32×" in said
+    report = {"arms": [{"name": "plain", "strategy": "plain"}, {"name": "universal", "strategy": "universal",
+                                                                "spec": {"assistant": "org/draft"}}],
+              "request": {"target": "org/target"}, "comparison": [{"arm": "universal", "speedup": speed}]}
+    (row,) = derive.arm_rows(report)
+    assert (row["ci_level"], row["ci_kind"]) == (0.95, "time-uniform")
+    assert history_html.interval_words(row["ci_kind"], row["ci_low"], row["ci_high"], row["ci_level"], row["n"]) == (
+        "95% at every look interval 0.18–0.32× (n=7)")
+    # Until the time-uniform interval is bounded, only the runs' range, with no level claimed.
+    open_sequence = {**sequence, "ci_low": None, "ci_high": None, "interval": "none"}
+    assert interval_cell(shown_speedup([0.19, 0.18, 0.2, 0.32], open_sequence)) == "range of 4 runs 0.18–0.32×"
+
+
 # --- engines: arms of transformers and vLLM in one comparison (issue 21) ------------------------------------
 
 def two_engine_report(transformers_speedup=1.3, vllm_speedup=1.6, *, prompt="hello", n=5, server=False) -> dict:
