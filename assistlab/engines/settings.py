@@ -80,6 +80,9 @@ class Family:
     build: Callable[[dict, str | None], ArmRequest]
     needs_assistant: bool = False
     searched: bool = True  # searched when no --candidates names families (early exit needs a layer named)
+    # Why it cannot run for a target, in a few words, where that is known cheaply (its config on this machine),
+    # else None: vLLM's mtp on a target without MTP layers.
+    check: Callable[[str], str | None] | None = None
 
     def setting(self, name: str) -> Setting:
         for s in self.settings:
@@ -208,10 +211,22 @@ def tickable(declared: Sequence[EngineSettings]) -> list[Family]:
     return [f for engine in declared for f in engine.families if all(s.values for s in f.settings)]
 
 
-def unavailable_families(declared: Sequence[EngineSettings]) -> dict[str, str]:
-    """The tickable families that cannot run on this server, by key, each with its engine's reason."""
-    reasons = {engine.engine: engine.unavailable() for engine in declared}
-    return {family_key(f): reasons[f.engine] for f in tickable(declared) if reasons.get(f.engine)}
+def engines_unavailable(declared: Sequence[EngineSettings]) -> dict[str, str | None]:
+    """Each engine's reason its families cannot run on this server (None: they can); asked once, it may probe."""
+    return {engine.engine: engine.unavailable() for engine in declared}
+
+
+def unavailable_families(declared: Sequence[EngineSettings], target: str | None = None,
+                         engines: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """The tickable families that cannot run here, by key, with why: their engine's reason (`engines`, when
+    already asked), else, for `target`, the family's own check."""
+    reasons = engines_unavailable(declared) if engines is None else engines
+    found = {}
+    for family in tickable(declared):
+        why = reasons.get(family.engine) or (family.check(target) if family.check and target else None)
+        if why:
+            found[family_key(family)] = why
+    return found
 
 
 def _ticked(families: Sequence[str] | None, declared: Sequence[EngineSettings]) -> set[str] | None:

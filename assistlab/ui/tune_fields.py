@@ -10,7 +10,7 @@ import re
 
 from ..config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, FIELD_CHARS, BenchRequest, capped_text
 from ..engines import catalog, registry
-from ..engines.settings import MAX_CANDIDATES, family_key, tickable, unavailable_families
+from ..engines.settings import MAX_CANDIDATES, engines_unavailable, family_key, tickable, unavailable_families
 from ..errors import InputError
 from ..measure.tune import default_assistants, tune_request
 from .fields import _band, _blank, _engines, _optional_count, _split_refs
@@ -86,9 +86,11 @@ def assistants_from_text(text, target: str) -> list[str] | None:
     return refs
 
 
-def cannot_run() -> dict[str, str]:
-    """The families that cannot run on this server, by key, with why (each engine says: vLLM not installed)."""
-    return unavailable_families(list(registry.SETTINGS.values()))
+def cannot_run(target: str | None = None, engines: dict[str, str | None] | None = None) -> dict[str, str]:
+    """The families that cannot run here, by key, with why: each engine says (vLLM not installed; `engines`, its
+    answers when already asked), and for `target` each family that can tell cheaply (mtp: no MTP layers)."""
+    return unavailable_families(list(registry.SETTINGS.values()), target if isinstance(target, str) else None,
+                                engines)
 
 
 def family_choices(reasons: dict[str, str] | None = None) -> list[tuple[str, str]]:
@@ -105,6 +107,11 @@ def family_choices(reasons: dict[str, str] | None = None) -> list[tuple[str, str
     return [(words(f), family_key(f)) for f in tickable(list(registry.SETTINGS.values()))]
 
 
+def engine_reasons() -> dict[str, str | None]:
+    """Each engine's word on whether its families can run on this server, asked once per page (it may probe)."""
+    return engines_unavailable(list(registry.SETTINGS.values()))
+
+
 def _searched() -> list[str]:
     return [family_key(f) for f in tickable(list(registry.SETTINGS.values())) if f.searched]
 
@@ -116,13 +123,20 @@ def default_families(reasons: dict[str, str] | None = None) -> list[str]:
 
 
 def families_hint(reasons: dict[str, str]) -> str:
-    """The ticks' info line: the hint, then why the families that cannot run here cannot, one sentence per engine."""
+    """The ticks' info line: the hint, then why the families that cannot run here cannot, one sentence per
+    reason: 'vLLM families: ...' when it is every family of an engine, else the families named."""
     why: dict[str, list[str]] = {}
     for key, reason in reasons.items():
-        why.setdefault(reason, []).append(key.split()[0])
-    said = " ".join(f"{registry.SETTINGS[engines[0]].title or engines[0]} families: {reason}."
-                    for reason, engines in why.items())
-    return f"{HINTS['families']} {said}" if said else HINTS["families"]
+        why.setdefault(reason, []).append(key)
+    said = []
+    for reason, keys in why.items():
+        engine = keys[0].split()[0]
+        title = registry.SETTINGS[engine].title or engine
+        every = [family_key(f) for f in tickable([registry.SETTINGS[engine]])]
+        names = f"{title} families" if sorted(keys) == sorted(every) else ", ".join(
+            f"{title} {key.split(maxsplit=1)[1]}" for key in keys)
+        said.append(f"{names}: {reason}.")
+    return " ".join([HINTS["families"], *said])
 
 
 def families_from_ticks(ticks, engines: tuple[str, ...]) -> list[str] | None:

@@ -17,7 +17,7 @@ from .form import Form
 from .history_tab import save_after
 from .session import LIGHT, Page, TunePlan
 from .tune_fields import (DETAILS, HINTS, INTRO, LABELS, cannot_run, checked, default_assistants_text,
-                          default_families, families_hint, family_choices, tune_request_from_form)
+                          default_families, engine_reasons, families_hint, family_choices, tune_request_from_form)
 
 READY = "No search yet. Press Find the best setting to start."
 
@@ -40,6 +40,7 @@ class TuneView:
     plot: gr.Plot
     table: gr.HTML
     download_json: gr.DownloadButton
+    engines: dict  # each engine's word, when the page was built, on whether its families can run here
 
     def own(self) -> dict:
         """The tab's boxes by the API's names; the search's other parameters are the form's fields."""
@@ -61,7 +62,8 @@ def build() -> TuneView:
         gr.Markdown(DETAILS, elem_classes="al-env")
     assistants = _box("assistants", "al-tune-assistants", lines=1, max_lines=4,
                       placeholder=default_assistants_text(_default_target()))
-    reasons = cannot_run()  # a family that cannot run on this server opens unticked, saying why
+    engines = engine_reasons()  # asked once: a family that cannot run on this server opens unticked, saying why
+    reasons = cannot_run(_default_target(), engines)
     families = gr.CheckboxGroup(family_choices(reasons), value=default_families(reasons), label=LABELS["families"],
                                 info=families_hint(reasons), elem_id="al-tune-families")
     candidates = _box("candidates", "al-tune-candidates", lines=1, max_lines=4,
@@ -82,7 +84,7 @@ def build() -> TuneView:
         table = gr.HTML()
         download_json = gr.DownloadButton("Download search report (JSON)", visible=False, elem_id="al-tune-download")
     return TuneView(assistants, families, candidates, repeats, max_time_s, run, stop, progress, panel, sentence,
-                    snippet, plot, table, download_json)
+                    snippet, plot, table, download_json, engines)
 
 
 def _default_target() -> str:
@@ -156,3 +158,11 @@ def wire(page: Page, form: Form, view: TuneView) -> None:
     view.stop.click(page.request_stop, None, view.progress, **LIGHT)
     form.target.change(lambda target: gr.update(placeholder=default_assistants_text(target)), form.target,
                        view.assistants, **LIGHT)
+    form.target.change(lambda target: families_update(target, view.engines), form.target, view.families, **LIGHT)
+
+
+def families_update(target, engines: dict) -> dict:
+    """The ticks' labels and info line for a target: a family that cannot run for it (mtp without MTP layers)
+    says so; the ticks themselves stay as the person left them."""
+    reasons = cannot_run(target, engines)
+    return gr.update(choices=family_choices(reasons), info=families_hint(reasons))

@@ -193,3 +193,21 @@ def test_a_family_that_cannot_run_here_says_why_and_vllm_s_finder_decides(monkey
     assert "ASSISTLAB_VLLM_PYTHON is not set" in unavailable_families(DECLARED)["vllm ngram"]
     # transformers' families run wherever AssistLab does.
     assert not any(key.startswith("transformers") for key in unavailable_families(DECLARED))
+
+
+def test_mtp_cannot_run_for_a_target_here_without_mtp_layers(monkeypatch, tmp_path):
+    """vLLM's mtp drafts with the target's own MTP layers: a target whose config.json is on this machine and
+    declares none is said to lack them; one that declares some, or one not here to read, is not judged."""
+    from assistlab.engines.settings import unavailable_families
+
+    monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(tmp_path))
+    for name, config in (("target", {"model_type": "llama"}), ("with-mtp", {"num_nextn_predict_layers": 1})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(config))
+    found = {"transformers": None, "vllm": None}
+    assert unavailable_families(DECLARED, "target", found) == {"vllm mtp": "target has no MTP layers"}
+    assert unavailable_families(DECLARED, "with-mtp", found) == {}
+    assert unavailable_families(DECLARED, "org/not-on-this-machine", found) == {}
+    # The engine's own reason comes first: without vLLM every vLLM family says that.
+    assert set(unavailable_families(DECLARED, "target", {"vllm": "vLLM is not installed"}).values()) == {
+        "vLLM is not installed"}

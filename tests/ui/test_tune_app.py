@@ -101,6 +101,16 @@ def test_the_tab_opens_with_the_families_that_can_run_here_ticked(vllm_absent):
                for label, _key in ticks.choices)
 
 
+def test_a_target_without_mtp_layers_says_so_beside_vllm_s_mtp_tick(allowed_models):
+    from assistlab.ui.tune_fields import NOT_HERE, cannot_run, families_hint, family_choices
+
+    reasons = cannot_run("target", {"transformers": None, "vllm": None})  # vLLM found; the tiny target has none
+    assert reasons == {"vllm mtp": "target has no MTP layers"}
+    labels = {key: words for words, key in family_choices(reasons)}
+    assert labels["vllm mtp"].endswith(NOT_HERE) and not labels["vllm ngram"].endswith(NOT_HERE)
+    assert families_hint(reasons).endswith("vLLM mtp: target has no MTP layers.")
+
+
 @pytest.mark.parametrize(("values", "page_words", "api_words"), [
     ({"candidates": "bogus"}, "“Candidates to try”: no family 'bogus'", "candidates: no family 'bogus'"),
     ({"candidates": "auto:num_assistant_tokens=3", "assistants": "none"},

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from ...config import BenchRequest
 from ...errors import EngineError, InputError
 from ..settings import EngineSettings, Family, Setting
+from ..transformers import cached
 from ..transformers.tuning import deployed_model
+from . import methods, server
 from . import schedule as schedules
-from . import server
 from .arms import DEFAULT_LOOKUP, DEFAULT_SPECULATIVE_TOKENS, METHOD_SPECULATIVE_TOKENS, SUFFIX_CACHED_REQUESTS, VllmArm
 
 
@@ -159,6 +160,19 @@ def unavailable() -> str | None:
     return None
 
 
+def no_mtp_layers(target: str) -> str | None:
+    """Why mtp cannot run for `target`, where its config.json is on this machine: it declares no MTP layers
+    (methods.mtp_layers); None when it has some or when it is not here to read."""
+    folder = cached.folder_of(target)
+    try:
+        config = json.loads((folder / "config.json").read_text()) if folder is not None else None
+    except (OSError, ValueError):
+        config = None
+    if not isinstance(config, dict) or methods.mtp_layers(config) >= 1:
+        return None
+    return f"{target} has no MTP layers"
+
+
 def _method(method: str):
     def build(values: dict, assistant: str | None) -> VllmArm:
         return VllmArm(method, draft_model=assistant, **values)
@@ -175,7 +189,8 @@ FAMILIES = (
     Family(ENGINE, "ngram", "vLLM's n-gram lookup in the prompt", (TOKENS, LOOKUP_MIN, LOOKUP_MAX), _method("ngram")),
     Family(ENGINE, "draft_model", "vLLM with a same-vocabulary draft model", (TOKENS,), _method("draft_model"),
            needs_assistant=True, searched=False),
-    Family(ENGINE, "mtp", "vLLM with the target's own MTP layers", (_tokens("mtp"),), _method("mtp"), searched=False),
+    Family(ENGINE, "mtp", "vLLM with the target's own MTP layers", (_tokens("mtp"),), _method("mtp"), searched=False,
+           check=lambda target: no_mtp_layers(target)),
     Family(ENGINE, "suffix", "vLLM's suffix decoding (arctic-inference)", (_tokens("suffix"),), _method("suffix"),
            searched=False),
 )
