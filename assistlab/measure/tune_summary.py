@@ -63,8 +63,8 @@ def _best_bounds(entry: dict) -> tuple[float | None, float | None, str]:
 def one_interval(speedup: dict | None) -> dict:
     """The one interval every view shows of a candidate's speedup over plain, in the fields of every speedup
     (median, ci_low, ci_high, level, n, and `interval`, its kind): the sure one once bounded, else the likely
-    one ('likely', `assumption` saying what it assumes); `text` its words, '0.48–1.76×, 99.1%' (the level as
-    verdicts.level_words writes every level)."""
+    one ('likely', `assumption` saying what it assumes); `text` its words, '0.48–1.76×, 99.1% at every look'
+    (the level as verdicts.level_words writes every level)."""
     speedup = speedup or {}
     low, high, said = _best_bounds({"ci_low": None, "ci_high": None, **speedup})
     level = speedup.get("level")
@@ -72,7 +72,8 @@ def one_interval(speedup: dict | None) -> dict:
              "n": speedup.get("n", 0), "interval": NO_INTERVAL, "assumption": "", "text": ""}
     if low is None:
         return shown
-    level_said = f", {level_words(level)}" if isinstance(level, (int, float)) else ""
+    # The sure interval holds at every look at once, and says so as every view of one does (verdicts.shown_level).
+    level_said = f", {level_words(level)}{'' if said else ' at every look'}" if isinstance(level, (int, float)) else ""
     return {**shown, "interval": LIKELY if said else SURE, "assumption": said.removeprefix(", "),
             "text": f"{low:.2f}–{high:.2f}×{level_said}{said}"}
 

@@ -215,7 +215,8 @@ _TUNE_FIT = """() => {
     if (r.width === 0) continue;
     if (cell.tagName === 'TH') headers += 1;
     if (r.right > edge + 1) problems.push(`${name(cell)} ends at ${Math.round(r.right)} px, past ${Math.round(edge)}`);
-    if (cell.scrollWidth > cell.clientWidth + 1) problems.push(`${name(cell)} shows ${cell.clientWidth} of ${cell.scrollWidth} px`);
+    if (cell.scrollWidth > cell.clientWidth + 1)
+      problems.push(`${name(cell)} shows ${cell.clientWidth} of ${cell.scrollWidth} px`);
   }
   return {problems, headers, scroll: document.scrollingElement.scrollWidth, inner: window.innerWidth};
 }"""

@@ -59,10 +59,10 @@ def test_the_summary_says_to_deploy_plain_and_that_the_budget_was_passed():
     from assistlab.cli.tune import format_summary
 
     interval = {"median": 0.89, "ci_low": 0.48, "ci_high": 1.76, "level": 0.9916, "interval": "time-uniform",
-                "n": 8, "assumption": "", "text": "0.48–1.76×, 99.1%"}
+                "n": 8, "assumption": "", "text": "0.48–1.76×, 99.1% at every look"}
     summary = {
         "sentence": "Not settled within the budget; best so far: prompt lookup with 3 tokens: 0.89× the speed of "
-                    "plain, no clear difference (0.48–1.76×, 99.1%).",
+                    "plain, no clear difference (0.48–1.76×, 99.1% at every look).",
         "candidates": [{"arm": "prompt-lookup (k=3)", "speedup": {"median": 0.89}, "interval": interval, "runs": 8,
                         "why": None}],
         "confirmed": None, "settled": False, "outcome": "not settled", "repetitions": 8, "runs_used": 16,
@@ -70,7 +70,7 @@ def test_the_summary_says_to_deploy_plain_and_that_the_budget_was_passed():
         "recommendation": {"bench_command": "python -m assistlab bench --target t"},
         "deploy": {"plain": True, "snippet": "output = target.generate(**inputs, do_sample=False, max_new_tokens=64)",
                    "sentence": "Deploy plain generation: no setting was clearly faster than plain here (best: prompt "
-                               "lookup with 3 tokens, 0.89×, 0.48–1.76×, 99.1%)."},
+                               "lookup with 3 tokens, 0.89×, 0.48–1.76×, 99.1% at every look)."},
         "budget": {"over": True, "sentence": "The timed runs took 716 s, past the 600 s budget: a repetition "
                                              "already started is finished."},
     }
@@ -79,5 +79,5 @@ def test_the_summary_says_to_deploy_plain_and_that_the_budget_was_passed():
     assert "Deploy it" not in text and summary["deploy"]["sentence"] in lines
     assert lines[lines.index(summary["deploy"]["sentence"]) + 1] == summary["deploy"]["snippet"]
     assert summary["budget"]["sentence"] in lines
-    assert "0.48–1.76×, 99.1%" in lines[3]  # the candidate's row: its one interval with its level
+    assert "0.48–1.76×, 99.1% at every look" in lines[3]  # the candidate's row: its one interval with its level
     assert "Re-time the best candidate:" in lines

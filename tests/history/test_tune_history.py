@@ -75,16 +75,16 @@ def test_upgrading_from_version_5_marks_the_searches_kept_and_drops_their_droppe
 
 
 def _summarised_tune_report() -> dict:
-    """A search saved as the tuner writes it: its pick's one interval (`recommendation.interval`, 0.48–1.76× at
-    99.1%) beside the comparison's own (0.54–1.58× at 99.2%, from fewer looks), which a page must not show."""
+    """A search saved as the tuner writes it: its pick's one interval (`recommendation.interval`, 0.48–1.76×,
+    99.1% at every look) beside the comparison's own (0.54–1.58× at 99.2%), which no view of the pick shows."""
     report = minimal_report(arms=(("org/draft", 0.89, 0.54, 1.58, "order-statistic", 0.9921),
                                   ("org/other", 0.7, 0.5, 0.9)), n=8)
     interval = {"median": 0.89, "ci_low": 0.48, "ci_high": 1.76, "level": 1 - 0.05 / 6, "interval": "time-uniform",
-                "n": 8, "assumption": "", "text": "0.48–1.76×, 99.1%"}
+                "n": 8, "assumption": "", "text": "0.48–1.76×, 99.1% at every look"}
     speedup = {"median": 0.89, "ci_low": 0.48, "ci_high": 1.76, "level": 1 - 0.05 / 6, "n": 8}
     report["tune"] = {
         "sentence": "Not settled within the budget; best so far: org/draft as assistant (k=5): 0.89× the speed of "
-                    "plain, no clear difference (0.48–1.76×, 99.1%).",
+                    "plain, no clear difference (0.48–1.76×, 99.1% at every look).",
         "settled": False, "outcome": "not settled", "confirmed": None, "confirmed_against": None, "level": 0.95,
         "assumption": "candidates leave on the likely rule", "repetitions": 8, "runs_used": 20,
         "runs_without_elimination": 24, "looks": [4, 5, 6, 8], "comparison_level": 0.9976,
@@ -98,7 +98,7 @@ def _summarised_tune_report() -> dict:
                                      "n": 4, "assumption": "", "text": ""}}],
         "deploy": {"engine": "transformers", "plain": True, "snippet": "output = target.generate(**inputs)",
                    "sentence": "Deploy plain generation: no setting was clearly faster than plain here (best: "
-                               "org/draft as assistant (k=5), 0.89×, 0.48–1.76×, 99.1%)."},
+                               "org/draft as assistant (k=5), 0.89×, 0.48–1.76×, 99.1% at every look)."},
         "budget": {"max_time_s": 600, "timed_s": 580.0, "over": False, "sentence": ""},
     }
     return report
@@ -122,5 +122,5 @@ def test_the_pick_s_interval_reads_the_same_on_the_page_the_command_line_and_the
     assert (row.latest_low, row.latest_high, row.latest_kind) == (0.48, 1.76, "time-uniform")
     assert row.latest_level == pytest.approx(1 - 0.05 / 6)
     for where, text in (("panel", panel), ("command line", printed), ("leaderboard", board)):
-        assert "0.48–1.76×" in text and "99.1%" in text, where
+        assert "0.48–1.76×" in text and "99.1% at every look" in text, where
         assert "0.54" not in text and "1.58" not in text and "99.2%" not in text, where  # the comparison's own

@@ -117,7 +117,8 @@ def test_the_sentence_reads_as_the_issue_asks():
     rec = {"phrase": "prompt lookup with 3 tokens", "engine": "transformers", "speedup": speedup,
            "over_default": {"median": 1.09, "is_default": False}}
     assert _sentence(rec, elimination.CLEAR) == ("Use prompt lookup with 3 tokens: 1.42× faster than plain "
-                                                "(1.35–1.50×, 99.1%), 9% faster than transformers' defaults.")
+                                                "(1.35–1.50×, 99.1% at every look), 9% faster than transformers' "
+                                                "defaults.")
     unbounded = {**rec, "engine": "vllm", "phrase": "vLLM ngram with 4 tokens (lookup 2-4)",
                  "speedup": {**speedup, "ci_low": None}, "over_default": {"is_default": True, "median": 1.0}}
     assert _sentence(unbounded, elimination.OPEN) == (

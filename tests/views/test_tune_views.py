@@ -160,11 +160,11 @@ def test_a_best_not_clearly_faster_than_plain_says_to_deploy_plain_and_an_overru
     report = _report()
     tune = report["tune"]
     tune["sentence"] = ("Not settled within the budget; best so far: prompt lookup with 3 tokens: 0.89× the speed "
-                        "of plain, no clear difference (0.48–1.76×, 99.1%).")
+                        "of plain, no clear difference (0.48–1.76×, 99.1% at every look).")
     tune["deploy"] = {"engine": "transformers", "plain": True, "snippet": "output = target.generate(**inputs, "
                       "do_sample=False, max_new_tokens=64)",
                       "sentence": "Deploy plain generation: no setting was clearly faster than plain here (best: "
-                                  "prompt lookup with 3 tokens, 0.89×, 0.48–1.76×, 99.1%)."}
+                                  "prompt lookup with 3 tokens, 0.89×, 0.48–1.76×, 99.1% at every look)."}
     tune["budget"] = {"max_time_s": 600, "timed_s": 716.2, "over": True,
                       "sentence": "The timed runs took 716 s, past the 600 s budget: a repetition already started "
                                   "is finished."}
@@ -176,7 +176,8 @@ def test_a_best_not_clearly_faster_than_plain_says_to_deploy_plain_and_an_overru
     assert "prompt_lookup" not in tune_views.snippet(report)
     # A setting clearly faster than plain: "Deploy it", and no word of a budget kept.
     tune["deploy"] = {"engine": "transformers", "plain": False, "snippet": "x",
-                      "sentence": "Deploy it: prompt lookup with 1 token, 1.50× faster than plain (1.40–1.60×, 99.1%)."}
+                      "sentence": "Deploy it: prompt lookup with 1 token, 1.50× faster than plain (1.40–1.60×, "
+                                  "99.1% at every look)."}
     tune["budget"] = {"max_time_s": 600, "timed_s": 312.0, "over": False, "sentence": ""}
     html = tune_views.sentence_html(report)
     assert "Deploy it: prompt lookup with 1 token" in html and "al-tune-budget" not in html
@@ -190,8 +191,8 @@ def test_the_table_shows_each_candidate_s_one_interval_with_its_level():
     report = _report()
     pick = report["tune"]["candidates"][0]
     pick["interval"] = {"median": 1.5, "ci_low": 1.4, "ci_high": 1.6, "level": 0.99166, "interval": "time-uniform",
-                        "n": 6, "assumption": "", "text": "1.40–1.60×, 99.1%"}
+                        "n": 6, "assumption": "", "text": "1.40–1.60×, 99.1% at every look"}
     rows = tune_views.candidates_html(report).split("<tr>")[2:]
-    assert "1.50× (1.40–1.60×, 99.1%)" in rows[0]
+    assert "1.50× (1.40–1.60×, 99.1% at every look)" in rows[0]
     # Every cell is labelled with its column, which a phone shows once the rows stack.
     assert [c.split('"')[1] for c in rows[0].split("<td data-label=")[1:]] == list(tune_views.COLUMNS)
