@@ -80,6 +80,12 @@ def server_phrase(settings: dict) -> str:
     if settings.get("started_by") == "operator":
         return f"the operator's server at {settings.get('url')}, serving {settings.get('served_model')}"
     parts = [f"vLLM {settings.get('vllm')} server started by AssistLab"]
+    drafting = settings.get("drafting") or {}
+    if drafting.get("intersection_tokens") is not None:  # a draft model with another tokenizer (vllm/draft_model.py)
+        parts.append(f"drafting in the {drafting['intersection_tokens']} tokens both vocabularies share "
+                     f"({drafting.get('kind')}, {drafting.get('source')})")
+    elif drafting.get("kind"):
+        parts.append(f"drafting in the target's vocabulary ({drafting['kind']})")
     if settings.get("speculative_config"):
         parts.append("speculative_config " + ", ".join(f"{k}={v}" for k, v in settings["speculative_config"].items()))
     parts += [f"{knob} {settings[knob]}" for knob in ("max_num_seqs", "gpu_memory_utilization", "dtype", "max_model_len")

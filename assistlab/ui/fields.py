@@ -148,7 +148,8 @@ ENGINE_CHOICES = [("transformers (generate() here)", "transformers"), ("vLLM (it
                   ("both, side by side", "both")]
 VLLM_METHOD_CHOICES = [
     ("ngram (prompt lookup in vLLM)", "ngram") if m == "ngram" else
-    ("draft_model (the assistant boxes' models; same vocabulary as the target)", m) if m == "draft_model" else (m, m)
+    ("draft_model (the assistant boxes' models; another tokenizer drafts in the shared tokens)", m)
+    if m == "draft_model" else (m, m)
     for m in vllm_arms_mod.METHODS if m != "plain"
 ]
 DEFAULT_VLLM_METHODS = ("ngram",)
@@ -377,8 +378,9 @@ def _vllm_arms(methods, draft_models: tuple[str, ...], servers, api_key, setting
         methods = [m for m in re.split(r"[,\s]+", methods) if m]
     methods = [str(m).strip() for m in (methods or ()) if str(m).strip()]
     if "draft_model" in methods and not draft_models:
-        raise InputError("The vLLM draft_model method drafts with the model in the assistant box; put a model with "
-                         "the target's vocabulary there, or leave draft_model out of vllm_methods.")
+        raise InputError("The vLLM draft_model method drafts with the model in the assistant box; put a small model "
+                         "there (one with another tokenizer drafts in the tokens both vocabularies share), or leave "
+                         "draft_model out of vllm_methods.")
     return vllm_arms_mod.vllm_arms(methods, draft_models=draft_models, **settings)
 
 

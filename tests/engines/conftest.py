@@ -31,8 +31,9 @@ def fake_vllm_python(tmp_path, monkeypatch):
         # FAKE_NO_ARCTIC: a vLLM without arctic-inference, as `python -c "import arctic_inference"` finds it
         'if [ "$1" = "-c" ] && [ -n "$FAKE_NO_ARCTIC" ] && [ "$2" = "import arctic_inference" ]; then '
         "echo \"ModuleNotFoundError: No module named 'arctic_inference'\" >&2; exit 1; fi\n"
-        f'if [ "$1" = "-c" ]; then exec {sys.executable} -c \'print("{{\\"vllm\\": \\"0.0-fake\\", \\"torch\\": null, '
-        f'\\"transformers\\": null}}")\'; fi\n'
+        # FAKE_VLLM_FEATURES: JSON added to what the probe reports (speculative_fields, one_kv_cache_group)
+        f'if [ "$1" = "-c" ]; then exec {sys.executable} -c \'import json, os; print(json.dumps({{"vllm": "0.0-fake", '
+        f'"torch": None, "transformers": None, **json.loads(os.environ.get("FAKE_VLLM_FEATURES") or "{{}}")}}))\'; fi\n'
         f'shift 2\nexec {sys.executable} {HERE / "fake_openai.py"} "$@"\n'
     )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)

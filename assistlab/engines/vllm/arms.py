@@ -35,9 +35,9 @@ class VllmArm(ArmRequest):
     """One vLLM arm: a server AssistLab starts for `method`, or an operator's server at `url` named `name`.
 
     `num_speculative_tokens`, `prompt_lookup_min/max` are vLLM's speculative_config fields of the same names;
-    `draft_model` is the model reference of a same-vocabulary assistant (method draft_model) or of an EAGLE
-    head trained for the target (eagle, eagle3); mtp drafts with the target's own MTP layers, suffix from
-    suffix trees of the prompt (arctic-inference).
+    `draft_model` is the model reference of an assistant (method draft_model; one with another tokenizer drafts
+    in the tokens both vocabularies share, draft_model.py) or of an EAGLE head trained for the target (eagle,
+    eagle3); mtp drafts with the target's own MTP layers, suffix from suffix trees of the prompt (arctic-inference).
     `api_key` is sent to an operator's server and never written into a report.
     `schedule` (keyword only) is a draft length per batch size, ((first, last, K), ...), vLLM's
     num_speculative_tokens_per_batch_size (schedule.py); num_speculative_tokens is then its largest K.
@@ -118,7 +118,8 @@ class VllmArm(ArmRequest):
             if self.method in HEAD_METHODS:
                 raise InputError(f"The vLLM {self.method} method needs its draft head (--vllm-draft): an "
                                  f"{'EAGLE-3' if self.method == 'eagle3' else 'EAGLE'} checkpoint trained for the target.")
-            raise InputError("The vLLM draft_model method needs a draft model (--assistant): a same-vocabulary model.")
+            raise InputError("The vLLM draft_model method needs a draft model (--assistant): a small model of the "
+                             "target's family, or one with another tokenizer (it then drafts in the shared tokens).")
         object.__setattr__(self, "draft_model", draft.strip())
 
     @property
@@ -127,6 +128,11 @@ class VllmArm(ArmRequest):
 
     @property
     def label(self) -> str:
+        return self.named()
+
+    def named(self, drafting: str | None = None) -> str:
+        """The arm's name in tables and charts; a draft model's says `drafting`, the kind of drafting that ran
+        ("same vocabulary", "vocabulary intersection of 288 tokens"), once it is known (draft_model.py)."""
         if self.url is not None:
             return f"vllm {self.name}"
         if self.method == "plain":
@@ -137,7 +143,7 @@ class VllmArm(ArmRequest):
         if self.draft_model is None:
             return f"vllm {self.method} ({k})"
         short = self.draft_model.rsplit("/", 1)[-1].removeprefix("bundled:")
-        return f"vllm {self.method}: {short} ({k})"
+        return f"vllm {self.method}: {short} ({k}{f', {drafting}' if drafting else ''})"
 
     def speculative_config(self, draft_folder: str | None = None) -> dict | None:
         """vLLM's --speculative-config for this arm (None for plain), as vLLM 0.32's SpeculativeConfig reads it;

