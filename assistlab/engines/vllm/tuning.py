@@ -187,8 +187,8 @@ def _tokens(method: str) -> Setting:
 
 FAMILIES = (
     Family(ENGINE, "ngram", "vLLM's n-gram lookup in the prompt", (TOKENS, LOOKUP_MIN, LOOKUP_MAX), _method("ngram")),
-    Family(ENGINE, "draft_model", "vLLM with a same-vocabulary draft model", (TOKENS,), _method("draft_model"),
-           needs_assistant=True, searched=False),
+    Family(ENGINE, "draft_model", "vLLM with a draft model (another tokenizer: the shared tokens)", (TOKENS,),
+           _method("draft_model"), needs_assistant=True, searched=False),
     Family(ENGINE, "mtp", "vLLM with the target's own MTP layers", (_tokens("mtp"),), _method("mtp"), searched=False,
            check=lambda target: no_mtp_layers(target)),
     Family(ENGINE, "suffix", "vLLM's suffix decoding (arctic-inference)", (_tokens("suffix"),), _method("suffix"),
