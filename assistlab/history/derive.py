@@ -98,9 +98,10 @@ def engine_of(arm: object) -> str:
     return (clean_text(engine, 16) if isinstance(engine, str) else "") or DEFAULT_ENGINE
 
 
-def _vllm_pairing(strategy: str, spec: dict) -> tuple[str | None, str, str]:
-    """(assistant, setting, label) of a vLLM arm, as engines/vllm/arms.VllmArm.label says it, with the draft
-    model's canonical name; an operator's server is known by its name only (its flags are the operator's)."""
+def _vllm_pairing(strategy: str, spec: dict, settings: dict | None = None) -> tuple[str | None, str, str]:
+    """(assistant, setting, label) of a vLLM arm, as engines/vllm/arms.VllmArm.named says it, with the draft
+    model's canonical name and the kind of drafting that ran ('vocabulary intersection of 288 tokens'), when the
+    saved arm says it; an operator's server is known by its name only (its flags are the operator's)."""
     if strategy == "server":
         name = clean_text(_MARKUP.sub("", str(spec.get("name") or "server")), MAX_NAME_CHARS - 20) or "server"
         return None, name, f"vllm server {name}"
@@ -114,6 +115,9 @@ def _vllm_pairing(strategy: str, spec: dict) -> tuple[str | None, str, str]:
             pass
     if strategy == "ngram":
         parts.append(f"lookup {spec.get('prompt_lookup_min')}-{spec.get('prompt_lookup_max')}")
+    drafting = (settings or {}).get("drafting")
+    if isinstance(drafting, dict) and isinstance(drafting.get("words"), str) and drafting["words"]:
+        parts.append(drafting["words"])
     setting = clean_text(", ".join(parts) or "vLLM defaults", MAX_NAME_CHARS)
     label = f"vllm {strategy}: {assistant} ({setting})" if assistant else f"vllm {strategy} ({setting})"
     return assistant, setting, label
@@ -122,7 +126,7 @@ def _vllm_pairing(strategy: str, spec: dict) -> tuple[str | None, str, str]:
 def _pairing(strategy: str, spec: dict, kinds: dict[str, str], settings: dict | None = None) -> tuple[str | None, str, str]:
     """(assistant, setting, label) of an assisted arm of either engine, by one rule for every caller."""
     if engine_of(spec) == "vllm":
-        return _vllm_pairing(strategy, spec)
+        return _vllm_pairing(strategy, spec, settings)
     assistant = spec.get("assistant")
     assistant = canonical_model(assistant, kinds.get(assistant) or None) if assistant else None
     setting = _setting(strategy, spec, settings)

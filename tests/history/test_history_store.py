@@ -893,3 +893,21 @@ def test_a_workloads_prompt_lookup_arm_is_named_as_the_page_names_it():
     (row,) = derive.arm_rows(report)
     assert row["label"] == f"prompt-lookup (k={PROMPT_LOOKUP_DEFAULT})" and "None" not in row["label"]
     assert row["label"] == name  # one name for an arm: the page's
+
+
+def test_a_vllm_draft_models_kind_of_drafting_is_in_its_history_label():
+    """Issue 45: vLLM's draft_model with another tokenizer drafts in the vocabulary intersection, and its arm's name
+    says so; History and the Leaderboard rebuild labels from the saved arm, so they say it too."""
+    drafting = {"kind": "vocabulary intersection", "words": "vocabulary intersection of 288 tokens"}
+    arm = {"name": "vllm draft_model: org/draft (k=5, vocabulary intersection of 288 tokens)",
+           "strategy": "draft_model", "engine": "vllm", "settings": {"drafting": drafting},
+           "spec": {"engine": "vllm", "method": "draft_model", "draft_model": "org/draft",
+                    "num_speculative_tokens": 5}}
+    report = {"arms": [{"name": "vllm plain", "strategy": "plain", "engine": "vllm"}, arm],
+              "request": {"target": "org/target"},
+              "comparison": [{"arm": arm["name"], "speedup": {"median": 1.2, "n": 1, "interval": "range"}}]}
+    (row,) = derive.arm_rows(report)
+    assert row["label"] == "vllm draft_model: org/draft (k=5, vocabulary intersection of 288 tokens)"
+    saved_before = {**arm, "settings": {}}  # a report from before says nothing of it, and keeps its old label
+    (row,) = derive.arm_rows({**report, "arms": [report["arms"][0], saved_before]})
+    assert row["label"] == "vllm draft_model: org/draft (k=5)"
