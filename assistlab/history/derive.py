@@ -99,9 +99,8 @@ def engine_of(arm: object) -> str:
 
 
 def _vllm_pairing(strategy: str, spec: dict, settings: dict | None = None) -> tuple[str | None, str, str]:
-    """(assistant, setting, label) of a vLLM arm, as engines/vllm/arms.VllmArm.named says it, with the draft
-    model's canonical name and the kind of drafting that ran ('vocabulary intersection of 288 tokens'), when the
-    saved arm says it; an operator's server is known by its name only (its flags are the operator's)."""
+    """(assistant, setting, label) of a vLLM arm as VllmArm.named says it (the draft model's canonical name, the kind
+    of drafting when saved); an operator's server is known by its name only (its flags are the operator's)."""
     if strategy == "server":
         name = clean_text(_MARKUP.sub("", str(spec.get("name") or "server")), MAX_NAME_CHARS - 20) or "server"
         return None, name, f"vllm server {name}"
