@@ -41,6 +41,19 @@ class Behaviour:
         self.requests: list[dict] = []
         self.disconnected = threading.Event()
         self.lock = threading.Lock()
+        # vLLM's sleep mode (--enable-sleep-mode with VLLM_SERVER_DEV_MODE=1): /sleep, /wake_up, /is_sleeping. A
+        # completion while asleep is refused (and counted); `wake_hang_from`: the wake (1-based) from which
+        # /wake_up never answers. `events`: a JSON-lines file every server appends its moments to, with `port`.
+        self.sleep_mode, self.asleep = False, False
+        self.wakes = self.sleeps = self.refused_asleep = 0
+        self.wake_hang_from: int | None = None
+        self.events: str | None = None
+        self.port: int | None = None
+
+    def log(self, event: str) -> None:
+        if self.events:
+            with open(self.events, "a") as fh:
+                fh.write(json.dumps({"t": time.time(), "port": self.port, "event": event}) + "\n")
 
 
 def _handler(b: Behaviour):
@@ -81,13 +94,25 @@ def _handler(b: Behaviour):
                 self._send(200, ("# HELP x\n" + "\n".join(lines) + "\n").encode(), "text/plain")
             elif self.path == "/health":
                 self._send(200, b"")
+            elif self.path == "/is_sleeping" and b.sleep_mode:
+                self._send(200, {"is_sleeping": b.asleep})
             else:
                 self._send(404, {"error": "not found"})
 
         def do_POST(self):
             if not self._authorised():
                 return
+            if self.path.split("?")[0] in ("/sleep", "/wake_up"):
+                self._sleep_or_wake(self.path.split("?")[0])
+                return
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if b.asleep:
+                with b.lock:
+                    b.refused_asleep += 1
+                b.log("refused")
+                self._send(400, {"error": "The engine is sleeping; wake it up first."})
+                return
+            b.log("request")
             with b.lock:
                 b.requests.append(body)
             if body.get("model") != b.model:
@@ -102,6 +127,33 @@ def _handler(b: Behaviour):
             finally:
                 with b.lock:
                     b.in_flight -= 1
+                b.log("request_end")
+
+        def _sleep_or_wake(self, path):
+            if not b.sleep_mode:
+                self._send(404, {"detail": "Not Found"})
+                return
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if path == "/sleep":
+                time.sleep(0.05)
+                with b.lock:
+                    b.sleeps += 1
+                    b.asleep = True
+                b.log("sleep")
+                self._send(200, {"status": "sleeping", "level": 1})
+                return
+            with b.lock:
+                b.wakes += 1
+                hang = b.wake_hang_from is not None and b.wakes >= b.wake_hang_from
+            if hang:  # a wake that never answers (and never wakes)
+                b.log("wake_hang")
+                time.sleep(600)
+                return
+            time.sleep(0.05)
+            with b.lock:
+                b.asleep = False
+            b.log("wake")
+            self._send(200, {"status": "awake", "tags": None})
 
         def _complete(self, body, over):
             if over and b.fail_mode == "503":
@@ -175,6 +227,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--served-model-name")
     parser.add_argument("--port", type=int)
     parser.add_argument("--speculative-config", default=None)
+    parser.add_argument("--enable-sleep-mode", action="store_true")
     args, _ = parser.parse_known_args(argv)
     if os.environ.get("FAKE_ARGV_LOG"):  # the command line as vLLM would get it, one JSON list per server
         with open(os.environ["FAKE_ARGV_LOG"], "a") as log:
@@ -208,7 +261,15 @@ def main(argv: list[str]) -> None:
             return float(alone if in_flight <= 1 else busy)
 
         behaviour.delay_for = delay_for
+    # Sleep mode as vLLM has it: the flag, and its development endpoints only with VLLM_SERVER_DEV_MODE=1.
+    behaviour.sleep_mode = args.enable_sleep_mode and os.environ.get("VLLM_SERVER_DEV_MODE") == "1"
+    behaviour.events, behaviour.port = os.environ.get("FAKE_EVENT_LOG") or None, args.port
+    # FAKE_WAKE_HANG: "plain" or "spec" (the servers it applies to) and, after a colon, the first wake that hangs.
+    hang, _, first = os.environ.get("FAKE_WAKE_HANG", "").partition(":")
+    if hang and (hang == "spec") == bool(spec):
+        behaviour.wake_hang_from = int(first or 1)
     server = FakeServer(behaviour, args.port)
+    behaviour.log("start")
     print(f"fake vLLM serving {behaviour.model} on {server.url}", flush=True)
     server.thread.start()
     # A child in the same process group, as vLLM's engine core is: it must not outlive the server.

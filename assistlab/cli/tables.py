@@ -232,6 +232,11 @@ def format_table(data: dict) -> str:
             out.append(f"  {arm['name']}: {server_phrase(arm.get('settings') or {})}.")
         elif arm.get("settings") and settings_phrase(arm["settings"]):
             out.append(f"  {arm['name']} drafts with {settings_phrase(arm['settings'])}.")
+    from ..views.panels import servers_words
+
+    held = servers_words(data)
+    if held:
+        out.append(f"  {held}")
     out += engine_lines(data)
     out += [f"Warning ({w['code']}): {w['message']}" for w in data.get("warnings") or []]
     if data.get("sweep"):

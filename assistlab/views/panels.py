@@ -355,6 +355,29 @@ def sweep_html(report: dict) -> str:
     )
 
 
+def servers_words(report: dict) -> str | None:
+    """How the vLLM servers AssistLab started were held, in a few plain words ("servers took turns: the target
+    did not fit twice in memory"), with what waking and sleeping took; None when it started none."""
+    held = ((report.get("environment") or {}).get("engines") or {}).get("vllm", {}) or {}
+    held = held.get("turns") if isinstance(held, dict) else None
+    if not held:
+        return None
+    words = str(held.get("words") or held.get("design"))
+    if held.get("design") != "sleep":
+        need, free = held.get("need_bytes"), held.get("free_bytes")
+        fits = (f" (they fit together: {need / 1e9:.1f} GB of {free / 1e9:.1f} GB free)"
+                if need and free and need <= free else "")
+        return f"vLLM servers: {words}{fits}."
+    arms = [a for a in (held.get("arms") or {}).values() if a.get("wake_s")]
+    wakes = sorted(s for a in arms for s in a["wake_s"])
+    sleeps = sorted(s for a in arms for s in a.get("sleep_s") or [])
+    if not wakes:
+        return f"vLLM {words}."
+    return (f"vLLM {words}; each run woke its server first ({wakes[len(wakes) // 2]:.2f} s, median of "
+            f"{len(wakes)} wakes) and put it to sleep after ({sleeps[len(sleeps) // 2]:.2f} s), never inside a "
+            f"timed run." if sleeps else f"vLLM {words}.")
+
+
 def environment_markdown(report: dict) -> str:
     """Where the numbers come from, in one paragraph: hardware, dtype, versions, each model's source."""
     env = report.get("environment", {})
@@ -378,4 +401,7 @@ def environment_markdown(report: dict) -> str:
                 source += f"; license: {prov['license']}"
         details = ", ".join(x for x in (info.get("class"), size, source) if x)
         parts.append(f"**{md_text(role)}**: <code>{md_text(info.get('ref', '?'))}</code> ({md_text(details)})")
+    held = servers_words(report)
+    if held:
+        parts.append(f"**Servers**: {md_text(held)}")
     return "  \n".join(parts)

@@ -143,15 +143,28 @@ def _headers(api_key: str | None) -> dict:
 def get(url: str, path: str, api_key: str | None, timeout: float = CONNECT_TIMEOUT_S,
         should_stop: Callable[[], bool] = lambda: False, deadline_s: float = GET_DEADLINE_S) -> tuple[int, str]:
     """(status, body) of GET url+path, the body capped (CAPS); Unreachable in one sentence when nothing answers."""
+    return _call("GET", url, path, api_key, timeout, should_stop, deadline_s)
+
+
+def post(url: str, path: str, api_key: str | None, timeout: float = CONNECT_TIMEOUT_S,
+         should_stop: Callable[[], bool] = lambda: False, deadline_s: float = GET_DEADLINE_S) -> tuple[int, str]:
+    """(status, body) of an empty POST to url+path (sleep mode's /sleep and /wake_up), as `get` reads its answer:
+    bounded by `deadline_s`, ended at once by a stop, the body capped."""
+    return _call("POST", url, path, api_key, timeout, should_stop, deadline_s)
+
+
+def _call(method: str, url: str, path: str, api_key: str | None, timeout: float,
+          should_stop: Callable[[], bool], deadline_s: float) -> tuple[int, str]:
     conn, base = _connection(url, timeout)
     watch = _Watch(conn, should_stop, deadline_s)
     try:
         with watch:
             conn.connect()
             watch.connected()
-            conn.request("GET", base + path, headers=_headers(api_key))
+            conn.request(method, base + path, body=b"" if method == "POST" else None, headers=_headers(api_key))
             response = conn.getresponse()
-            body = _read_capped(response, CAPS.get(path, CAPS["/metrics"]), url, path)
+            body = _read_capped(response, CAPS.get(path, CAPS["error"] if method == "POST" else CAPS["/metrics"]),
+                                url, path)
         # A shut socket can end a read early without an error: the part read is not the answer.
         if watch.fired == "deadline":
             raise _deadline_error(url, f"answering {path}", deadline_s)

