@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Generator
 
 from ..config import ArmRequest, BenchRequest
+from ..errors import InputError
 from ..engines import registry
 from ..results import schedule
 from ..results.events import Event
@@ -21,12 +22,19 @@ def check_schedule(base: BenchRequest, template: ArmRequest, best: dict[int, int
     `tune.schedule` (the ranges built from `best`, {level: best K}, for `template`'s method and settings),
     `tune.schedule_check` (per level the two throughputs, their ratio with its interval, within the band of
     `base.band`), and the comparison's Report (the evidence; the last level's when timed level by level, all
-    of them in "reports"). A schedule vLLM refuses leaves its sentence in `schedule_check.refused` and in that
+    of them in "reports"). Every K of `best` is 1 or more (InputError otherwise). A schedule vLLM refuses
+    leaves its sentence in `schedule_check.refused` and in that
     arm's error; a stop leaves the levels measured to the end.
 
     `max_servers`: the most servers the search itself had running at once (it fitted in memory). A check that
     would start more, plain, every distinct best K and the schedule together, is timed one level at a time
     instead (plain, that level's best K and the schedule: three servers), `checked_by_level` in the check."""
+    low = sorted(level for level, k in best.items() if k < 1)
+    if low:  # vLLM 0.32 still runs the drafter at a K of 0 (0.90x plain at 16 requests, measured): not plain
+        raise InputError(f"A schedule of draft lengths needs a K of 1 or more at every level (levels {low} have "
+                         f"{sorted({best[level] for level in low})}): a 0 in num_speculative_tokens_per_batch_size "
+                         f"does not make vLLM serve plain, its drafter still runs; where plain is faster, serve a "
+                         f"plain server at those loads.")
     plan = registry.SCHEDULES.schedule_plan(base, template, best, max_batch)
     started = registry.SCHEDULES.started_servers(plan.request.arms)
     parts = [plan] if max_servers is None or started <= max_servers else plan.per_level()

@@ -4,8 +4,11 @@ fixed K (measure/schedule_check.py). What it adds to the search's summary: `sche
 
 Which method: the family (method and its other settings, engines/vllm/tuning.schedule_family) of the search's
 pick when that is one, else the family whose candidates reached the highest throughput speedup at any level.
-A level's best K is the candidate with the highest median throughput speedup over plain there, 0 (plain) when
-none was above 1×. When one K is best at every level, a fixed K serves them all and nothing is checked.
+A level's best K is the candidate with the highest median throughput speedup over plain there, and it is 1 or
+more at every level: a 0 in vLLM 0.32's `num_speculative_tokens_per_batch_size` does not make a server plain (its
+drafter still runs: 0.90x plain at 16 requests, measured), so a level where plain beat every K keeps the best K
+and the sentence says that a plain server is faster for those loads. When one K is best at every level, a fixed K
+serves them all and nothing is checked.
 """
 
 from __future__ import annotations
@@ -44,21 +47,32 @@ def _speedups(entries: list[dict]) -> dict[tuple[int, int], float]:
     return out
 
 
+def _measured(members: list[tuple[int, object]], speedups: dict, level: int) -> list[tuple[float, int]]:
+    return [(speedups[(index, level)], spec.num_speculative_tokens) for index, spec in members
+            if (index, level) in speedups]
+
+
 def best_by_level(members: list[tuple[int, object]], speedups: dict, levels: tuple[int, ...]) -> dict[int, int]:
-    """{level: the K of the family's best candidate there, 0 when none beat plain}; levels with no figure out."""
+    """{level: the K (1 or more) of the family's best candidate there}; levels with no figure out."""
     best = {}
     for level in levels:
-        measured = [(speedups[(index, level)], spec.num_speculative_tokens) for index, spec in members
-                    if (index, level) in speedups]
+        measured = _measured(members, speedups, level)
         if measured:
-            top, k = max(measured, key=lambda pair: (pair[0], -pair[1]))  # a tie goes to the shorter draft
-            best[level] = k if top > 1.0 else 0
+            best[level] = max(measured, key=lambda pair: (pair[0], -pair[1]))[1]  # a tie goes to the shorter draft
     return best
 
 
-def plan(report: Report, specs: list, indices: list[int], pick: int | None) -> tuple[object, dict[int, int]] | None:
-    """(the family's template arm, {level: best K}) for the schedule, or None when no family of at least two
-    draft lengths was timed under load. `pick` is the search's winner (report arm index) or None."""
+def plain_best_at(members: list[tuple[int, object]], speedups: dict, levels: tuple[int, ...]) -> list[int]:
+    """The levels where no candidate of the family beat plain (every median throughput speedup at most 1×)."""
+    return [level for level in levels
+            if _measured(members, speedups, level) and max(x for x, _ in _measured(members, speedups, level)) <= 1.0]
+
+
+def plan(report: Report, specs: list, indices: list[int], pick: int | None
+         ) -> tuple[object, dict[int, int], list[int]] | None:
+    """(the family's template arm, {level: best K, 1 or more}, the levels where plain beat every K) for the
+    schedule, or None when no family of at least two draft lengths was timed under load. `pick` is the search's
+    winner (report arm index) or None."""
     levels = tuple(report.request.get("concurrency") or ())
     speedups = _speedups(load.entries(report.load, report.arms))
     families = {f: m for f, m in _families(specs, indices).items()
@@ -74,7 +88,7 @@ def plan(report: Report, specs: list, indices: list[int], pick: int | None) -> t
     if chosen is None:
         chosen = max(families.values(), key=reach)
     best = best_by_level(chosen, speedups, levels)
-    return (chosen[0][1], best) if best else None
+    return (chosen[0][1], best, plain_best_at(chosen, speedups, levels)) if best else None
 
 
 def after_search(request: BenchRequest, report: Report, specs: list, indices: list[int], pick: int | None, store,
@@ -86,16 +100,20 @@ def after_search(request: BenchRequest, report: Report, specs: list, indices: li
     found = plan(report, specs, indices, pick)
     if found is None or should_stop():
         return {}, done
-    template, best = found
+    template, best, plain_levels = found
     method = template.method
     by_level = {str(level): k for level, k in sorted(best.items())}
+    if len(plain_levels) == len(best):
+        said = (f"No {method} draft length beat plain under load at any level measured: a plain server is faster "
+                f"for those loads, so no schedule was served.")
+        return {"schedule": {"method": method, "best_k_by_level": by_level, "plain_best_at": plain_levels,
+                             "sentence": said}, "schedule_check": None}, done
     if len(set(best.values())) == 1:
         k = next(iter(best.values()))
         said = (f"k={k} was the best {method} draft length at every load level measured: a fixed k serves them "
-                f"all, so no schedule was checked." if k else
-                f"No {method} draft length beat plain under load at any level measured: no schedule to serve.")
-        return {"schedule": {"method": method, "best_k_by_level": by_level, "sentence": said},
-                "schedule_check": None}, done
+                f"all, so no schedule was checked.{_plain_words(plain_levels, method)}")
+        return {"schedule": {"method": method, "best_k_by_level": by_level, "plain_best_at": plain_levels,
+                             "sentence": said}, "schedule_check": None}, done
     # The search's own comparison ran its servers side by side; the check starts no more at once.
     servers = registry.SCHEDULES.started_servers(request.arms)
     events = check_schedule(request, template, best, store, clock, should_stop, max_servers=servers)
@@ -109,7 +127,8 @@ def after_search(request: BenchRequest, report: Report, specs: list, indices: li
         except StoppedError:
             raise
         except AssistLabError as exc:  # the check could not run (its plain server, memory): the search stands
-            record = registry.SCHEDULES.schedule_plan(request, template, best).record()
+            record = {**registry.SCHEDULES.schedule_plan(request, template, best).record(),
+                      "plain_best_at": plain_levels}
             checked = {"band": request.band, "levels": [], "refused": None, "all_within_band": None,
                        "failed": str(exc)}
             return {"schedule": {**record, "sentence": _sentence(record, checked)}, "schedule_check": checked}, counted
@@ -119,12 +138,27 @@ def after_search(request: BenchRequest, report: Report, specs: list, indices: li
                                   message=f"{CHECKING}: {event.message}", step=step, done=counted,
                                   total=done + event.total, most=done + event.most if event.most else 0)
     checked = out["schedule_check"]
-    record = {**out["schedule"], "sentence": _sentence(out["schedule"], checked)}
+    record = {**out["schedule"], "plain_best_at": plain_levels}
+    record["sentence"] = _sentence(record, checked)
     return {"schedule": record, "schedule_check": checked}, counted
 
 
+def _plain_words(levels: list[int], method: str) -> str:
+    """' At 16 requests at once plain beat every ngram draft length: ...', or '' when it beat none anywhere."""
+    if not levels:
+        return ""
+    at = ", ".join(map(str, levels))
+    return (f" At {at} request{'' if levels == [1] else 's'} at once plain beat every {method} draft length "
+            f"measured: a plain server is faster for those loads (the schedule keeps the best k there, since a k of "
+            f"0 in vLLM's schedule still runs its drafter).")
+
+
 def _sentence(record: dict, checked: dict) -> str:
-    """The schedule in one sentence, then what its check said."""
+    """The schedule in one sentence, then what its check said, then the levels where plain was faster."""
+    return _checked_sentence(record, checked) + _plain_words(record.get("plain_best_at") or [], record["method"])
+
+
+def _checked_sentence(record: dict, checked: dict) -> str:
     spans = [f"{f'k={k}' if k else 'no drafting'} for {first}{'' if last == first else f'–{last}'} "
              f"request{'' if last == 1 else 's'} at once" for first, last, k in record["ranges"]]
     head = f"Under load, {record['method']}: {', '.join(spans)}"
