@@ -233,3 +233,20 @@ def test_sigterm_in_turns_stops_the_cli_and_every_server(models_dir, fake_vllm_p
         time.sleep(0.2)
     assert vllm_processes() == []
     assert _most_awake(_events(log)) == 1
+
+
+def test_the_design_in_a_few_plain_words():
+    def report(held: dict) -> dict:
+        return {"environment": {"engines": {"vllm": {"servers": {}, "turns": held}}}}
+
+    together = report({"design": "together", "words": "all at once", "need_bytes": 11e9, "free_bytes": 20e9})
+    assert servers_words(together) == "vLLM servers: all at once (they fit together: 11.0 GB of 20.0 GB free)."
+    assert servers_words({"environment": {"engines": {"vllm": {"servers": {}}}}}) is None  # the operator's only
+    took = report({"design": "sleep", "words": "servers took turns (vLLM's sleep mode, one awake at a time): the "
+                   "target did not fit twice in GPU memory (114.0 GB needed, 79.0 GB free)",
+                   "arms": {"vllm plain": {"wake_s": [0.2, 0.4], "sleep_s": [0.1, 0.1, 0.1]},
+                            "vllm ngram": {"wake_s": [0.3], "sleep_s": [0.2, 0.2]}}})
+    assert servers_words(took) == (
+        "vLLM servers took turns (vLLM's sleep mode, one awake at a time): the target did not fit twice in GPU "
+        "memory (114.0 GB needed, 79.0 GB free); each run woke its server first (0.30 s, median of 3 wakes) and "
+        "put it to sleep after (0.10 s), never inside a timed run.")
