@@ -23,7 +23,6 @@ from ..config import ArmRequest, BenchRequest, CLEAR_MAX_REPEATS, CLEAR_MAX_TIME
 from ..engines import catalog, registry
 from ..engines.settings import search_space
 from ..errors import InputError
-from ..results import likely, sequential
 from ..results import tune as elimination
 from ..results.report import Report
 from . import stopping as stop_rules
@@ -85,6 +84,7 @@ class _State:
     winner: int | None = None
     rival: int | None = None
     confirmed: bool | None = None
+    levels: elimination.Levels = elimination.Levels(1)
     left_at: dict = dataclasses.field(default_factory=dict)  # candidate position -> (repetition, why words)
 
 
@@ -102,7 +102,8 @@ def _state(request: BenchRequest, report: Report) -> _State:
     keys = [registry.SETTINGS[s.engine].simplicity(s) for s in specs]
     order = sorted(range(len(keys)), key=lambda i: keys[i])
     rank = [float(order.index(i)) for i in range(len(keys))]
-    return _State(request, candidates, specs, baselines, rank)
+    levels = elimination.Levels(len(candidates), elimination.planned_looks(request.repeats))
+    return _State(request, candidates, specs, baselines, rank, levels=levels)
 
 
 def _logs(report: Report, count: int) -> np.ndarray:
@@ -112,11 +113,6 @@ def _logs(report: Report, count: int) -> np.ndarray:
         if run.repetition < count and run.latency_s > 0:
             out[0, run.arm, run.repetition] = np.log(run.latency_s)
     return out
-
-
-def _looks(request: BenchRequest) -> tuple[int, ...]:
-    """The likely rule's planned looks within the budget: the error is split over these only."""
-    return tuple(t for t in likely.LOOKS if t <= (request.repeats or CLEAR_MAX_REPEATS))
 
 
 def _latencies(report: Report, index: int) -> dict[int, float]:
@@ -131,15 +127,16 @@ def _paired(report: Report, a: int, b: int) -> tuple[list[float], list[float]]:
 
 
 def _nearest_rival(state: _State, report: Report) -> int | None:
-    """The candidate (position) closest to the winner: the highest mean log speedup over plain but the winner's."""
-    best, rival = -np.inf, None
+    """The candidate (position) closest to the winner: the lowest ranking statistic (results/tune.ranking, the
+    median log latency ratio over plain, as the search ranks) but the winner's."""
+    best, rival = np.inf, None
     for pos, index in enumerate(state.candidates):
         if pos == state.winner or report.arms[index].error:
             continue
         base, mine = _paired(report, state.baselines[pos], index)
         if mine:
-            value = float(np.mean(np.log(np.divide(base, mine))))
-            if value > best:
+            value = float(elimination.ranking(np.log(np.divide(mine, base))))
+            if value < best:
                 best, rival = value, pos
     return rival
 
@@ -181,7 +178,7 @@ def _hook(state: _State) -> Callable:
         # One look at a time, from the state kept: a candidate that failed or left is out, whatever came before.
         out = np.array([[bool(report.arms[i].error or report.arms[i].left) for i in state.candidates]])
         if state.phase == SEARCH:
-            looks = _looks(request)
+            looks = state.levels.looks
             result = elimination.search(_logs(report, count), state.baselines, state.candidates, request.band,
                                         state.simplicity, out, looks=looks,
                                         decide_at=[count] if count in looks else [])
@@ -226,7 +223,7 @@ def _load_every_length(state: _State, report: Report) -> None:
 
 def _confirm(state: _State, report: Report) -> bool | None:
     rival, winner = _paired(report, state.candidates[state.rival], state.candidates[state.winner])
-    return elimination.confirm(winner, rival, state.outcome, state.request.band)
+    return elimination.confirm(winner, rival, state.outcome, state.request.band, state.levels)
 
 
 def _waiting(state: _State, report: Report) -> str:

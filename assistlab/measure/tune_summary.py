@@ -31,42 +31,63 @@ def _settings(spec) -> dict:
     return out
 
 
-def _interval(base: list[float], arm: list[float], alpha: float, looks) -> dict:
-    """The speedup base/arm: the sure interval (time-uniform, assumes nothing) and the likely one, at alpha."""
-    sure = sequential.speedup_sequence(base, arm, alpha)
-    seen = likely.speedup_sequence(base, arm, alpha, looks)
-    return {"median": sure["median"], "n": sure["n"], "level": 1.0 - alpha,
+def _interval(base: list[float], arm: list[float], levels: elimination.Levels) -> dict:
+    """The speedup base/arm as the search judges one comparison (levels: results/tune.Levels): the sure interval
+    (time-uniform, assumes nothing) at the sign-based share and the likely one at its share, said at the
+    comparison's level."""
+    sure = sequential.speedup_sequence(base, arm, levels.sure_alpha)
+    seen = likely.speedup_sequence(base, arm, levels.likely_alpha, levels.looks)
+    return {"median": sure["median"], "n": sure["n"], "level": levels.level,
             "ci_low": sure["ci_low"], "ci_high": sure["ci_high"], "interval": sure["interval"],
             "likely_low": seen["ci_low"], "likely_high": seen["ci_high"], "likely_skewed": seen["skewed"]}
 
 
-def _search_looks(base: list[float], arm: list[float], m: int, looks) -> list[list[float | None]]:
+def _search_looks(base: list[float], arm: list[float], levels: elimination.Levels) -> list[list[float | None]]:
     """The speedup base/arm's interval after each paired repetition as the search decides on it
-    (results/tune.pair_bounds at one comparison's share among m candidates); None for an end not bounded."""
+    (levels.bounds: one comparison's share); None for an end not bounded."""
     x = np.log([b / a for b, a in zip(base, arm) if b > 0 and a > 0])
     if not x.size:
         return []
-    low, high = elimination.pair_bounds(x, elimination.comparison_alpha(m), looks)
+    low, high = levels.bounds(x)
     return [[float(np.exp(lo)) if np.isfinite(lo) else None, float(np.exp(hi)) if np.isfinite(hi) else None]
             for lo, hi in zip(low, high)]
 
 
-def _best_bounds(entry: dict) -> tuple[float | None, float | None, str]:
-    """The interval a sentence quotes: the sure one once bounded, else the likely one (said)."""
-    if entry["ci_low"] is not None and entry["ci_high"] is not None:
-        return entry["ci_low"], entry["ci_high"], ""
+def _excludes_one(low: float | None, high: float | None) -> bool:
+    return low is not None and high is not None and (low > 1.0 or high < 1.0)
+
+
+def decided(looks: list[list[float | None]]) -> tuple[float | None, float | None]:
+    """The interval the search decided on, over every look so far: the intersection of its intervals at each
+    repetition (`looks`), which hold at every look at once at one comparison's level (results/tune.Levels)."""
+    lows = [lo for lo, _ in looks if lo is not None]
+    highs = [hi for _, hi in looks if hi is not None]
+    return (max(lows) if lows else None), (min(highs) if highs else None)
+
+
+def _best_bounds(entry: dict, search: tuple[float | None, float | None]) -> tuple[float | None, float | None, str]:
+    """The interval a sentence quotes: the sure one once bounded, else the likely one (said); the search's own
+    where it alone excludes 1x (a look's likely interval decided what the sure one does not), so the outcome, the
+    interval shown and what to deploy always agree."""
+    said = ", assuming roughly normal noise"
+    sure = entry["ci_low"], entry["ci_high"]
+    if _excludes_one(*search) and not _excludes_one(*sure):
+        return search[0], search[1], said
+    if sure[0] is not None and sure[1] is not None:
+        return sure[0], sure[1], ""
     if entry.get("likely_low") is not None and entry.get("likely_high") is not None:
-        return entry["likely_low"], entry["likely_high"], ", assuming roughly normal noise"
+        return entry["likely_low"], entry["likely_high"], said
     return None, None, ""
 
 
-def one_interval(speedup: dict | None) -> dict:
+def one_interval(speedup: dict | None, search: tuple[float | None, float | None] = (None, None)) -> dict:
     """The one interval every view shows of a candidate's speedup over plain, in the fields of every speedup
     (median, ci_low, ci_high, level, n, and `interval`, its kind): the sure one once bounded, else the likely
-    one ('likely', `assumption` saying what it assumes); `text` its words, '0.48–1.76×, 99.1% at every look'
-    (the level as verdicts.level_words writes every level)."""
+    one ('likely', `assumption` saying what it assumes), or the search's own (`search`: `decided`) where only it
+    excludes 1x; `text` its words, '0.48–1.76×, 99.1% at every look' (the level as verdicts.level_words writes
+    every level: all of them at the search's one comparison level)."""
     speedup = speedup or {}
-    low, high, said = _best_bounds({"ci_low": None, "ci_high": None, **speedup})
+    low, high, said = _best_bounds({"ci_low": None, "ci_high": None, **speedup}, search)
     level = speedup.get("level")
     shown = {"median": speedup.get("median"), "ci_low": low, "ci_high": high, "level": level,
              "n": speedup.get("n", 0), "interval": NO_INTERVAL, "assumption": "", "text": ""}
@@ -167,25 +188,24 @@ def _budget(report: Report) -> dict:
 
 def summarize(report: Report, state) -> dict:
     """The `tune` block from the report and the search's state (measure/tune.py's _State)."""
-    looks = tuple(t for t in likely.LOOKS if t <= (report.request.get("repeats") or max(likely.LOOKS)))
-    m = len(state.candidates)
-    alpha = (1.0 - elimination.FAMILY) / max(1, m)  # the winner is one of m: its interval over plain says so
+    levels = state.levels
+    m = levels.m
     candidates = []
     for pos, (index, spec) in enumerate(zip(state.candidates, state.specs)):
         info = report.arms[index]
         base, mine = _paired_runs(report, state.baselines[pos], index)
         left = state.left_at.get(pos)
-        speedup = _interval(base, mine, alpha, looks) if mine else None
+        speedup = _interval(base, mine, levels) if mine else None
+        looks = _search_looks(base, mine, levels)  # the interval the search decided on, per repetition
         candidates.append({
             "arm": info.name, "engine": spec.engine, "family": getattr(spec, "strategy", None) or spec.method,
             "settings": _settings(spec), "left_at": left[0] if left else None,
             "why": info.error or (left[1] if left else None), "runs": len(mine),
-            "speedup": speedup, "interval": one_interval(speedup),
-            "looks": _search_looks(base, mine, m, looks),  # the interval the search decided on, per repetition
+            "speedup": speedup, "interval": one_interval(speedup, decided(looks)), "looks": looks,
         })
     rec = None
     if state.winner is not None:
-        rec = _recommendation(report, state, state.winner, alpha, looks)
+        rec = _recommendation(report, state, state.winner)
     runs_used = len(report.runs)
     reps = report.stopping["repetitions"] if report.stopping else 0
     arms_timed = len([a for a in report.arms if not a.error or report.runs_of(report.arms.index(a))])
@@ -193,10 +213,10 @@ def summarize(report: Report, state) -> dict:
         "outcome": state.outcome,
         "settled": state.outcome != elimination.OPEN,
         "assumption": elimination.ASSUMPTION,
-        "level": elimination.FAMILY,
-        "comparisons": elimination.comparisons(m),
-        "comparison_level": 1.0 - elimination.comparison_alpha(m),
-        "looks": list(looks),
+        "level": levels.family,
+        "comparisons": levels.comparisons,
+        "comparison_level": levels.level,
+        "looks": list(levels.looks),
         "band": report.request.get("band"),
         "candidates": candidates,
         "recommendation": rec,
@@ -221,7 +241,7 @@ def _paired_runs(report: Report, a: int, b: int) -> tuple[list[float], list[floa
     return [la[r] for r in reps], [lb[r] for r in reps]
 
 
-def _recommendation(report: Report, state, pos: int, alpha: float, looks) -> dict:
+def _recommendation(report: Report, state, pos: int) -> dict:
     index, spec = state.candidates[pos], state.specs[pos]
     declared = registry.SETTINGS[spec.engine]
     base, mine = _paired_runs(report, state.baselines[pos], index)
@@ -234,7 +254,7 @@ def _recommendation(report: Report, state, pos: int, alpha: float, looks) -> dic
     elif default is not None and default in state.specs:
         d = state.specs.index(default)
         theirs, ours = _paired_runs(report, state.candidates[d], index)
-        over = {**_interval(theirs, ours, 1.0 - elimination.FAMILY, looks), "is_default": False,
+        over = {**_interval(theirs, ours, state.levels), "is_default": False,
                 "default": report.arms[state.candidates[d]].name}
     else:
         over = {"is_default": False, "median": None, "default": None,
@@ -242,13 +262,13 @@ def _recommendation(report: Report, state, pos: int, alpha: float, looks) -> dic
     info = report.arms[index]
     arm_info = {"strategy": info.strategy, "settings": info.settings}
     args = _bench_args(report, spec)
-    speedup = _interval(base, mine, alpha, looks)
+    speedup = _interval(base, mine, state.levels)
     return {
         "arm": info.name, "engine": spec.engine, "strategy": info.strategy,
         "family": getattr(spec, "strategy", None) or spec.method, "settings": _settings(spec),
         "phrase": declared.phrase(spec),
         "speedup": speedup,
-        "interval": one_interval(speedup),
+        "interval": one_interval(speedup, decided(_search_looks(base, mine, state.levels))),
         "over_default": over,
         "bench_args": args,
         "bench_command": "python -m assistlab bench " + shlex.join(args),

@@ -29,7 +29,10 @@ half of it for each of its two intervals, and the likely rule splits its half eq
 sign-based half could decide anything (too few repetitions for its share), the likely interval gets all of it.
 So with chance at least `family` every interval of every look holds at once, however the looks decide which
 candidates stay; then the true best is never dropped (nothing is clearly faster than it), and a "same" pick is
-within the band of it.
+within the band of it. `Levels` holds that split, and it alone: the search, the summary's intervals (each at one
+comparison's level, the interval shown being the search's own where only it excludes 1x) and the confirmation
+(the winner against its nearest rival at that comparison's sign-based share) all read it. `ranking` is the one
+statistic that ranks candidates: the median log latency ratio over plain.
 
 What it assumes: for a candidate dropped by the likely interval, that of likely.py, named in every report
 (ASSUMPTION): that pair's log latency ratios are independent and roughly normal (a pair whose sample is
@@ -47,6 +50,7 @@ from math import log
 
 import numpy as np
 
+from ..config import CLEAR_MAX_REPEATS
 from . import likely, sequential
 
 FAMILY = 0.95
@@ -62,6 +66,12 @@ STILL_IN, SLOWER_THAN_PLAIN, SLOWER_THAN_LEADER, FAILED = 0, 1, 2, 3
 OPEN, CLEAR, SAME, NONE = "not settled", "clear", "no practical difference", "none faster than plain"
 
 
+def planned_looks(repeats: int | None) -> tuple[int, ...]:
+    """The likely rule's planned looks within a budget of `repeats` repetitions (None: the clear rule's most):
+    the error is split over these only."""
+    return tuple(t for t in likely.LOOKS if t <= (repeats or CLEAR_MAX_REPEATS))
+
+
 def comparisons(m: int) -> int:
     """How many comparisons a search over m candidates may make: each with plain, and each pair."""
     return m * (m + 1) // 2
@@ -70,6 +80,52 @@ def comparisons(m: int) -> int:
 def comparison_alpha(m: int, family: float = FAMILY) -> float:
     """The error each comparison may spend (before the likely rule splits it over its looks)."""
     return (1.0 - family) / max(1, comparisons(m))
+
+
+@dataclass(frozen=True)
+class Levels:
+    """The one error split of a search over m candidates, read by the search, the nearest rival, the summary's
+    intervals and the confirmation: the family level, spent equally over the m(m+1)/2 comparisons (`alpha`
+    each), each comparison's share split between the likely interval (`likely_alpha`, over its `looks`) and
+    the sign-based one (`sure_alpha`). Every interval a search shows or decides on is one of these, at `level`."""
+
+    m: int
+    looks: tuple[int, ...] = tuple(likely.LOOKS)
+    family: float = FAMILY
+
+    @property
+    def comparisons(self) -> int:
+        return comparisons(self.m)
+
+    @property
+    def alpha(self) -> float:
+        return comparison_alpha(self.m, self.family)
+
+    @property
+    def level(self) -> float:
+        """The level every interval of the search is said at: one comparison's."""
+        return 1.0 - self.alpha
+
+    @property
+    def likely_alpha(self) -> float:
+        return self.alpha * likely_share(self.alpha, self.looks)
+
+    @property
+    def sure_alpha(self) -> float:
+        """The sign-based interval's share: the summary's sure intervals and the confirmation, the winner against
+        its nearest rival, one comparison of the search's (so the confirmation spends no error of its own)."""
+        return self.alpha * (1.0 - LIKELY_SHARE)
+
+    def bounds(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The interval a comparison decides on after each repetition (pair_bounds at this split)."""
+        return pair_bounds(x, self.alpha, self.looks)
+
+
+def ranking(log_ratios: np.ndarray, t: int | None = None) -> np.ndarray:
+    """The one ranking statistic: the median log latency ratio over plain of the first t repetitions (lower is
+    faster; NaN where one is missing). The leader, the best so far, and the winner's nearest rival all use it."""
+    x = np.asarray(log_ratios, dtype=float)
+    return np.median(x if t is None else x[..., :t], axis=-1)
 
 
 @dataclass
@@ -117,11 +173,6 @@ def pair_bounds(x: np.ndarray, alpha: float, looks: Sequence[int]) -> tuple[np.n
     return np.fmax(low, sure_low), np.fmin(high, sure_high)
 
 
-def _medians(x: np.ndarray, t: int) -> np.ndarray:
-    """The median of the first t values along the last axis (NaN where one is missing)."""
-    return np.median(x[..., :t], axis=-1)
-
-
 def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int], band: float,
            simplicity: Sequence[float] | None = None, failed: np.ndarray | None = None, family: float = FAMILY,
            looks: Sequence[int] = likely.LOOKS, decide_at: Sequence[int] | None = None) -> Search:
@@ -137,11 +188,11 @@ def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int],
     m = len(candidates)
     cand, base = np.asarray(candidates), np.asarray(baseline)
     simple = np.asarray(simplicity if simplicity is not None else range(m), dtype=float)
-    alpha = comparison_alpha(m, family)
+    levels = Levels(m, tuple(looks), family)
     # Intervals of log(t_candidate / t_plain) and of log(t_i / t_j) for i < j, at every repetition.
-    plain_low, plain_high = pair_bounds(logs[:, cand] - logs[:, base], alpha, looks)
+    plain_low, plain_high = levels.bounds(logs[:, cand] - logs[:, base])
     iu, ju = np.triu_indices(m, k=1)
-    pair_low, pair_high = pair_bounds(logs[:, cand[iu]] - logs[:, cand[ju]], alpha, looks)
+    pair_low, pair_high = levels.bounds(logs[:, cand[iu]] - logs[:, cand[ju]])
     with np.errstate(invalid="ignore"):
         mean = np.cumsum(logs[:, cand], axis=2) / np.arange(1, T + 1)
     ratios = logs[:, cand] - logs[:, base]  # each candidate's log latency ratio over its plain, per repetition
@@ -168,7 +219,7 @@ def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int],
         # low[s, i, j] bounds log(t_i / t_j) from below: above 0, i is clearly slower than j.
         low = np.full((S, m, m), -np.inf)
         low[:, iu, ju], low[:, ju, iu] = pair_low[:, :, k], -pair_high[:, :, k]
-        leader = np.argmin(np.where(alive, _medians(ratios, t), np.inf), axis=1)
+        leader = np.argmin(np.where(alive, ranking(ratios, t), np.inf), axis=1)
         with np.errstate(invalid="ignore"):
             behind = alive & open_[:, None] & (low[rows, :, leader] > 0)
         behind[rows, leader] = False
@@ -197,18 +248,18 @@ def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int],
             pick[s] = int(np.argmin(np.where(alive[s], simple, np.inf)))
         else:  # the best so far by the median ratio over plain (-1 when every candidate failed)
             k = ended_at[s] - 1
-            ranked = np.where(alive[s] & np.isfinite(mean[s, :, k]), _medians(ratios[s], k + 1), np.inf)
+            ranked = np.where(alive[s] & np.isfinite(mean[s, :, k]), ranking(ratios[s], k + 1), np.inf)
             pick[s] = int(np.argmin(ranked)) if np.isfinite(ranked).any() else -1
     return Search(left_at, why, beaten_by, ended, ended_at, pick)
 
 
 def confirm(winner: Sequence[float], rival: Sequence[float], outcome: str, band: float,
-            family: float = FAMILY) -> bool | None:
-    """The winner against its nearest rival by the rule that assumes nothing (sequential.py, one comparison at
-    `family`), over the repetitions both ran: True when it agrees with the search (the winner clearly faster
-    after a "clear" end; faster or within the band after a "same" end), False when it says otherwise, None
-    while it cannot say (too few repetitions, or still undecided)."""
-    seq = sequential.speedup_sequence(rival, winner, 1.0 - family)
+            levels: Levels) -> bool | None:
+    """The winner against its nearest rival by the rule that assumes nothing (sequential.py, at the search's
+    `levels.sure_alpha`: that comparison's sign-based share), over the repetitions both ran: True when it
+    agrees with the search (the winner clearly faster after a "clear" end; faster or within the band after a
+    "same" end), False when it says otherwise, None while it cannot say (too few repetitions, or undecided)."""
+    seq = sequential.speedup_sequence(rival, winner, levels.sure_alpha)
     verdict = sequential.settled(seq, band)
     if verdict is None:
         return None

@@ -12,6 +12,7 @@ import pytest
 from assistlab.engines.base import RunFailure
 from assistlab.engines.transformers import engine as transformers_engine
 from assistlab.measure import tune
+from assistlab.results import sequential
 from assistlab.results import tune as elimination
 
 PROMPT = "the quick brown fox jumps over the lazy dog and the quick brown fox"
@@ -20,8 +21,8 @@ CANDIDATES = "prompt-lookup:prompt_lookup_num_tokens=1,2,3,4"
 
 @pytest.fixture
 def known_latencies(monkeypatch):
-    """Replace every timed run's latency by table[arm name] times seeded log-normal noise (sd 0.02); 'fail'
-    makes the run fail with a sentence."""
+    """Replace every timed run's latency by table[arm name] times seeded log-normal noise (sd 0.02); a list gives
+    the latency of each repetition in turn; 'fail' makes the run fail with a sentence."""
     table: dict[str, object] = {}
     rng = np.random.default_rng(11)
     original = transformers_engine.TransformersArm.run
@@ -31,6 +32,8 @@ def known_latencies(monkeypatch):
         wanted = table.get(self.info.name)
         if wanted == "fail":
             return RunFailure("ran out of memory (simulated)")
+        if isinstance(wanted, list):
+            wanted = wanted[min(round_index, len(wanted) - 1)]
         if wanted is not None and not isinstance(outcome, RunFailure):
             outcome.latency = float(wanted) * float(np.exp(0.02 * rng.standard_normal()))
         return outcome
@@ -60,23 +63,28 @@ def test_losers_leave_the_rounds_and_the_winner_is_confirmed(allowed_models, sto
     assert by_arm["prompt-lookup (k=1)"]["left_at"] is None
     runs = {a["name"]: len(a["latencies_s"]) for a in data["arms"]}
     assert runs["prompt-lookup (k=3)"] == runs["prompt-lookup (k=2)"] == 4  # the rounds skipped them after
-    # The winner and its nearest rival (k=4, back in) ran on until the sure rule (6 repetitions at 95%) agreed.
+    # The winner and its nearest rival (k=4, back in) ran on until the sure rule agreed: at that comparison's
+    # sign-based share of the search's level (5% over 10 comparisons, halved), 11 repetitions all one way.
     assert summary["confirmed"] is True and summary["confirmed_against"] == "prompt-lookup (k=4)"
-    assert runs["prompt-lookup (k=1)"] == runs["prompt-lookup (k=4)"] == runs["plain"] == summary["repetitions"] == 6
-    assert summary["runs_used"] == sum(runs.values()) < summary["runs_without_elimination"] == 5 * 6
+    assert sequential.fewest_for_verdict(0.05 / 10 / 2) == 11
+    assert runs["prompt-lookup (k=1)"] == runs["prompt-lookup (k=4)"] == runs["plain"] == summary["repetitions"] == 11
+    assert summary["runs_used"] == sum(runs.values()) < summary["runs_without_elimination"] == 5 * 11
     rec = summary["recommendation"]
     assert rec["deploy"]["generate_kwargs"] == {"prompt_lookup_num_tokens": 1}
     assert "prompt_lookup_num_tokens=1" in rec["deploy"]["snippet"]
     assert rec["bench_args"][:6] == ["--target", "target", "--strategy", "prompt-lookup", "--prompt-lookup-num-tokens", "1"]
     assert rec["speedup"]["median"] == pytest.approx(2.0, rel=0.05) and rec["speedup"]["likely_low"] > 1.0
-    # One of four at 95%: the sure interval needs 8 repetitions, so the sentence quotes the likely one and says so.
-    assert rec["speedup"]["ci_low"] is None and "assuming roughly normal noise" in summary["sentence"]
+    # Confirmed at the sure interval's own share, so the sentence quotes the sure one, said at the one level of
+    # the search's comparisons (5% over 10), as every interval of the search is.
+    assert rec["speedup"]["ci_low"] > 1.0 and rec["interval"]["interval"] == "time-uniform"
+    assert rec["interval"]["level"] == pytest.approx(1 - 0.05 / 10) == summary["comparison_level"]
+    assert "99.5% at every look" in summary["sentence"] and "assuming" not in summary["sentence"]
     # The default (AssistLab's 10 tokens) was not a candidate: over_default says so rather than guessing.
     assert rec["over_default"]["median"] is None and "not among the candidates" in rec["over_default"]["why"]
     # The report carries the block (its to_dict adds level_percent beside each level).
     assert set(summary) <= set(data["tune"]) and data["tune"]["sentence"] == summary["sentence"]
     assert report.status == "complete"
-    assert report.message == f"{summary['sentence']} The search ran 6 repetitions and ended when the answer was clear."
+    assert report.message == f"{summary['sentence']} The search ran 11 repetitions and ended when the answer was clear."
 
 
 def test_a_candidate_that_fails_leaves_with_its_sentence_and_the_search_goes_on(allowed_models, store,
@@ -135,6 +143,27 @@ def test_the_sentence_reads_as_the_issue_asks():
     assert "slower" not in text.split(":", 1)[1] and "faster" not in text
 
 
+def test_a_clear_end_is_deployed_with_the_interval_it_was_decided_on(allowed_models, store, known_latencies):
+    """One level for the decision and the interval shown (issue 46). The search ends clear at its first look
+    (k=1 about 1.35x plain, k=2 behind it); while k=1 is confirmed against k=2, its next repetition is slower
+    than plain, and the sure interval (sign-based) then holds 1x at 8 repetitions (0.96x at its low end, before). Before, the sentence said "Use ..." while the
+    interval shown held 1x and the deploy line said plain generation; now the interval shown is the one the
+    search decided on, at the same level, and the pick is what to deploy."""
+    k1 = [0.74] * 4 + [1.02] + [0.74] * 3  # the fifth repetition slower than plain
+    known_latencies.update({"plain": 1.0, "prompt-lookup (k=1)": k1, "prompt-lookup (k=2)": 0.85})
+    report, summary = tune.run_tune(_request(repeats=8, candidates="prompt-lookup:prompt_lookup_num_tokens=1,2"),
+                                    store)
+    rec, deploy = summary["recommendation"], summary["deploy"]
+    assert summary["outcome"] == elimination.CLEAR and rec["arm"] == "prompt-lookup (k=1)"
+    sure = rec["speedup"]["ci_low"]
+    assert sure is None or sure <= 1.0  # the sure interval does not exclude 1x (before: 0.96-..., shown as it was)
+    assert rec["interval"]["ci_low"] > 1.0 and rec["interval"]["interval"] == "likely"
+    assert rec["interval"]["level"] == summary["comparison_level"] == rec["speedup"]["level"]
+    assert summary["sentence"].startswith("Use prompt lookup with 1 token: ") and " faster than plain (" in summary[
+        "sentence"] and rec["interval"]["text"] in summary["sentence"]
+    assert deploy["plain"] is False and deploy["sentence"].startswith("Deploy it: prompt lookup with 1 token, ")
+
+
 def test_the_budget_is_kept_and_a_repetition_that_ran_past_it_is_said(allowed_models, store, known_latencies):
     """A budget shorter than one repetition: the search stops after it (it no longer runs on to the repetitions the
     bench rule's own answer needs), and says the timed runs passed the budget; its best, not clearly faster than
@@ -163,7 +192,8 @@ def test_a_pick_clearly_faster_than_plain_is_what_to_deploy_and_a_budget_kept_sa
     report, summary = tune.run_tune(_request(candidates="prompt-lookup:prompt_lookup_num_tokens=1,2"), store)
     rec, deploy = summary["recommendation"], summary["deploy"]
     assert rec["interval"]["ci_low"] > 1.0 and rec["interval"]["text"] in summary["sentence"]
-    assert rec["interval"]["level"] == pytest.approx(1 - 0.05 / 2) and "97.5%" in rec["interval"]["text"]
+    # Two candidates, three comparisons (each with plain, and the pair): each interval at 1 - 5%/3.
+    assert rec["interval"]["level"] == pytest.approx(1 - 0.05 / 3) and "98.3%" in rec["interval"]["text"]
     assert deploy["plain"] is False and deploy["snippet"] == rec["deploy"]["snippet"]
     assert deploy["sentence"] == f"Deploy it: prompt lookup with 1 token, {rec['interval']['median']:.2f}× faster " \
                                  f"than plain ({rec['interval']['text']})."
