@@ -250,3 +250,28 @@ def test_the_design_in_a_few_plain_words():
         "vLLM servers took turns (vLLM's sleep mode, one awake at a time): the target did not fit twice in GPU "
         "memory (114.0 GB needed, 79.0 GB free); each run woke its server first (0.30 s, median of 3 wakes) and "
         "put it to sleep after (0.10 s), never inside a timed run.")
+
+
+def test_gpu_free_memory_is_read_per_visible_device_without_a_cuda_context(monkeypatch):
+    from types import SimpleNamespace
+
+    fake = SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 3,
+                           nvmlDeviceGetHandleByIndex=lambda i: i,
+                           nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(free=(h + 1) * GB))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert memory.device_free_bytes() == [1 * GB, 2 * GB, 3 * GB]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")
+    assert memory.device_free_bytes() == [3 * GB, 1 * GB]
+
+
+def test_on_a_gpu_the_plan_counts_the_first_device_s_free_memory(store, sleepy, monkeypatch):
+    monkeypatch.setattr(memory, "device_free_bytes", lambda: [80 * GB, 1 * GB])
+    monkeypatch.setenv(turns.TURNS_VAR, "always")
+    data = runner.run_to_report(_request((VllmArm("plain"), VllmArm("ngram", 3)), repeats=1), store).to_dict()
+    assert data["status"] == "complete", data["message"]
+    held = data["environment"]["engines"]["vllm"]["turns"]
+    assert held["design"] == "sleep" and held["where"] == "GPU memory" and held["free_bytes"] == 80 * GB
+    reserved = data["environment"]["engines"]["vllm"]["servers"]["vllm plain"]["memory"]
+    assert reserved["overhead_bytes"] == memory.GPU_OVERHEAD_BYTES
+    assert reserved["reserved_kv_bytes"] == reserved["kv_cache_bytes"]  # the device holds exactly what is asked

@@ -105,28 +105,31 @@ class Reservation:
 
 
 def device_free_bytes() -> list[int] | None:
-    """The free memory of each visible GPU (torch, else NVML), in the order vLLM numbers them; None without one.
-    A server AssistLab starts runs on the first (no tensor parallelism)."""
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            return [int(torch.cuda.mem_get_info(i)[0]) for i in range(torch.cuda.device_count())]
-    except Exception:  # noqa: BLE001 - no usable torch CUDA: try NVML
-        pass
+    """The free memory of each visible GPU, in the order vLLM numbers them (CUDA_VISIBLE_DEVICES), by NVML, which
+    opens no CUDA context; else by torch, the first device only (a context on each GPU would hold memory there).
+    None without a readable GPU. A server AssistLab starts runs on the first (no tensor parallelism)."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
         try:
             visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-            indices = [int(v) for v in visible] if visible and all(v.isdigit() for v in visible) else \
-                range(pynvml.nvmlDeviceGetCount())
-            return [int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).free) for i in indices]
+            indices = ([int(v) for v in visible] if visible and all(v.isdigit() for v in visible)
+                       else range(pynvml.nvmlDeviceGetCount()))
+            return [int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).free)
+                    for i in indices] or None
         finally:
             pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML: try torch
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return [int(torch.cuda.mem_get_info(0)[0])]
     except Exception:  # noqa: BLE001 - no GPU, or none readable
-        return None
+        pass
+    return None
 
 
 def available_bytes() -> int | None:
