@@ -138,15 +138,15 @@ def after_repetition(request: BenchRequest, report: Report, count: int, elapsed:
             waiting = f"waiting for {' and '.join(loose) or 'more repetitions'} to be known to ±{request.precision:.0%}"
     else:
         waiting = ""
-    if count >= request.repeats:
+    ended = budget_ends(request, count, elapsed)
+    if ended == "repetitions":
         stop["ended_by"] = "repetitions"
         stop["reached"] = rule == "fixed"
         return Decision(True)
-    # Stop before a repetition that would likely overrun the budget (the mean so far predicts its length), unless
-    # the rule "clear" has not reached the fewest repetitions any answer needs: a budget that ends before that
-    # floor can only end without an answer, so it is extended to the floor (the operator's ASSISTLAB_MAX_RUN_S
-    # still ends the run) and the progress line says how long the answer will take.
-    if request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
+    # A time budget that ends before the fewest repetitions any answer needs (rule "clear") can only end without
+    # an answer, so it is extended to that floor (the operator's ASSISTLAB_MAX_RUN_S still ends the run) and the
+    # progress line says how long the answer will take.
+    if ended == "time budget":
         floor = _floor(stop) if rule in ("clear", "likely") and extend_to_floor else 0
         if count >= floor:
             stop["ended_by"] = "time budget"
@@ -155,6 +155,17 @@ def after_repetition(request: BenchRequest, report: Report, count: int, elapsed:
         extended = f"the {request.max_time_s:g} s budget extended to the {floor} repetitions an answer needs"
         waiting = f"{waiting} ({extended})" if waiting else extended
     return Decision(False, waiting)
+
+
+def budget_ends(request: BenchRequest, count: int, elapsed: float) -> str | None:
+    """The budget's word after `count` repetitions in `elapsed` seconds: 'repetitions' at the most allowed, 'time
+    budget' before a repetition that would likely overrun the time budget (the mean so far predicts its length),
+    else None. The comparison's rules and the tuner (measure/tune.py) both stop on it."""
+    if count >= request.repeats:
+        return "repetitions"
+    if request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
+        return "time budget"
+    return None
 
 
 def _whom(names: list[str]) -> str:

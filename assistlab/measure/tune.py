@@ -5,10 +5,11 @@ The package's interface, which the command line (`python -m assistlab tune`), th
   - `tune_request(target, ...)`: the BenchRequest whose arms are the candidates (engines/settings.py's space);
   - `tune(request, store, ...)`: the runner's events, the last one 'done' with `report.tune` set (its summary,
     docs/tune.md); `run_tune(...)`: the same to the end, (report, summary).
-After each repetition at a planned look the hook decides that look with results/tune.search, the candidates
-already out passed in: those that leave are retired (`info.left`, and the rounds skip them); when the search ends with budget left, the winner and its
-nearest rival (back in if it had left) run on until the rule that assumes nothing confirms the winner or
-contradicts it (`confirmed`).
+The `Tuner` is the runner's stopping rule: after each repetition at a planned look it decides that look with
+results/tune.search, the candidates already out passed in; it alone keeps who left, when and why, and writes
+`info.left`, which the rounds skip. When the search ends with budget left, the winner and its nearest rival
+(back in if it had left) run on until the rule that assumes nothing confirms the winner or contradicts it
+(`confirmed`).
 """
 
 from __future__ import annotations
@@ -69,71 +70,174 @@ def tune_request(target: str, *, assistants: Sequence[str] | None = None, engine
                         max_time_s=CLEAR_MAX_TIME_S if max_time_s is None else max_time_s, stop_rule="clear", **bench)
 
 
+BENCHED = "not needed to confirm the winner"
+
+
+@dataclasses.dataclass(frozen=True)
+class Leaving:
+    """Why a candidate left the search: at which repetition, the code (results/tune), the leader it fell behind."""
+
+    at: int
+    code: int
+    leader: int | None = None
+
+
 @dataclasses.dataclass
-class _State:
-    """The search as the hook sees it: the candidates (report arm indices), their requests, their baselines."""
+class Tuner:
+    """The search as one object with one state, handed to the runner as its stopping rule: after each repetition
+    it says whether to stop, and which candidates are still in (the runner skips an arm whose `info.left` is set;
+    `_publish` is the one writer of it). Who left, when and why is kept here (`gone`), and becomes words once
+    (`reason`); the phase moves from the search to the confirmation, and `answered` once the answer stands."""
 
     request: BenchRequest
-    candidates: list[int]
-    specs: list[ArmRequest]
-    baselines: list[int]
-    simplicity: list[float]
+    candidates: list[int] = dataclasses.field(default_factory=list)  # report arm indices, by position
+    specs: list[ArmRequest] = dataclasses.field(default_factory=list)
+    baselines: list[int] = dataclasses.field(default_factory=list)
+    simplicity: list[float] = dataclasses.field(default_factory=list)
+    levels: elimination.Levels = elimination.Levels(1)
+    bound: bool = False
     phase: str = SEARCH
-    result: elimination.Search | None = None
     outcome: str = elimination.OPEN
     winner: int | None = None
     rival: int | None = None
     confirmed: bool | None = None
-    levels: elimination.Levels = elimination.Levels(1)
-    left_at: dict = dataclasses.field(default_factory=dict)  # candidate position -> (repetition, why words)
+    answered: bool = False
+    loading: bool = False  # the load phase: every draft length a schedule could use is timed again
+    gone: dict[int, Leaving] = dataclasses.field(default_factory=dict)
+    benched: set[int] = dataclasses.field(default_factory=set)
+
+    def bind(self, report: Report, request: BenchRequest | None = None) -> None:
+        """Match the report's assisted arms to the request's candidates (each engine keeps their order), once;
+        `request` the runner's, resolved for its device (else for the CPU)."""
+        if self.bound:
+            return
+        self.request = request or self.request.resolved("cpu")
+        for engine in self.request.engines:
+            wanted = [a for a in self.request.arms if a.engine == engine and a.assisted]
+            indices = [i for i, info in enumerate(report.arms) if info.engine == engine and info.assisted]
+            plain = next((i for i, info in enumerate(report.arms) if info.engine == engine and not info.assisted), 0)
+            for spec, index in zip(wanted, indices):
+                self.candidates.append(index)
+                self.specs.append(spec)
+                self.baselines.append(plain)
+        keys = [registry.SETTINGS[s.engine].simplicity(s) for s in self.specs]
+        order = sorted(range(len(keys)), key=lambda i: keys[i])
+        self.simplicity = [float(order.index(i)) for i in range(len(keys))]
+        self.levels = elimination.Levels(len(self.candidates), elimination.planned_looks(self.request.repeats))
+        self.bound = True
+
+    def __call__(self, request: BenchRequest, report: Report, count: int, elapsed: float) -> stop_rules.Decision:
+        """The runner's stopping hook. The budget is kept: a search stops before a repetition that would likely
+        overrun it (stopping.budget_ends), not stretched to the fewest repetitions the bench rule's own answer
+        needs (that ran a saved search's timed runs to 716 s of a 600 s budget); that rule's own "clear", every
+        arm against plain, is not the search's."""
+        self.bind(report, request)
+        stop = report.stopping
+        stop_rules.after_repetition(request, report, count, elapsed, extend_to_floor=False)  # its record only
+        budget = stop["ended_by"] if stop["ended_by"] == "no assisted arm" else \
+            stop_rules.budget_ends(request, count, elapsed)
+        if self.phase == SEARCH:
+            self._look(report, count)
+            if self.outcome != elimination.OPEN:
+                self._start_confirming(report, budget is not None)
+        elif not self.answered:
+            self.confirmed = self._confirm(report)
+            self.answered = self.confirmed is not None
+        ends = self.answered or budget is not None
+        stop.update(ended_by="clear" if self.answered else budget, reached=self.answered)
+        self.loading = ends and bool(request.concurrency)
+        self._publish(report)
+        return stop_rules.Decision(True) if ends else stop_rules.Decision(False, self._waiting(report))
+
+    def _look(self, report: Report, count: int) -> None:
+        """One look at a time, from the state kept: a candidate that failed or left is out, whatever came before."""
+        out = np.array([[pos in self.gone or bool(report.arms[i].error) for pos, i in enumerate(self.candidates)]])
+        logs = np.full((1, len(report.arms), count), np.nan)  # log latencies by arm and repetition; NaN: not run
+        for run in (r for r in report.runs if r.repetition < count and r.latency_s > 0):
+            logs[0, run.arm, run.repetition] = np.log(run.latency_s)
+        looks = self.levels.looks
+        result = elimination.search(logs, self.baselines, self.candidates, self.request.band,
+                                    self.simplicity, out, looks=looks, decide_at=[count] if count in looks else [])
+        for pos, index in enumerate(self.candidates):
+            code = int(result.why[0, pos])
+            if pos in self.gone or report.arms[index].error or code not in (elimination.SLOWER_THAN_PLAIN,
+                                                                              elimination.SLOWER_THAN_LEADER):
+                continue
+            leader = int(result.beaten_by[0, pos]) if code == elimination.SLOWER_THAN_LEADER else None
+            self.gone[pos] = Leaving(int(result.left_at[0, pos]), code, leader)
+        self.outcome = str(result.ended[0])
+        self.winner = None if result.pick[0] < 0 else int(result.pick[0])
+
+    def _start_confirming(self, report: Report, out_of_budget: bool) -> None:
+        """The search has its answer: the winner and its nearest rival (back in if it had left) run on, with
+        plain, until the rule that assumes nothing agrees or disagrees; no rival or no budget left: it stands."""
+        self.rival = _nearest_rival(self, report) if self.winner is not None else None
+        self.answered = self.rival is None or out_of_budget
+        if self.answered:
+            return
+        self.confirmed = self._confirm(report)
+        self.answered = self.confirmed is not None
+        if not self.answered:
+            self.phase = CONFIRM
+            self.benched = {pos for pos in range(len(self.candidates))
+                            if pos not in (self.winner, self.rival) and pos not in self.gone}
+
+    def _confirm(self, report: Report) -> bool | None:
+        rival, winner = report.paired(self.candidates[self.rival], self.candidates[self.winner])
+        return elimination.confirm(winner, rival, self.outcome, self.request.band, self.levels)
+
+    def reason(self, pos: int, report: Report) -> str:
+        """Why a candidate left, in words."""
+        left = self.gone[pos]
+        if left.code == elimination.SLOWER_THAN_PLAIN:
+            return f"clearly slower than plain after {left.at} repetitions"
+        leader = report.arms[self.candidates[left.leader]].name
+        return f"clearly slower than {leader}, the leader, after {left.at} repetitions"
+
+    def leaving(self, report: Report) -> dict[int, tuple[int, str]]:
+        """{position: (the repetition it left at, why)} of every candidate the search dropped."""
+        return {pos: (self.gone[pos].at, self.reason(pos, report)) for pos in sorted(self.gone)}
+
+    def _left_word(self, pos: int, report: Report, final: bool) -> str | None:
+        """What `info.left` holds for a candidate: why it left, while it is out of the rounds (and at the end,
+        timed under load or not, it left the search); None while it runs (the rival being confirmed, a draft
+        length timed under load)."""
+        info = report.arms[self.candidates[pos]]
+        loads = (self.loading and not info.error
+                 and registry.SCHEDULES.schedule_family(self.specs[pos]) is not None)
+        back = loads or (pos == self.rival and self.phase == CONFIRM)
+        if pos in self.gone and (final or not back):
+            return self.reason(pos, report)
+        return BENCHED if pos in self.benched and not loads else None
+
+    def _publish(self, report: Report, final: bool = False) -> None:
+        """The one writer of each candidate's `info.left`: the runner's skip flag, and the report's words."""
+        for pos, index in enumerate(self.candidates):
+            report.arms[index].left = self._left_word(pos, report, final)
+
+    def finish(self, report: Report) -> None:
+        """After the runs: bind (a search stopped before its first repetition never asked), and the words."""
+        self.bind(report)
+        self._publish(report, final=True)
+
+    def _waiting(self, report: Report) -> str:
+        """The progress line's words: the candidates still in, and in the confirmation which two run on."""
+        if self.phase == CONFIRM:
+            return (f"confirming {report.arms[self.candidates[self.winner]].name} against "
+                    f"{report.arms[self.candidates[self.rival]].name}, assuming nothing")
+        still = [report.arms[i].name for pos, i in enumerate(self.candidates)
+                 if pos not in self.gone and not report.arms[i].error]
+        return f"still in: {', '.join(still)}" if still else ""
 
 
-def _state(request: BenchRequest, report: Report) -> _State:
-    """Match the report's assisted arms to the request's candidates (each engine keeps their order)."""
-    candidates, specs, baselines = [], [], []
-    for engine in request.engines:
-        wanted = [a for a in request.arms if a.engine == engine and a.assisted]
-        indices = [i for i, info in enumerate(report.arms) if info.engine == engine and info.assisted]
-        plain = next((i for i, info in enumerate(report.arms) if info.engine == engine and not info.assisted), 0)
-        for spec, index in zip(wanted, indices):
-            candidates.append(index)
-            specs.append(spec)
-            baselines.append(plain)
-    keys = [registry.SETTINGS[s.engine].simplicity(s) for s in specs]
-    order = sorted(range(len(keys)), key=lambda i: keys[i])
-    rank = [float(order.index(i)) for i in range(len(keys))]
-    levels = elimination.Levels(len(candidates), elimination.planned_looks(request.repeats))
-    return _State(request, candidates, specs, baselines, rank, levels=levels)
-
-
-def _logs(report: Report, count: int) -> np.ndarray:
-    """Log latencies of every arm by repetition, (1, arms, count); NaN where an arm did not run."""
-    out = np.full((1, len(report.arms), count), np.nan)
-    for run in report.runs:
-        if run.repetition < count and run.latency_s > 0:
-            out[0, run.arm, run.repetition] = np.log(run.latency_s)
-    return out
-
-
-def _latencies(report: Report, index: int) -> dict[int, float]:
-    return {r.repetition: r.latency_s for r in report.runs_of(index)}
-
-
-def _paired(report: Report, a: int, b: int) -> tuple[list[float], list[float]]:
-    """Latencies of arms a and b over the repetitions both ran."""
-    la, lb = _latencies(report, a), _latencies(report, b)
-    reps = sorted(set(la) & set(lb))
-    return [la[r] for r in reps], [lb[r] for r in reps]
-
-
-def _nearest_rival(state: _State, report: Report) -> int | None:
+def _nearest_rival(tuner: Tuner, report: Report) -> int | None:
     """The candidate (position) closest to the winner: the lowest ranking statistic (results/tune.ranking, the
     median log latency ratio over plain, as the search ranks) but the winner's."""
     best, rival = np.inf, None
-    for pos, index in enumerate(state.candidates):
-        if pos == state.winner or report.arms[index].error:
+    for pos, index in enumerate(tuner.candidates):
+        if pos == tuner.winner or report.arms[index].error:
             continue
-        base, mine = _paired(report, state.baselines[pos], index)
+        base, mine = report.paired(tuner.baselines[pos], index)
         if mine:
             value = float(elimination.ranking(np.log(np.divide(mine, base))))
             if value < best:
@@ -141,132 +245,29 @@ def _nearest_rival(state: _State, report: Report) -> int | None:
     return rival
 
 
-def _retire(state: _State, report: Report, result: elimination.Search) -> None:
-    """Mark the candidates that left (their sentence in `info.left`) so the rounds skip them."""
-    for pos, index in enumerate(state.candidates):
-        info = report.arms[index]
-        if pos in state.left_at or info.error:
-            continue
-        code, at = int(result.why[0, pos]), int(result.left_at[0, pos])
-        if code == elimination.SLOWER_THAN_PLAIN:
-            words = f"clearly slower than plain after {at} repetitions"
-        elif code == elimination.SLOWER_THAN_LEADER:
-            leader = report.arms[state.candidates[int(result.beaten_by[0, pos])]].name
-            words = f"clearly slower than {leader}, the leader, after {at} repetitions"
-        else:
-            continue
-        state.left_at[pos] = (at, words)
-        info.left = words
-
-
-def _hook(state: _State) -> Callable:
-    """The runner's stopping hook: the budget from the stopping rule, the rest from the search."""
-
-    def decide(request: BenchRequest, report: Report, count: int, elapsed: float) -> stop_rules.Decision:
-        # The budget is kept: a search stops before a repetition that would likely overrun it. The bench rule's
-        # extension to the fewest repetitions its own answer needs is not the search's (its looks are its own),
-        # and ran a saved search's timed runs to 716 s of a 600 s budget.
-        budget = stop_rules.after_repetition(request, report, count, elapsed, extend_to_floor=False)
-        stop = report.stopping
-        if stop.get("ended_by") == "clear":  # a tuner's "clear" is the search's, not every arm against plain
-            stop.update(ended_by=None, reached=False)  # and the budgets that rule returned before checking
-            if count >= request.repeats:
-                stop["ended_by"] = "repetitions"
-            elif request.max_time_s is not None and elapsed + elapsed / count > request.max_time_s:
-                stop["ended_by"] = "time budget"
-            budget = stop_rules.Decision(stop["ended_by"] is not None)
-        # One look at a time, from the state kept: a candidate that failed or left is out, whatever came before.
-        out = np.array([[bool(report.arms[i].error or report.arms[i].left) for i in state.candidates]])
-        if state.phase == SEARCH:
-            looks = state.levels.looks
-            result = elimination.search(_logs(report, count), state.baselines, state.candidates, request.band,
-                                        state.simplicity, out, looks=looks,
-                                        decide_at=[count] if count in looks else [])
-            state.result = result
-            _retire(state, report, result)
-            state.outcome = str(result.ended[0])
-            state.winner = None if result.pick[0] < 0 else int(result.pick[0])
-            if state.outcome != elimination.OPEN:
-                stop["ended_by"], stop["reached"] = "clear", True
-                state.rival = _nearest_rival(state, report) if state.winner is not None else None
-                if state.rival is None or budget.stop:
-                    return stop_rules.Decision(True)
-                state.confirmed = _confirm(state, report)
-                if state.confirmed is not None:
-                    return stop_rules.Decision(True)
-                state.phase = CONFIRM
-                for pos, index in enumerate(state.candidates):  # only the winner and its rival run on
-                    if pos == state.rival:
-                        report.arms[index].left = None
-                    elif pos != state.winner and not report.arms[index].left:
-                        report.arms[index].left = "not needed to confirm the winner"
-                stop["ended_by"], stop["reached"] = None, False
-        elif state.phase == CONFIRM:
-            state.confirmed = _confirm(state, report)
-            if state.confirmed is not None:
-                stop["ended_by"], stop["reached"] = "clear", True
-                return stop_rules.Decision(True)
-        if budget.stop:
-            return budget
-        return stop_rules.Decision(False, _waiting(state, report))
-
-    return decide
-
-
-def _load_every_length(state: _State, report: Report) -> None:
-    """Before the load phase: every draft length a schedule could use is timed under load, including those that
-    left the single-request search (each level may have its own best, measure/tune_schedule.py)."""
-    for index, spec in zip(state.candidates, state.specs):
-        if registry.SCHEDULES.schedule_family(spec) is not None and not report.arms[index].error:
-            report.arms[index].left = None
-
-
-def _confirm(state: _State, report: Report) -> bool | None:
-    rival, winner = _paired(report, state.candidates[state.rival], state.candidates[state.winner])
-    return elimination.confirm(winner, rival, state.outcome, state.request.band, state.levels)
-
-
-def _waiting(state: _State, report: Report) -> str:
-    """The progress line's words: the candidates still in, and in the confirmation which two run on."""
-    if state.phase == CONFIRM:
-        return (f"confirming {report.arms[state.candidates[state.winner]].name} against "
-                f"{report.arms[state.candidates[state.rival]].name}, assuming nothing")
-    still = [report.arms[i].name for i in state.candidates if not report.arms[i].left and not report.arms[i].error]
-    return f"still in: {', '.join(still)}" if still else ""
-
-
 def tune(request: BenchRequest, store, clock: Clock = time.perf_counter,
          should_stop: Callable[[], bool] = lambda: False) -> Generator[Event, None, dict]:
     """Run the search, yielding the runner's events; the 'done' event's report carries `tune` (its summary),
-    which is also returned. `request` comes from `tune_request`."""
+    which is also returned. `request` comes from `tune_request`: search_space() -> Tuner (the runner's stopping
+    rule) -> its state -> summarize (with the confirmation's word) -> the deploy snippet; with load levels,
+    the schedule (measure/tune_schedule.py)."""
     from .tune_summary import summarize
 
     if not any(a.assisted for a in request.arms):
         raise InputError("There is nothing to search: no candidate setting; name one with --candidates.")
-    holder: dict = {}
-
-    def decide(req: BenchRequest, report: Report, count: int, elapsed: float) -> stop_rules.Decision:
-        if "state" not in holder:
-            holder["state"] = _state(req, report)
-        decision = _hook(holder["state"])(req, report, count, elapsed)
-        if decision.stop and req.concurrency:
-            _load_every_length(holder["state"], report)
-        return decision
-
+    tuner = Tuner(request)
     final = None
-    for event in run_benchmark(request, store, clock, should_stop, decide=decide, probes=False):
+    for event in run_benchmark(request, store, clock, should_stop, decide=tuner, probes=False):
         if event.kind == "done":
             final = event
             break
         yield event
     report = final.report
-    state = holder.get("state") or _state(request.resolved("cpu"), report)
-    for pos, (_at, words) in state.left_at.items():  # timed under load or not, it left the search
-        report.arms[state.candidates[pos]].left = words
-    summary = summarize(report, state)
+    tuner.finish(report)
+    summary = summarize(report, tuner)
     if request.concurrency and report.status == "complete":
-        pick = None if state.winner is None else state.candidates[state.winner]
-        found, counted = yield from tune_schedule.after_search(state.request, report, state.specs, state.candidates,
+        pick = None if tuner.winner is None else tuner.candidates[tuner.winner]
+        found, counted = yield from tune_schedule.after_search(tuner.request, report, tuner.specs, tuner.candidates,
                                                                pick, store, clock, should_stop, final.done)
         summary.update(found)
         final = dataclasses.replace(final, done=counted, total=counted, most=0)

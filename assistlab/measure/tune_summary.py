@@ -187,14 +187,14 @@ def _budget(report: Report) -> dict:
 
 
 def summarize(report: Report, state) -> dict:
-    """The `tune` block from the report and the search's state (measure/tune.py's _State)."""
+    """The `tune` block from the report and the search's state (measure/tune.py's Tuner)."""
     levels = state.levels
     m = levels.m
-    candidates = []
+    candidates, leaving = [], state.leaving(report)
     for pos, (index, spec) in enumerate(zip(state.candidates, state.specs)):
         info = report.arms[index]
-        base, mine = _paired_runs(report, state.baselines[pos], index)
-        left = state.left_at.get(pos)
+        base, mine = report.paired(state.baselines[pos], index)
+        left = leaving.get(pos)
         speedup = _interval(base, mine, levels) if mine else None
         looks = _search_looks(base, mine, levels)  # the interval the search decided on, per repetition
         candidates.append({
@@ -234,17 +234,10 @@ def summarize(report: Report, state) -> dict:
     return summary
 
 
-def _paired_runs(report: Report, a: int, b: int) -> tuple[list[float], list[float]]:
-    la = {r.repetition: r.latency_s for r in report.runs_of(a)}
-    lb = {r.repetition: r.latency_s for r in report.runs_of(b)}
-    reps = sorted(set(la) & set(lb))
-    return [la[r] for r in reps], [lb[r] for r in reps]
-
-
 def _recommendation(report: Report, state, pos: int) -> dict:
     index, spec = state.candidates[pos], state.specs[pos]
     declared = registry.SETTINGS[spec.engine]
-    base, mine = _paired_runs(report, state.baselines[pos], index)
+    base, mine = report.paired(state.baselines[pos], index)
     family = declared.family_of(spec)
     helper = getattr(spec, "assistant", None) or getattr(spec, "draft_model", None)
     default = declared.default_arm(family, helper) if family else None
@@ -253,7 +246,7 @@ def _recommendation(report: Report, state, pos: int) -> dict:
         over = {"is_default": True, "median": 1.0, "default": report.arms[index].name}
     elif default is not None and default in state.specs:
         d = state.specs.index(default)
-        theirs, ours = _paired_runs(report, state.candidates[d], index)
+        theirs, ours = report.paired(state.candidates[d], index)
         over = {**_interval(theirs, ours, state.levels), "is_default": False,
                 "default": report.arms[state.candidates[d]].name}
     else:

@@ -132,6 +132,13 @@ class Report:
         engine = self.arms[index].engine
         return next((i for i, a in enumerate(self.arms) if a.engine == engine and not a.assisted), None)
 
+    def paired(self, a: int, b: int) -> tuple[list[float], list[float]]:
+        """Latencies of arms a and b over the repetitions both ran, in repetition order."""
+        la = {r.repetition: r.latency_s for r in self.runs_of(a)}
+        lb = {r.repetition: r.latency_s for r in self.runs_of(b)}
+        reps = sorted(set(la) & set(lb))
+        return [la[r] for r in reps], [lb[r] for r in reps]
+
     def baseline_runs(self, index: int) -> list[RunRecord]:
         base = self.baseline(index)
         return [] if base is None else self.runs_of(base)
