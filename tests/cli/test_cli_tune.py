@@ -39,7 +39,9 @@ def test_tune_prints_its_sentence_first_and_writes_the_tune_block(models_dir, tm
     # The pick's interval with its level, as its page and the leaderboard show it.
     assert not rec["interval"]["text"] or rec["interval"]["text"] in first
     assert tune["runs_used"] <= tune["runs_without_elimination"] == 5 * tune["repetitions"]
-    assert tune["confirmed"] in (True, False, None)
+    # Four repetitions: the budget ends at the search's first and only look, so no confirmation is tried.
+    assert tune["confirmed"] is None and tune["confirmed_against"] is None
+    assert tune["looks"] == [4] and tune["repetitions"] == 4
 
 
 @pytest.mark.parametrize("candidates, words", [

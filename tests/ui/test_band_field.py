@@ -10,7 +10,8 @@ from assistlab.errors import InputError
 from assistlab.measure import stopping
 from assistlab.results.report import Report
 from assistlab.ui import app as app_module
-from assistlab.ui.api_parameters import COMPARE_API, COMPARE_SUITE_API
+from assistlab.ui import suite_tab
+from assistlab.ui.api_parameters import COMPARE_API, COMPARE_SUITE_API, SUITE_PARAMETERS
 from assistlab.ui.fields import HINTS, LABELS, in_page_words, request_from_form
 
 PROMPT = "write me a long essay on deep learning"
@@ -21,10 +22,29 @@ def form(**kwargs):
                                        prompt=PROMPT, also_prompt_lookup=False), **kwargs})
 
 
+def _suite_request(**typed):
+    """The comparison /compare_suite's function makes from its parameters (each left out at its default), split
+    as the endpoint splits them (ui/app.py): the workload's own, the per-prompt rule, the comparison's."""
+    values = {p.name: p.default for p in COMPARE_SUITE_API}
+    values.update(target="target", assistant="assistant-same", strategy="prompt-lookup", also_prompt_lookup=False,
+                  suite="file", prompts_text="write me a long essay on deep learning\n",
+                  prompts_filename="prompts.txt", **typed)
+    suite = {p.name: values.pop(p.name) for p in SUITE_PARAMETERS}
+    until_clear = values.pop("until_clear")
+    text, filename = suite.pop("prompts_text"), suite.pop("prompts_filename")
+    bench, _plan = suite_tab.suite_plan_from_api(values, {"source": suite.pop("suite"), **suite}, text, filename,
+                                                 until_clear)
+    return bench
+
+
 def test_both_routes_take_the_band_in_percent_empty_by_default():
     for api in (COMPARE_API, COMPARE_SUITE_API):
         band = next(p for p in api if p.name == "band_percent")
         assert (band.annotation, band.default) == (float | None, None)
+    # A band sent through /compare_suite's function is the request's share; left out, the default band.
+    assert _suite_request(band_percent=7).band == pytest.approx(0.07)
+    assert _suite_request().band == pytest.approx(NO_DIFFERENCE_BAND)
+    assert _suite_request(band_percent="12.5", until_clear=True).band == pytest.approx(0.125)
 
 
 @pytest.mark.parametrize("typed, share", [(None, NO_DIFFERENCE_BAND), ("", NO_DIFFERENCE_BAND),
