@@ -275,3 +275,44 @@ def test_on_a_gpu_the_plan_counts_the_first_device_s_free_memory(store, sleepy, 
     reserved = data["environment"]["engines"]["vllm"]["servers"]["vllm plain"]["memory"]
     assert reserved["overhead_bytes"] == memory.GPU_OVERHEAD_BYTES
     assert reserved["reserved_kv_bytes"] == reserved["kv_cache_bytes"]  # the device holds exactly what is asked
+
+
+def test_a_failed_start_in_turns_says_why_and_leaves_nothing(store, sleepy, monkeypatch):
+    from assistlab.engines.transformers.arms import ArmSpec
+
+    monkeypatch.setenv(turns.TURNS_VAR, "always")
+    monkeypatch.setenv("FAKE_FAIL", "1")  # every server exits while starting, as one the kernel killed would
+    before = set(vllm_processes())
+    request = BenchRequest(target="target", arms=(ArmSpec("prompt-lookup"), VllmArm("plain"), VllmArm("ngram", 3)),
+                           prompt="write me a long essay", max_new_tokens=6, repeats=1, warmup=0,
+                           engines=("transformers", "vllm"))
+    data = runner.run_to_report(request, store).to_dict()
+    errors = {a["name"]: a["error"] for a in data["arms"]}
+    assert "exited with code 1 while starting" in errors["vllm plain"]
+    assert errors["plain"] is None and data["status"] == "complete"  # the transformers arms finish
+    assert own_vllm_processes(before) == []
+
+
+def test_a_server_killed_while_it_sleeps_ends_its_arm_and_the_others_go_on(store, sleepy, monkeypatch):
+    import psutil
+
+    monkeypatch.setenv(turns.TURNS_VAR, "always")
+    before = set(vllm_processes())
+    events = runner.run_benchmark(_request((VllmArm("plain"), VllmArm("ngram", 3))), store)
+    final, killed = None, False
+    for event in events:
+        final = event
+        if not killed and event.kind == "run" and event.report is not None and len(event.report.runs) == 1:
+            killed = True
+            found = own_vllm_processes(before)
+            ngram = next((int(line.split()[0]) for line in found if "--speculative-config" in line
+                          and "fake_openai" in line), None)
+            assert ngram is not None, found
+            os.killpg(os.getpgid(ngram), signal.SIGKILL)  # as the kernel's out-of-memory killer would
+            psutil.Process(ngram).wait(10) if psutil.pid_exists(ngram) else None
+    data = final.report.to_dict()
+    errors = {a["name"]: a["error"] for a in data["arms"]}
+    assert errors["vllm ngram (k=3, lookup 2-4)"].startswith(
+        "The vLLM server for vllm ngram (k=3, lookup 2-4) could not wake up: its process had ended")
+    assert errors["vllm plain"] is None and len(data["arms"][0]["latencies_s"]) == 3
+    assert own_vllm_processes(before) == []

@@ -189,9 +189,13 @@ class Turns:
         self.record()
 
     def _fail(self, endpoint, what: str, exc: Exception) -> None:
-        endpoint.error = (f"The vLLM server for {endpoint.label} did not {what} within {self.timeout_s:g} s "
-                          f"({WAKE_VAR}), so it was stopped and this arm was not timed further: "
-                          f"{str(exc).rstrip('.')}.")
+        process = getattr(endpoint.server, "process", None)
+        if process is not None and process.poll() is not None:  # gone: killed (out of memory) or crashed
+            why = f"could not {what}: its process had ended (killed, e.g. for memory, or crashed)"
+        else:
+            why = f"did not {what} within {self.timeout_s:g} s ({WAKE_VAR})"
+        endpoint.error = (f"The vLLM server for {endpoint.label} {why}, so it was stopped and this arm was not "
+                          f"timed further: {str(exc).rstrip('.')}.")
         if endpoint.server is not None:
             endpoint.server.stop()
         if self.awake is endpoint:
