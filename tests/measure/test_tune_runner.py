@@ -164,6 +164,29 @@ def test_a_clear_end_is_deployed_with_the_interval_it_was_decided_on(allowed_mod
     assert deploy["plain"] is False and deploy["sentence"].startswith("Deploy it: prompt lookup with 1 token, ")
 
 
+def test_only_the_winner_and_its_rival_run_on_to_confirm_a_pick_among_alike_candidates(allowed_models, store,
+                                                                                     known_latencies):
+    """Three candidates alike within a wide band, all clearly faster than plain: the search ends with no practical
+    difference and picks the simplest; only it and its nearest rival run on with plain to confirm it, the third is
+    benched, with its words, from the look the search ended at."""
+    known_latencies.update({"plain": 1.0, "prompt-lookup (k=1)": 0.5, "prompt-lookup (k=2)": 0.5,
+                            "prompt-lookup (k=3)": 0.5})
+    request = tune.tune_request("target", assistants=[], candidates="prompt-lookup:prompt_lookup_num_tokens=1,2,3",
+                                prompt=PROMPT, max_new_tokens=4, repeats=12, warmup=0, device="cpu",
+                                max_time_s=3000, band=0.2)
+    report, summary = tune.run_tune(request, store)
+    n = summary["repetitions"]
+    assert summary["outcome"] == elimination.SAME and summary["confirmed"] is not None
+    runs = {a.name: len(report.runs_of(i)) for i, a in enumerate(report.arms)}
+    ended = next(t for t in summary["looks"] if runs[min(runs, key=runs.get)] == t)  # the look the search ended at
+    running = {summary["recommendation"]["arm"], next(c["arm"] for c in summary["candidates"]
+                                                      if c["arm"] != summary["recommendation"]["arm"]
+                                                      and runs[c["arm"]] == n)}
+    benched = [name for name in runs if name != "plain" and name not in running]
+    assert len(benched) == 1 and runs[benched[0]] == ended < n == runs["plain"]
+    assert report.arms[[a.name for a in report.arms].index(benched[0])].left == "not needed to confirm the winner"
+
+
 def test_the_budget_is_kept_and_a_repetition_that_ran_past_it_is_said(allowed_models, store, known_latencies):
     """A budget shorter than one repetition: the search stops after it (it no longer runs on to the repetitions the
     bench rule's own answer needs), and says the timed runs passed the budget; its best, not clearly faster than
