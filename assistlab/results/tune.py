@@ -202,10 +202,8 @@ def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int],
     beaten_by = np.full((S, m), -1)
     ended = np.full(S, OPEN, dtype=object)
     ended_at = np.full(S, T)
-    pick = np.full(S, -1)
     alive = why == STILL_IN
     rows = np.arange(S)
-    upper_band, lower_band = log(1.0 + band), log(1.0 - band)
     for t in (t for t in (looks if decide_at is None else decide_at) if t <= T):
         k = t - 1
         open_ = ended == OPEN
@@ -226,31 +224,44 @@ def search(logs: np.ndarray, baseline: Sequence[int], candidates: Sequence[int],
         left_at[behind], why[behind] = t, SLOWER_THAN_LEADER
         beaten_by[behind] = np.broadcast_to(leader[:, None], (S, m))[behind]
         alive &= ~behind
-        count = alive.sum(axis=1)
         high = np.full((S, m, m), np.inf)
         high[:, iu, ju], high[:, ju, iu] = pair_high[:, :, k], -pair_low[:, :, k]
-        with np.errstate(invalid="ignore"):
-            inside = (low >= lower_band) & (high <= upper_band)
-        pair_alive = alive[:, :, None] & alive[:, None, :] & ~np.eye(m, dtype=bool)
-        together = np.all(inside | ~pair_alive, axis=(1, 2))
-        # A pick is only said once what is left is clearly faster than plain too: the last one standing, or a
-        # group alike, may still turn out no faster than plain (then it leaves, or the budget ends the search).
-        with np.errstate(invalid="ignore"):
-            beats_plain = np.all(~alive | (plain_high[:, :, k] < 0), axis=1)
-        for outcome, mask in ((NONE, count == 0), (CLEAR, (count == 1) & beats_plain),
-                              (SAME, (count > 1) & together & beats_plain)):
+        for outcome, mask in _endings(alive, low, high, plain_high[:, :, k], band):
             hit = open_ & mask & (ended == OPEN)
             ended[hit], ended_at[hit] = outcome, t
-    for s in range(S):
+    return Search(left_at, why, beaten_by, ended, ended_at, _picks(ended, ended_at, alive, simple, mean, ratios))
+
+
+def _endings(alive: np.ndarray, low: np.ndarray, high: np.ndarray, plain_high: np.ndarray,
+             band: float) -> tuple[tuple[str, np.ndarray], ...]:
+    """(outcome, which searches it ends) at one look, from who is still in, the pair bounds low/high[s, i, j] on
+    log(t_i / t_j) and each candidate's upper bound on its log ratio over plain."""
+    count = alive.sum(axis=1)
+    with np.errstate(invalid="ignore"):
+        inside = (low >= log(1.0 - band)) & (high <= log(1.0 + band))
+        # A pick is only said once what is left is clearly faster than plain too: the last one standing, or a
+        # group alike, may still turn out no faster than plain (then it leaves, or the budget ends the search).
+        beats_plain = np.all(~alive | (plain_high < 0), axis=1)
+    pair_alive = alive[:, :, None] & alive[:, None, :] & ~np.eye(alive.shape[1], dtype=bool)
+    together = np.all(inside | ~pair_alive, axis=(1, 2))
+    return ((NONE, count == 0), (CLEAR, (count == 1) & beats_plain), (SAME, (count > 1) & together & beats_plain))
+
+
+def _picks(ended: np.ndarray, ended_at: np.ndarray, alive: np.ndarray, simple: np.ndarray, mean: np.ndarray,
+           ratios: np.ndarray) -> np.ndarray:
+    """Each search's pick: none after NONE; the simplest still in after SAME; else the best so far by `ranking`
+    (-1 when every candidate failed)."""
+    pick = np.full(len(ended), -1)
+    for s in range(len(ended)):
         if ended[s] == NONE:
             continue
         if ended[s] == SAME:
             pick[s] = int(np.argmin(np.where(alive[s], simple, np.inf)))
-        else:  # the best so far by the median ratio over plain (-1 when every candidate failed)
+        else:
             k = ended_at[s] - 1
             ranked = np.where(alive[s] & np.isfinite(mean[s, :, k]), ranking(ratios[s], k + 1), np.inf)
             pick[s] = int(np.argmin(ranked)) if np.isfinite(ranked).any() else -1
-    return Search(left_at, why, beaten_by, ended, ended_at, pick)
+    return pick
 
 
 def confirm(winner: Sequence[float], rival: Sequence[float], outcome: str, band: float,
