@@ -13,6 +13,7 @@ from pathlib import Path
 from ..config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, CPU_DEFAULTS, LIMITS, LOAD_ROUNDS, NO_DIFFERENCE_BAND
 from ..engines import catalog
 from ..errors import InputError
+from ..results.tune_interval import best_bounds
 from .prompt import prompt_from_args
 
 CANDIDATES_HELP = ("narrow the search: 'family:setting=values' parts separated by ';', values by ',', e.g. "
@@ -87,11 +88,8 @@ def _span(candidate: dict) -> str:
     summary had one, its sure interval else its likely one."""
     if candidate.get("interval") is not None:
         return candidate["interval"]["text"] or "—"
-    s = candidate["speedup"] or {}
-    low, high = (s.get("ci_low"), s.get("ci_high"))
-    if low is None or high is None:
-        low, high = s.get("likely_low"), s.get("likely_high")
-    return f"{low:.2f}–{high:.2f}" if low is not None and high is not None else "—"
+    low, high, _kind = best_bounds(candidate["speedup"])
+    return f"{low:.2f}–{high:.2f}" if low is not None else "—"
 
 
 def format_summary(summary: dict) -> str:

@@ -17,6 +17,7 @@ from ..errors import InputError
 from ..results import cells, load
 from ..results.explain import NOTHING_DRAFTED
 from ..results.report import unsettled
+from ..results.tune_interval import LIKELY, SURE
 from .records import MAX_NAME_CHARS, MAX_OWNER_CHARS, MAX_PREVIEW_CHARS, MAX_RECOMMENDATION_CHARS
 
 # The largest report one comparison may store (issue 10, as the limits in records); only _report_text reads it.
@@ -210,8 +211,7 @@ def _tune_pick(report: dict) -> str | None:
     return rec.get("arm") if isinstance(rec, dict) else None
 
 
-# A tuner's pick's interval kinds (measure/tune_summary.one_interval): the leaderboard shows them as its page does.
-TUNE_INTERVAL_KINDS = ("time-uniform", "likely")
+TUNE_INTERVAL_KINDS = (SURE, LIKELY)  # a tuner's pick's interval kinds: the leaderboard shows them as its page does
 
 
 def arm_rows(report: dict) -> list[dict]:

@@ -9,6 +9,7 @@ import math
 
 import plotly.graph_objects as go
 
+from ..results.tune_interval import LIKELY, best_bounds
 from .charts import FAINT, _plain, _style, _waiting, arm_color
 
 # The candidates' points at one look sit side by side, this far apart (in repetitions), so none hides another.
@@ -179,10 +180,9 @@ def _speed(speedup: dict | None, interval: dict | None = None) -> str:
         return "–"
     if interval is not None:
         return f"{speedup['median']:.2f}×" + (f" ({interval['text']})" if interval.get("text") else "")
-    low, high, said = speedup.get("ci_low"), speedup.get("ci_high"), ""
-    if low is None or high is None:
-        low, high, said = speedup.get("likely_low"), speedup.get("likely_high"), " likely"
-    span = f" ({low:.2f}–{high:.2f}×{said})" if low is not None and high is not None else ""
+    low, high, kind = best_bounds(speedup)
+    said = " likely" if kind == LIKELY else ""
+    span = f" ({low:.2f}–{high:.2f}×{said})" if low is not None else ""
     return f"{speedup['median']:.2f}×{span}"
 
 
