@@ -87,6 +87,34 @@ def launch_app(tmp_path_factory):
     return launch
 
 
+@pytest.fixture
+def known_latencies(monkeypatch):
+    """Replace every timed run's latency by table[arm name] times seeded log-normal noise (sd 0.02); a list gives
+    the latency of each repetition in turn; 'fail' makes the run fail with a sentence."""
+    import numpy as np
+
+    from assistlab.engines.base import RunFailure
+    from assistlab.engines.transformers import engine as transformers_engine
+
+    table: dict[str, object] = {}
+    rng = np.random.default_rng(11)
+    original = transformers_engine.TransformersArm.run
+
+    def run(self, prompt_ids, round_index, clock, should_stop, watch):
+        outcome = original(self, prompt_ids, round_index, clock, should_stop, watch)
+        wanted = table.get(self.info.name)
+        if wanted == "fail":
+            return RunFailure("ran out of memory (simulated)")
+        if isinstance(wanted, list):
+            wanted = wanted[min(round_index, len(wanted) - 1)]
+        if wanted is not None and not isinstance(outcome, RunFailure):
+            outcome.latency = float(wanted) * float(np.exp(0.02 * rng.standard_normal()))
+        return outcome
+
+    monkeypatch.setattr(transformers_engine.TransformersArm, "run", run)
+    return table
+
+
 def pytest_configure(config):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

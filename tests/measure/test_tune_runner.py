@@ -6,40 +6,14 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 
-from assistlab.engines.base import RunFailure
-from assistlab.engines.transformers import engine as transformers_engine
 from assistlab.measure import tune
 from assistlab.results import sequential
 from assistlab.results import tune as elimination
 
 PROMPT = "the quick brown fox jumps over the lazy dog and the quick brown fox"
 CANDIDATES = "prompt-lookup:prompt_lookup_num_tokens=1,2,3,4"
-
-
-@pytest.fixture
-def known_latencies(monkeypatch):
-    """Replace every timed run's latency by table[arm name] times seeded log-normal noise (sd 0.02); a list gives
-    the latency of each repetition in turn; 'fail' makes the run fail with a sentence."""
-    table: dict[str, object] = {}
-    rng = np.random.default_rng(11)
-    original = transformers_engine.TransformersArm.run
-
-    def run(self, prompt_ids, round_index, clock, should_stop, watch):
-        outcome = original(self, prompt_ids, round_index, clock, should_stop, watch)
-        wanted = table.get(self.info.name)
-        if wanted == "fail":
-            return RunFailure("ran out of memory (simulated)")
-        if isinstance(wanted, list):
-            wanted = wanted[min(round_index, len(wanted) - 1)]
-        if wanted is not None and not isinstance(outcome, RunFailure):
-            outcome.latency = float(wanted) * float(np.exp(0.02 * rng.standard_normal()))
-        return outcome
-
-    monkeypatch.setattr(transformers_engine.TransformersArm, "run", run)
-    return table
 
 
 def _request(repeats=12, candidates=CANDIDATES):
