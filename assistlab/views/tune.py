@@ -78,26 +78,7 @@ def tune_figure(report: dict) -> go.Figure:
     for pos, cand in enumerate(candidates):
         sequence = cand.get("looks") or []
         offset = (pos - (len(candidates) - 1) / 2) * SPREAD / max(1, len(candidates))
-        xs, ys, plus, minus, data = [], [], [], [], []
-        past = {True: ([], [], []), False: ([], [], [])}  # arrows up and down: x, y, hover data
-        for t in looks:
-            if t > len(sequence):
-                break
-            low, high = sequence[t - 1]
-            if low is None or high is None:
-                continue
-            # The middle on a ratio scale (the interval is symmetric in logs), kept within the chart's edges.
-            middle = min(max((low * high) ** 0.5, bottom), top)
-            xs.append(t + offset)
-            ys.append(middle)
-            plus.append(min(high, top) - middle)
-            minus.append(middle - max(low, bottom))
-            data.append([_plain(cand["arm"]), t, low, high])
-            for up, beyond, edge, end in ((True, high > top, top, high), (False, low < bottom, bottom, low)):
-                if beyond:
-                    past[up][0].append(t + offset)
-                    past[up][1].append(edge)
-                    past[up][2].append([_plain(cand["arm"]), t, end])
+        xs, ys, plus, minus, data, past = _points(_plain(cand["arm"]), sequence, looks, offset, bottom, top)
         colour = arm_color(_colour_index(report, cand["arm"]))
         if xs:
             fig.add_trace(go.Scatter(
@@ -112,17 +93,8 @@ def tune_figure(report: dict) -> go.Figure:
         for up, (bx, by, ends) in past.items():
             if bx:
                 fig.add_trace(_beyond(_plain(cand["arm"]), bx, by, ends, colour, up))
-        left = cand.get("left_at")
-        if left:
-            bounds = sequence[left - 1] if 0 < left <= len(sequence) else [None, None]
-            y = min(max((bounds[0] * bounds[1]) ** 0.5, bottom), top) if None not in bounds else 1.0
-            fig.add_trace(go.Scatter(
-                x=[left + offset], y=[y], mode="markers", name=f"{_plain(cand['arm'])} left",
-                marker={"symbol": "x", "size": 13, "color": colour, "line": {"width": 1, "color": colour}},
-                customdata=[[_plain(cand["arm"]), left, _plain(cand.get("why") or "")]],
-                hovertemplate="<b>%{customdata[0]}</b> left after %{customdata[1]} repetitions:<br>%{customdata[2]}"
-                              "<extra></extra>",
-            ))
+        if cand.get("left_at"):
+            fig.add_trace(_left_cross(cand, offset, colour, bottom, top))
     _style(fig, "Speedup over plain at each look (× = left)",  # short enough for a phone's width
            "repetitions (looks)", "speedup over plain (×, log scale)")
     if not fig.data:
@@ -135,6 +107,46 @@ def tune_figure(report: dict) -> go.Figure:
     fig.update_xaxes(tickvals=looks)
     fig.update_layout(showlegend=True)
     return fig
+
+
+def _points(arm: str, sequence: list, looks: list[int], offset: float, bottom: float, top: float) -> tuple:
+    """A candidate's intervals at the looks it reached: (x, middle, error up, error down, hover data) lists, and
+    the arrows up and down (x, y, hover data) for ends beyond the chart's edges."""
+    xs, ys, plus, minus, data = [], [], [], [], []
+    past = {True: ([], [], []), False: ([], [], [])}
+    for t in looks:
+        if t > len(sequence):
+            break
+        low, high = sequence[t - 1]
+        if low is None or high is None:
+            continue
+        # The middle on a ratio scale (the interval is symmetric in logs), kept within the chart's edges.
+        middle = min(max((low * high) ** 0.5, bottom), top)
+        xs.append(t + offset)
+        ys.append(middle)
+        plus.append(min(high, top) - middle)
+        minus.append(middle - max(low, bottom))
+        data.append([arm, t, low, high])
+        for up, beyond, edge, end in ((True, high > top, top, high), (False, low < bottom, bottom, low)):
+            if beyond:
+                past[up][0].append(t + offset)
+                past[up][1].append(edge)
+                past[up][2].append([arm, t, end])
+    return xs, ys, plus, minus, data, past
+
+
+def _left_cross(cand: dict, offset: float, colour: str, bottom: float, top: float) -> go.Scatter:
+    """The cross at the look where a candidate left, at its interval's middle there, with why in the hover."""
+    left, sequence = cand["left_at"], cand.get("looks") or []
+    bounds = sequence[left - 1] if 0 < left <= len(sequence) else [None, None]
+    y = min(max((bounds[0] * bounds[1]) ** 0.5, bottom), top) if None not in bounds else 1.0
+    return go.Scatter(
+        x=[left + offset], y=[y], mode="markers", name=f"{_plain(cand['arm'])} left",
+        marker={"symbol": "x", "size": 13, "color": colour, "line": {"width": 1, "color": colour}},
+        customdata=[[_plain(cand["arm"]), left, _plain(cand.get("why") or "")]],
+        hovertemplate="<b>%{customdata[0]}</b> left after %{customdata[1]} repetitions:<br>%{customdata[2]}"
+                      "<extra></extra>",
+    )
 
 
 def sentence_html(report: dict) -> str:
