@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pytest
-import torch
 
 from assistlab.config import CLEAR_MAX_REPEATS, BenchRequest
 from assistlab.engines.transformers import timing
@@ -18,35 +16,14 @@ from assistlab.measure.progress import Progress, likely_repetitions
 from assistlab.results import sequential
 from assistlab.results.suite_inputs import SuiteRequest, parse_prompts, select
 from assistlab.views import progress as progress_view
+from fake_runs import FakeRuns
 
 PROMPT = "write me a long essay on deep learning"
 TWO_ARMS = (ArmSpec("prompt-lookup", prompt_lookup_num_tokens=2), ArmSpec("prompt-lookup", prompt_lookup_num_tokens=3))
 
 
-class Latencies:
-    """timed_generate on a fake clock: plain takes 1 s, an assisted arm its factor (by its lookup length), with noise."""
-
-    def __init__(self, slow: dict[int, float], noise: float, seed: int = 0):
-        self.now, self.slow, self.noise = 0.0, slow, noise
-        self.rng = np.random.default_rng(seed)
-
-    def clock(self) -> float:
-        return self.now
-
-    def timed_generate(self, target, inputs, kwargs, clock, assisted, *args, **more):
-        factor = self.slow.get(kwargs.get("prompt_lookup_num_tokens"), 1.0) if assisted else 1.0
-        latency = factor * (1.0 + self.noise * float(self.rng.standard_normal()))
-        self.now += latency
-        n = kwargs["max_new_tokens"]
-        output = torch.cat([inputs["input_ids"], torch.zeros((1, n), dtype=torch.long)], dim=1)
-        streamer = timing.StepStreamer(clock, 0.0)
-        streamer.times, streamer.tokens = [latency], [n]
-        return timing.Timed(latency=latency, streamer=streamer, drafted=[], accepted=[], output=output, memory=0,
-                            wall_window=(0.0, 0.0))
-
-
 def _compare(store, monkeypatch, slow: dict[int, float], noise: float, warmup: int = 1) -> list:
-    fake = Latencies(slow, noise)
+    fake = FakeRuns(slow, noise)
     monkeypatch.setattr(timing, "timed_generate", fake.timed_generate)
     monkeypatch.setattr(timing, "probe_arm", lambda *a, **k: {"error": "not probed in this test"})
     request = BenchRequest(target="target", arms=TWO_ARMS, prompt=PROMPT, max_new_tokens=4, warmup=warmup)
@@ -97,7 +74,7 @@ def test_a_run_past_its_likely_stop_owes_one_more_repetition_at_a_time(allowed_m
 
 
 def test_a_fixed_count_is_the_count_and_says_no_at_most(allowed_models, store, monkeypatch):
-    fake = Latencies({}, 0.01)
+    fake = FakeRuns({}, 0.01)
     monkeypatch.setattr(timing, "timed_generate", fake.timed_generate)
     monkeypatch.setattr(timing, "probe_arm", lambda *a, **k: {"error": "not probed in this test"})
     request = BenchRequest(target="target", arms=TWO_ARMS, prompt=PROMPT, max_new_tokens=4, warmup=1, repeats=3)
