@@ -212,6 +212,7 @@ def test_sigterm_in_turns_stops_the_cli_and_every_server(models_dir, fake_vllm_p
            "ASSISTLAB_VLLM_PYTHON": str(fake_vllm_python), "PYTHONPATH": str(ROOT), "FAKE_START_S": "0.1",
            "FAKE_DELAY_S": "0.5", "FAKE_EVENT_LOG": str(log), "FAKE_VLLM_FEATURES": json.dumps({"sleep_mode": True}),
            turns.TURNS_VAR: "always"}
+    env.pop("ASSISTLAB_VLLM_MEMORY", None)  # the real-vLLM fixture's, for the session: vLLM would size the servers
     cli = subprocess.Popen(
         [sys.executable, "-m", "assistlab", "bench", "--target", "target", "--engines", "vllm", "--vllm-method",
          "ngram", "--max-new-tokens", "8", "--repeats", "5", "--warmup", "0", "--prompt", "hello there"],

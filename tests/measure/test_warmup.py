@@ -42,8 +42,10 @@ def test_a_short_warm_up_brings_every_arm_to_its_steady_speed(allowed_models, st
     for arm in data["arms"]:
         first, later = arm["latencies_s"][0], arm["latencies_s"][1:]
         assert all(n == NEW_TOKENS for n in arm["new_tokens"])
-        # Not slower than the later repetitions, beyond the spread of runs alike (generous on a busy machine).
-        assert first <= 1.5 * statistics.median(later), (arm["name"], arm["latencies_s"])
+        # No one-time cost left in the first counted run: a fault (a load or a set-up inside it) costs tens of
+        # times a run; the spread of runs alike on a busy machine reached 1.65x (the whole suite, 2026-12-06),
+        # and without any warm-up the tiny models' first run is only about 1.07x the others' (measured here).
+        assert first <= 5 * statistics.median(later), (arm["name"], arm["latencies_s"])
     timing = data["timing"]
     first_repetition = timing["first_repetition_s"] - timing["load_s"] - timing["warmup_s"]
     assert 0 < timing["warmup_s"] <= first_repetition, timing  # a third of the tokens: well under one repetition
