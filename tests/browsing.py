@@ -37,16 +37,21 @@ def set_run_size(page, tokens: int, repeats: int) -> None:
     if not page.get_by_label("New tokens per run").is_visible():
         page.locator("#al-settings").get_by_text("Settings", exact=True).click()
     for label, value in (("New tokens per run", tokens), ("Repetitions", repeats)):
-        box = page.get_by_label(label)
-        box.wait_for()
-        # The accordion mounts its contents as it opens and may reset a value typed in that instant.
-        for _ in range(5):
-            box.fill(str(value))
-            box.press("Tab")  # number boxes commit on blur
-            page.wait_for_timeout(150)
-            if box.input_value() == str(value):
-                break
-        assert box.input_value() == str(value)
+        typed(page, page.get_by_label(label), value)
+
+
+def typed(page, box, value) -> None:
+    """Type `value` into a box and leave it (number boxes commit on blur), as a person does. A box that has just
+    mounted (an accordion opening, a tab shown for the first time) may reset a value typed in that instant, so
+    the typing is repeated until the box keeps it, as a person would retype it."""
+    box.wait_for()
+    for _ in range(5):
+        box.fill(str(value))
+        box.press("Tab")
+        page.wait_for_timeout(150)
+        if box.input_value() == str(value):
+            break
+    assert box.input_value() == str(value)
 
 
 def pick_models(page, target: str, assistant: str = "assistant-other") -> None:

@@ -5,13 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from browsing import ARGS, CHROMIUM, typed
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 # Burns one core for at most five minutes, so a test that dies leaves nothing running for long.
 BURN = "import time\nend = time.monotonic() + 300\nwhile time.monotonic() < end:\n    pass\n"
 
@@ -51,14 +48,7 @@ def test_a_busy_machine_is_one_line_under_the_answer_with_the_details_a_click_aw
             page.fill("#al-prompt textarea", "write me a long essay on deep learning")
             page.locator("#al-settings").get_by_text("Settings", exact=True).click()
             for label, value in (("New tokens per run", "4"), ("Repetitions", "2")):
-                box = page.get_by_label(label)
-                box.wait_for()
-                for _ in range(5):  # the accordion mounts its boxes as it opens and may reset a value typed then
-                    box.fill(value)
-                    box.press("Tab")
-                    page.wait_for_timeout(150)
-                    if box.input_value() == value:
-                        break
+                typed(page, page.get_by_label(label), value)
             page.click("#al-run")
             # While the watch sees the burners, the time left says it may take longer, beside its figure.
             page.get_by_text("longer while the machine is busy").first.wait_for(timeout=240_000)

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browsing import CHROMIUM, opened, pick_models
+from browsing import CHROMIUM, opened, pick_models, typed
 
 pytestmark = [
     pytest.mark.browser,
@@ -41,10 +41,7 @@ def page(browser, app_url):
 
 
 def _fill(page, elem_id: str, value: str) -> None:
-    box = page.locator(f"#{elem_id} textarea, #{elem_id} input").first
-    box.fill(value)
-    box.press("Tab")
-    assert box.input_value() == value
+    typed(page, page.locator(f"#{elem_id} textarea, #{elem_id} input").first, value)
 
 
 def _search(page, candidates: str, repeats: str, assistants: str = "none") -> None:
@@ -53,13 +50,7 @@ def _search(page, candidates: str, repeats: str, assistants: str = "none") -> No
     page.fill("#al-prompt textarea", PROMPT)
     page.locator("#al-settings").get_by_text("Settings", exact=True).click()
     for label, value in (("New tokens per run", "4"), ("Warm-up runs", "0")):
-        box = page.get_by_label(label)
-        for _ in range(5):  # the accordion mounts its contents as it opens and may reset a value typed then
-            box.fill(value)
-            box.press("Tab")
-            page.wait_for_timeout(150)
-            if box.input_value() == value:
-                break
+        typed(page, page.get_by_label(label), value)
     page.get_by_role("tab", name="Find the best setting").click()
     _fill(page, "al-tune-assistants", assistants)
     _fill(page, "al-tune-candidates", candidates)
