@@ -4,7 +4,7 @@ with load levels drawing both load charts, its sentence and its table, without t
 from __future__ import annotations
 
 import pytest
-from browsing import CHROMIUM, opened
+from browsing import CHROMIUM, opened, typed
 from sample_reports import load_section
 
 from assistlab.history import History
@@ -52,8 +52,7 @@ def test_the_load_field_sits_in_the_engines_accordion(browser, saved, width):
         engines.get_by_text("Applies to vLLM arms only", exact=False).wait_for()
         area = box.bounding_box()
         assert area["x"] >= 0 and area["x"] + area["width"] <= width + 1 and area["width"] > 200
-        box.fill("1,2,4,8")
-        assert box.input_value() == "1,2,4,8"
+        typed(page, box, "1,2,4,8")
         _no_sideways_scroll(page, width)
 
 
@@ -93,8 +92,7 @@ def test_levels_for_transformers_only_are_refused_in_one_sentence_naming_the_box
         engines = page.locator("#al-engines")
         engines.get_by_text("Engines", exact=True).click()
         box = engines.get_by_label("Load (requests at once)")
-        box.fill("1,4")
-        box.press("Tab")
+        typed(page, box, "1,4")
         page.click("#al-run")
         page.wait_for_selector("#al-progress .al-failed")
         progress = page.inner_text("#al-progress")
