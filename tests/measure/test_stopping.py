@@ -51,7 +51,9 @@ def test_the_operators_time_cap_stops_a_comparison(models_dir, store, monkeypatc
     import time
 
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(models_dir))
-    request = BenchRequest(target="target", arms=(ArmSpec("assistant", "target-copy"),), max_new_tokens=8,
+    # 50 repetitions of 64 tokens take about 10 s here (of 8 tokens, 1.5 s: a quiet machine finished them all
+    # before the cap).
+    request = BenchRequest(target="target", arms=(ArmSpec("assistant", "target-copy"),), max_new_tokens=64,
                            repeats=50, warmup=0)
     import dataclasses
 
