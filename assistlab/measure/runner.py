@@ -184,60 +184,71 @@ def run_round(
     (progress.event's arguments); a workload's names the prompt. Every arm runs through the engine interface:
     this loop never asks which engine it holds.
     """
-    emit = progress.event if emit is None else emit
-    watch = unwatched if warmup or monitor is None else monitor.window
     order = rotation(len(arms), round_index if turn is None else turn)
     (report.warmup_orders if warmup else report.orders).append(order)
     for position, index in enumerate(order):
-        arm = arms[index]
-        last = position == len(order) - 1
-        if should_stop():
+        if (yield from run_one(request, host, prompt_ids, arms, report, index, round_index, position, warmup, clock,
+                               should_stop, progress, monitor, emit, last=position == len(order) - 1)):
             return True
-        if arm.info.error or arm.info.left:  # failed, or retired by a search (measure/tune.py)
-            progress.done += 1
-            continue
-        step, announce = _run_step(arm.info.name, warmup, round_index, request)
-        if not warmup and (report.stopping or {}).get("waiting_for"):  # what the stopping rule waits for
-            step = f"{step} · {report.stopping['waiting_for']}"
-        yield emit("status", announce, None, warmup, step)
-        if arm.quiet is not None:  # another server's poll after its last request would share the cores
-            arm.quiet(should_stop)
-        began = progress.pace.elapsed()
-        if warmup:  # a few tokens reach the steady speed; the rest of a whole run would only delay the answer
-            outcome = arm.warm_up(prompt_ids, round_index, clock, should_stop, WARMUP_TOKENS)
-        else:
-            outcome = arm.run(prompt_ids, round_index, clock, should_stop, watch)
-        if isinstance(outcome, RunFailure) and outcome.stopped:
-            return True  # cut short: not a measurement of the work asked for
+    return False
+
+
+def run_one(request: BenchRequest, host: Host, prompt_ids: list[int], arms: list[Arm], report: Report, index: int,
+            repetition: int, position: int, warmup: bool, clock: Clock, should_stop: Callable[[], bool],
+            progress: Progress, monitor: contention.Monitor | None = None, emit: Callable[..., Event] | None = None,
+            last: bool = False) -> Generator[Event, None, bool]:
+    """One run of arm `index` (a warm-up or repetition `repetition`, at `position` in its round's order), as
+    run_round describes; True when a stop ended it. `last` marks the run that ends a round of the progress."""
+    emit = progress.event if emit is None else emit
+    watch = unwatched if warmup or monitor is None else monitor.window
+    arm = arms[index]
+    if should_stop():
+        return True
+    if arm.info.error or arm.info.left:  # failed, or retired by a search (measure/tune.py)
         progress.done += 1
-        if not isinstance(outcome, RunFailure):
-            # A short warm-up's pace, scaled to a whole run's tokens (its prompt read counted in full, so a little
-            # long): the time left stops being a rough guess after the first warm-up run, and the first counted
-            # run of the arm replaces it (Pace drops an arm's first run once it has a second).
-            scale = request.max_new_tokens / min(WARMUP_TOKENS, request.max_new_tokens) if warmup else 1.0
-            progress.pace.record(index, (progress.pace.elapsed() - began) * scale)
-        if isinstance(outcome, RunFailure):
-            arm.info.error = outcome.reason
-            if index == 0:
-                report.status = "failed"
-                report.message = f"The plain (unassisted) run {outcome.reason}"
-                raise (ResourceError if outcome.oom else AssistLabError)(report.message)
-            if not arm.info.assisted:  # another engine's baseline: its assisted arms have nothing to be timed against
-                for other in arms:
-                    if other.info.engine == arm.info.engine and other.info.assisted and not other.info.error:
-                        other.info.error = f"its baseline, {arm.info.name}, {outcome.reason}"
-            yield emit("run", f"{arm.info.name} {outcome.reason}", report, warmup, step, round_done=last)
-            continue
-        most = "at most " if request.stopping_rule != "fixed" else ""
-        if warmup:
-            phase = f"warm-up {round_index + 1}/{request.warmup}"
-        else:
-            record_run(report, index, round_index, position, outcome, host)
-            if report.stopping is not None and progress.started is not None:
-                report.stopping["elapsed_s"] = clock() - progress.started
-            phase = f"repetition {round_index + 1}/{most}{request.repeats}"
-        message = f"{arm.info.name}: {phase}, {outcome.latency:.2f} s"
-        yield emit("run", message, report, warmup, step, round_done=last, took_s=outcome.latency)
+        return False
+    step, announce = _run_step(arm.info.name, warmup, repetition, request)
+    if not warmup and (report.stopping or {}).get("waiting_for"):  # what the stopping rule waits for
+        step = f"{step} · {report.stopping['waiting_for']}"
+    yield emit("status", announce, None, warmup, step)
+    if arm.quiet is not None:  # another server's poll after its last request would share the cores
+        arm.quiet(should_stop)
+    began = progress.pace.elapsed()
+    if warmup:  # a few tokens reach the steady speed; the rest of a whole run would only delay the answer
+        outcome = arm.warm_up(prompt_ids, repetition, clock, should_stop, WARMUP_TOKENS)
+    else:
+        outcome = arm.run(prompt_ids, repetition, clock, should_stop, watch)
+    if isinstance(outcome, RunFailure) and outcome.stopped:
+        return True  # cut short: not a measurement of the work asked for
+    progress.done += 1
+    if not isinstance(outcome, RunFailure):
+        # A short warm-up's pace, scaled to a whole run's tokens (its prompt read counted in full, so a little
+        # long): the time left stops being a rough guess after the first warm-up run, and the first counted
+        # run of the arm replaces it (Pace drops an arm's first run once it has a second).
+        scale = request.max_new_tokens / min(WARMUP_TOKENS, request.max_new_tokens) if warmup else 1.0
+        progress.pace.record(index, (progress.pace.elapsed() - began) * scale)
+    if isinstance(outcome, RunFailure):
+        arm.info.error = outcome.reason
+        if index == 0:
+            report.status = "failed"
+            report.message = f"The plain (unassisted) run {outcome.reason}"
+            raise (ResourceError if outcome.oom else AssistLabError)(report.message)
+        if not arm.info.assisted:  # another engine's baseline: its assisted arms have nothing to be timed against
+            for other in arms:
+                if other.info.engine == arm.info.engine and other.info.assisted and not other.info.error:
+                    other.info.error = f"its baseline, {arm.info.name}, {outcome.reason}"
+        yield emit("run", f"{arm.info.name} {outcome.reason}", report, warmup, step, round_done=last)
+        return False
+    most = "at most " if request.stopping_rule != "fixed" else ""
+    if warmup:
+        phase = f"warm-up {repetition + 1}/{request.warmup}"
+    else:
+        record_run(report, index, repetition, position, outcome, host)
+        if report.stopping is not None and progress.started is not None:
+            report.stopping["elapsed_s"] = clock() - progress.started
+        phase = f"repetition {repetition + 1}/{most}{request.repeats}"
+    message = f"{arm.info.name}: {phase}, {outcome.latency:.2f} s"
+    yield emit("run", message, report, warmup, step, round_done=last, took_s=outcome.latency)
     return False
 
 
