@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 import threading
 import time
@@ -276,6 +278,13 @@ def main(argv: list[str]) -> None:
     import subprocess
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+    def ended(_signum, _frame):  # stopped as AssistLab stops a server: the moment goes into the event log
+        behaviour.log("stop")
+        child.kill()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, ended)
     try:
         server.thread.join()
     finally:

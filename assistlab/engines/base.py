@@ -173,6 +173,16 @@ class Arm(ABC):
         """
         return RunFailure(f"{self.info.name} cannot be timed under load: its engine runs one request at a time")
 
+    # Whether its engine serves it one arm at a time on a server started fresh for each block of its runs
+    # (measure/blocks.py orders the runs then); enter_block makes it ready before each block.
+    in_blocks: bool = False
+
+    def enter_block(self, should_stop: Callable[[], bool]) -> Generator[Status, None, bool]:
+        """Before a block of this arm's runs, untimed: yields Status while it gets ready; True when it starts
+        afresh (a new server: its warm-up comes again). By default nothing to do."""
+        return False
+        yield  # a generator, as callers `yield from` it
+
     def with_info(self, info: ArmInfo) -> Arm:
         """This arm under another ArmInfo (a workload's prompt marks its own failures); all else shared."""
         other = copy.copy(self)

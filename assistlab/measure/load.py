@@ -9,7 +9,7 @@ from ..engines.base import Arm, RunFailure, unwatched
 from ..results.events import Event
 from ..results.load import LoadRecord, LoadRound
 from ..results.report import Report
-from . import contention
+from . import blocks, contention
 from .progress import Clock, Progress
 
 # emit(kind, message, step, eta_s, round_done) -> Event: how a comparison or a workload words its events.
@@ -70,6 +70,7 @@ def run_load(
     rotation: Callable[[int, int], list[int]],
     monitor: contention.Monitor | None = None,
     emit: Emit | None = None,
+    enter: Callable[[int], Generator[Event, None, bool]] | None = None,
 ) -> Generator[Event, None, bool]:
     """Every level of `request.concurrency`, lowest first: one untimed warm-up round per arm that loads, then
     `request.load_rounds` timed rounds, each sending `prompts(level)` at once to every such arm in the order
@@ -79,6 +80,10 @@ def run_load(
     A failure at a level marks that (arm, level) failed with its sentence, and the arm's higher levels are not
     tried (nor those of the assisted arms timed against it, when it is their plain arm); lower levels stay. A
     stop discards the level under way and returns True: the record keeps whole levels only.
+
+    `enter(index)`, when the arms are served in blocks (measure/blocks.py), readies an arm before its block (True
+    when its server started afresh): each level's rounds then run arm after arm, half of them in the arms'
+    order and half mirrored, each block after its own warm-up round on a fresh server.
     """
     loading = [i for i, a in enumerate(arms) if a.loads and not a.info.error and not a.info.left]
     record = report.load = LoadRecord(levels=tuple(request.concurrency), rounds_asked=request.load_rounds,
@@ -122,47 +127,79 @@ def run_load(
             if index in broken:
                 record.failures[(index, level)] = broken[index]
         runs_left = (1 + request.load_rounds) * sum(1 for i in loading if i not in broken)
-        for r in range(-1, request.load_rounds):  # round -1 is the level's warm-up, not counted
+        if enter is None:
+            items = _round_major(loading, broken, request.load_rounds, rotation)
+        else:
+            items, orders = _in_blocks([i for i in loading if i not in broken], request.load_rounds)
+            record.orders.extend(orders)
+        current, warmed = None, set()
+        for r, index, position, last, order in items:
             warmup = r < 0
-            active = [i for i in loading if i not in broken]
-            order = [active[k] for k in rotation(len(active), max(r, 0))] if active else []
-            if not warmup:
+            if enter is None and not warmup and position == 0:
                 record.orders.append(order)
-            for position, index in enumerate(order):
-                if index in broken:
-                    continue
-                if should_stop():
-                    del record.orders[orders_kept:]
-                    return discard(level, kept)
-                name = arms[index].info.name
-                what = "warm-up (not counted)" if warmup else f"round {r + 1} of {request.load_rounds}"
-                step = f"Under load: {level} request{'s' if level > 1 else ''} at once, {what}, {name}"
-                yield emit("status", f"{step}...", step, left(level, runs_left), False)
-                if arms[index].quiet is not None:  # another server's poll after its last round shares the cores
-                    arms[index].quiet(should_stop)
-                began = progress.pace.elapsed()
-                watch = unwatched if warmup or monitor is None else monitor.window
-                outcome = arms[index].run_load(prompts(level), max(r, 0), clock, should_stop, watch)
-                if isinstance(outcome, RunFailure) and outcome.stopped:
-                    del record.orders[orders_kept:]
-                    return discard(level, kept)
-                progress.done += 1
-                runs_left -= 1
-                last = position == len(order) - 1
-                if isinstance(outcome, RunFailure):
-                    fail(index, level, outcome.reason)
-                    record.rounds = [x for x in record.rounds if (x.arm, x.concurrency) not in record.failures]
-                    yield emit("run", f"{name} at {level} at once: {outcome.reason}", step, left(level, runs_left),
-                               last)
-                    continue
-                pace.record(level, progress.pace.elapsed() - began)
-                tokens = sum(q.tokens for q in outcome.requests)
-                rate = tokens / outcome.wall_s if outcome.wall_s > 0 else 0.0
-                if not warmup:
-                    record.rounds.append(LoadRound(index, level, r, outcome.wall_s, outcome.requests,
-                                                   outcome.counts_source, outcome.counts, position))
-                message = f"{name}: {level} at once, {what}, {outcome.wall_s:.2f} s, {rate:.1f} tok/s"
-                yield emit("run", message, step, left(level, runs_left), last)
+            if index in broken:
+                continue
+            if should_stop():
+                del record.orders[orders_kept:]
+                return discard(level, kept)
+            if enter is not None and index != current:
+                if (yield from enter(index)):
+                    warmed.discard(index)  # a fresh server: its warm-up round again
+                current = index
+            if warmup and index in warmed:
+                continue
+            warmed.add(index)
+            name = arms[index].info.name
+            what = "warm-up (not counted)" if warmup else f"round {r + 1} of {request.load_rounds}"
+            step = f"Under load: {level} request{'s' if level > 1 else ''} at once, {what}, {name}"
+            yield emit("status", f"{step}...", step, left(level, runs_left), False)
+            if arms[index].quiet is not None:  # another server's poll after its last round shares the cores
+                arms[index].quiet(should_stop)
+            began = progress.pace.elapsed()
+            watch = unwatched if warmup or monitor is None else monitor.window
+            outcome = arms[index].run_load(prompts(level), max(r, 0), clock, should_stop, watch)
+            if isinstance(outcome, RunFailure) and outcome.stopped:
+                del record.orders[orders_kept:]
+                return discard(level, kept)
+            progress.done += 1
+            runs_left -= 1
+            if isinstance(outcome, RunFailure):
+                fail(index, level, outcome.reason)
+                record.rounds = [x for x in record.rounds if (x.arm, x.concurrency) not in record.failures]
+                yield emit("run", f"{name} at {level} at once: {outcome.reason}", step, left(level, runs_left),
+                           last)
+                continue
+            pace.record(level, progress.pace.elapsed() - began)
+            tokens = sum(q.tokens for q in outcome.requests)
+            rate = tokens / outcome.wall_s if outcome.wall_s > 0 else 0.0
+            if not warmup:
+                record.rounds.append(LoadRound(index, level, r, outcome.wall_s, outcome.requests,
+                                               outcome.counts_source, outcome.counts, position))
+            message = f"{name}: {level} at once, {what}, {outcome.wall_s:.2f} s, {rate:.1f} tok/s"
+            yield emit("run", message, step, left(level, runs_left), last)
         record.done.append(level)
     progress.total = progress.done  # runs an arm's failure left untried are not owed
     return False
+
+
+def _round_major(loading: list[int], broken: dict, rounds: int, rotation: Callable[[int, int], list[int]]):
+    """(round, arm, position, last of its round, the round's order) round after round, the warm-up (-1) first,
+    every arm once per round in `rotation`'s order; an arm broken during a round is out of the rounds after."""
+    for r in range(-1, rounds):
+        active = [i for i in loading if i not in broken]
+        order = [active[k] for k in rotation(len(active), max(r, 0))] if active else []
+        for position, index in enumerate(order):
+            yield r, index, position, position == len(order) - 1, order
+
+
+def _in_blocks(active: list[int], rounds: int) -> tuple[list[tuple], list[list[int]]]:
+    """The same items in blocks (measure/blocks.py): each arm's first half of the rounds in turn, after its
+    warm-up round (-1; skipped where its server did not start afresh), then the second half mirrored; and
+    the order of the arms for every round."""
+    first, second = blocks.halves(0, rounds, block=(rounds + 1) // 2)
+    items = []
+    for number, (index, reps) in enumerate(blocks.cycle(active, first, second)):
+        order = list(active) if number < len(active) else list(reversed(active))
+        position = order.index(index)
+        items += [(-1, index, position, False, order)] + [(r, index, position, r == reps[-1], order) for r in reps]
+    return items, blocks.orders(active, first, second)

@@ -16,7 +16,7 @@ from ..errors import AssistLabError, InputError, ResourceError
 from ..results import estimate, explain, stats
 from ..results.events import Event
 from ..results.report import Report, RunRecord, counted
-from . import contention, setup
+from . import blocks, contention, setup
 from . import load as load_phase
 from . import stopping as stop_rules
 from .progress import Clock, Pace, Progress, likely_repetitions
@@ -348,22 +348,10 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
             report.message += f" This server stops a comparison after {cap:g} s ({MAX_RUN_ENV})."
         return progress.event("done", report.message, report, step="Stopped", eta_s=0.0)
 
-    report.timing["load_s"] = warm_began = pace.elapsed()
-    for w in range(request.warmup):
-        if (yield from run_round(request, host, ids, arms, report, w, True, clock, should_stop, progress)):
-            monitor.close()
-            yield stopped_event()
-            return
-
-    report.timing["warmup_s"] = pace.elapsed() - warm_began
-    progress.started = clock()  # the time budget counts timed repetitions only
-    for r in range(request.repeats):
-        if (yield from run_round(request, host, ids, arms, report, r, False, clock, should_stop, progress,
-                                 monitor)):
-            monitor.close()
-            yield stopped_event()
-            return
-        decision = decide(request, report, r + 1, clock() - progress.started)
+    def after(count: int, untimed_s: float = 0.0) -> Generator[Event, None, bool]:
+        """The stopping rule after `count` repetitions (`untimed_s`: the seconds since the first that went to
+        anything but timed runs, the block design's server starts); True when the repetitions are over."""
+        decision = decide(request, report, count, clock() - progress.started - untimed_s)
         now = pace.elapsed()
         report.timing.setdefault("first_repetition_s", now)
         if "likely_s" not in report.timing and stop_rules.all_likely(stopping):
@@ -371,11 +359,51 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
         if "first_answer_s" not in report.timing and stop_rules.all_answered(stopping):
             report.timing["first_answer_s"] = now
         if decision.stop:
-            break
-        progress.expect((request.warmup + r + 2) * len(arms))  # not over yet: at least one more repetition
+            return True
+        progress.expect((request.warmup + count + 1) * len(arms))  # not over yet: at least one more repetition
         stopping["waiting_for"] = decision.waiting
         if decision.waiting:
             yield progress.event("status", decision.waiting, report, step=decision.waiting)
+        return False
+
+    def enter(index: int) -> Generator[Event, None, bool]:
+        """Arm `index` made ready for its block (in blocks: its server started afresh), with its status lines."""
+        waiting = arms[index].enter_block(should_stop)
+        while True:
+            try:
+                step = next(waiting)
+            except StopIteration as ready:
+                return bool(ready.value)
+            yield progress.event("status", step.message, report, step=step.step)
+
+    def run(index: int, repetition: int, warmup: bool, position: int, last: bool) -> Generator:
+        return run_one(request, host, ids, arms, report, index, repetition, position, warmup, clock, should_stop,
+                       progress, None if warmup else monitor, last=last)
+
+    report.timing["load_s"] = warm_began = pace.elapsed()
+    in_blocks = any(arm.in_blocks for arm in arms)
+    if in_blocks:  # one server at a time: every arm's runs in blocks, mirrored
+        progress.started = clock()
+        if (yield from blocks.repetitions(arms, report, request.repeats, request.warmup, enter, run, after, clock)):
+            monitor.close()
+            yield stopped_event()
+            return
+    else:
+        for w in range(request.warmup):
+            if (yield from run_round(request, host, ids, arms, report, w, True, clock, should_stop, progress)):
+                monitor.close()
+                yield stopped_event()
+                return
+        report.timing["warmup_s"] = pace.elapsed() - warm_began
+        progress.started = clock()  # the time budget counts timed repetitions only
+        for r in range(request.repeats):
+            if (yield from run_round(request, host, ids, arms, report, r, False, clock, should_stop, progress,
+                                     monitor)):
+                monitor.close()
+                yield stopped_event()
+                return
+            if (yield from after(r + 1)):
+                break
     monitor.close()
     # The repetitions are over: what ran is all they owe (an answer that came early leaves no runs to count).
     progress.total, progress.most = progress.done, 0
@@ -420,7 +448,8 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
         report.environment["load_contention"] = watch.record
         try:
             stopped = yield from load_phase.run_load(request, load_phase.same_prompt(ids), arms, report, clock,
-                                                     should_stop, progress, rotation, watch)
+                                                     should_stop, progress, rotation, watch,
+                                                     enter=enter if in_blocks else None)
         finally:
             watch.close()
         if stopped:

@@ -363,6 +363,8 @@ def servers_words(report: dict) -> str | None:
     if not held:
         return None
     words = str(held.get("words") or held.get("design"))
+    if held.get("design") == "blocks":
+        return _blocks_words(words, held)
     if held.get("design") != "sleep":
         need, free = held.get("need_bytes"), held.get("free_bytes")
         fits = (f" (they fit together: {need / 1e9:.1f} GB of {free / 1e9:.1f} GB free)"
@@ -376,6 +378,19 @@ def servers_words(report: dict) -> str | None:
     return (f"vLLM {words}; each run woke its server first ({wakes[len(wakes) // 2]:.2f} s, median of "
             f"{len(wakes)} wakes) and put it to sleep after ({sleeps[len(sleeps) // 2]:.2f} s), never inside a "
             f"timed run." if sleeps else f"vLLM {words}.")
+
+
+def _blocks_words(words: str, held: dict) -> str:
+    """Servers in blocks: the design, the order and what the starts took (never inside a timed run)."""
+    arms = [a for a in (held.get("arms") or {}).values() if a.get("start_s")]
+    starts = sorted(s for a in arms for s in a["start_s"])
+    order = "A B C C B A" if len(held.get("arms") or {}) > 2 else "A B B A"
+    said = (f"vLLM {words}. The blocks came in a mirrored order ({order}), so that a steady drift of the machine "
+            f"falls on every arm alike; the answers were looked at once every arm had run both its blocks")
+    if starts:
+        said += (f"; {len(starts)} starts ({starts[len(starts) // 2]:.0f} s median), each followed by its warm-up, "
+                 f"never inside a timed run")
+    return said + "."
 
 
 def environment_markdown(report: dict) -> str:

@@ -80,21 +80,13 @@ def test_only_a_server_that_cannot_fit_alone_gets_a_sentence():
     assert plan.design == turns.SLEEP and list(plan.refused) == ["draft"]
 
 
-def test_without_sleep_mode_servers_that_do_not_fit_are_refused_with_the_figures():
-    plan = turns.plan([_server("plain", 3), _server("ngram", 3)], 10 * GB, sleep_mode=False)
-    assert plan.design == turns.TOGETHER and set(plan.refused) == {"plain", "ngram"}
-    said = plan.refused["plain"]
-    assert "need about 12.0 GB together and this machine has 10.0 GB free, so none was started" in said
-    assert "sleep mode, which lets servers take turns, runs on CUDA and ROCm only" in said
-
-
 def test_turns_can_be_asked_for(monkeypatch):
     monkeypatch.setenv(turns.TURNS_VAR, "always")
     assert turns.forced()
     plan = turns.plan([_server("plain", 1), _server("ngram", 1)], 100 * GB, sleep_mode=True, force=True)
     assert plan.design == turns.SLEEP and "as asked" in plan.words
     assert turns.plan([_server("plain", 1), _server("ngram", 1)], 100 * GB, sleep_mode=False,
-                      force=True).design == turns.TOGETHER  # no sleep mode: nothing to take turns with
+                      force=True).design == turns.BLOCKS  # no sleep mode: in blocks (test_vllm_blocks.py)
     monkeypatch.setenv(turns.TURNS_VAR, "sometimes")
     with pytest.raises(Exception, match=turns.TURNS_VAR):
         turns.forced()

@@ -45,6 +45,7 @@ class Endpoint:
     max_num_seqs: int | None = None
     drafting: draft_model.Drafting | None = None  # a draft model's: same vocabulary or vocabulary intersection
     launch: Callable[[], None] | None = None  # starts its planned server (start_servers), until it has started
+    starter: Callable[[], None] | None = None  # starts it again, afresh: servers in blocks (turns.BLOCKS)
 
     def with_drafting(self, settings: dict) -> dict:
         """`settings` with the kind of drafting, for a draft model's arm."""
@@ -217,6 +218,27 @@ class ServerArm(Arm):
         # The servers' turns: under sleep mode each run wakes this arm's server before its clock starts and puts
         # it to sleep after its last reading; otherwise nothing.
         self.held = held if held is not None else turns.Turns(turns.Plan(turns.TOGETHER, "all at once"), 1.0)
+        # In blocks (no sleep mode, and they do not fit together): its server starts afresh before each block.
+        self.in_blocks = self.held.in_blocks and endpoint.starter is not None
+
+    def enter_block(self, should_stop: Callable[[], bool]) -> Generator[Status, None, bool]:
+        """Before a block of this arm's runs: its server started afresh (the one before stopped), untimed, with a
+        status line while it loads; True when it was started. A failed start is this arm's error."""
+        endpoint = self.endpoint
+        if not self.in_blocks or endpoint.error:
+            return False
+        step = f"Starting the vLLM server for {endpoint.label}"
+        began = time.perf_counter()
+        fresh = yield from while_loading(
+            lambda: self.held.enter(endpoint, should_stop, lambda _label, _s: None),
+            lambda: Status(f"{step} for its block of runs (servers take turns: one at a time; "
+                           f"{time.perf_counter() - began:.0f} s so far, about a minute each)...", step))
+        if endpoint.error:
+            self.info.error = endpoint.error
+        elif fresh:  # what the server started with, as the arm's settings say when all start at once
+            self.info.settings = endpoint.settings
+            self.info.unavailable += [u for u in endpoint.unavailable if u not in self.info.unavailable]
+        return bool(fresh)
 
     def run(self, prompt_ids: list[int], round_index: int, clock: Clock, should_stop: Callable[[], bool],
             watch: Watch) -> RunResult | RunFailure:
@@ -341,12 +363,13 @@ class VllmEngine(Engine):
                 return Status(f"Starting the vLLM servers{one_by_one} ({waiting['label'] or 'loading'}, "
                               f"{prep.elapsed() - began:.0f} s so far; about a minute each)...", step)
 
-            yield status()
             abandoned = threading.Event()
             stopping = lambda: prep.should_stop() or abandoned.is_set()  # noqa: E731
             waiting_for = ((lambda: start_in_turns(endpoints, held, stopping, on_wait)) if held.sleeping else
                            (lambda: wait_all(endpoints, stopping, on_wait)))
-            yield from while_loading(waiting_for, status, cancel=abandoned.set)
+            if not held.in_blocks:  # in blocks each starts before its first block of runs (ServerArm.enter_block)
+                yield status()
+                yield from while_loading(waiting_for, status, cancel=abandoned.set)
         plain = next((e for e in endpoints if not e.arm.assisted), None)
         for endpoint in endpoints:
             if endpoint.arm.assisted and not endpoint.error and (plain is None or plain.error):

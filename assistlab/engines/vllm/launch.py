@@ -1,6 +1,7 @@
 """Starting the vLLM servers AssistLab starts, as the plan (turns.py) says: every arm checked, then all at once
-(side by side) when they fit together, or one after another under sleep mode, each put to sleep once ready; and
-waiting for them, and stopping them. Endpoints are engine.py's: where each arm is served and why it cannot run."""
+(side by side) when they fit together, or one after another under sleep mode, each put to sleep once ready, or
+each afresh for its blocks of runs where there is no sleep mode; and waiting for them, and stopping them.
+Endpoints are engine.py's: where each arm is served and why it cannot run."""
 
 from __future__ import annotations
 
@@ -24,16 +25,16 @@ def start_servers(endpoints: list, python: server.VllmPython, folder: str, dtype
                   max_model_len: int | None, draft_folders: dict[str, str], served_name: str,
                   sequences: int = 1) -> turns.Plan:
     """Plan the servers every endpoint without one and without an error needs, then start them all at once (they
-    load side by side) when they fit together; under the plan's turns (turns.SLEEP) none is started here:
-    start_in_turns starts them one after another, each put to sleep once ready.
+    load side by side) when they fit together; under the plan's turns none is started here: with sleep mode
+    (turns.SLEEP) start_in_turns starts them one after another, each put to sleep once ready; in blocks
+    (turns.BLOCKS) each starts afresh for each block of its runs (start_fresh, from Turns.enter).
 
     What a method needs (an EAGLE head, the target's MTP layers, arctic-inference) is checked first: an arm
     whose method cannot work gets its sentence and no server. Each server serves `sequences` requests at once
     (the highest load level) with a KV cache sized for that many of the context (memory.kv_cache_bytes). The
     plan (turns.plan) weighs what each will reserve against the free memory where it runs (the first GPU's,
     weights in the server's dtype, on a vLLM with sleep mode and a readable GPU; else the RAM): an arm that
-    cannot run even alone, or every arm where they do not fit together and there is no sleep mode, says so
-    with the figures.
+    cannot run even alone (or, under sleep mode, beside the others asleep) says so with the figures.
     """
     planned = []
     gpu = memory.device_free_bytes() if python.sleep_mode else None
@@ -68,9 +69,9 @@ def start_servers(endpoints: list, python: server.VllmPython, folder: str, dtype
         if endpoint.label in plan.refused:
             endpoint.error = plan.refused[endpoint.label]
             continue
-        endpoint.launch = lambda e=endpoint, sp=speculative, r=reservation: _launch(
+        endpoint.launch = endpoint.starter = lambda e=endpoint, sp=speculative, r=reservation: _launch(
             e, python, folder, served_name, dtype, sp, max_model_len, r, sequences, sleep_mode)
-        if not sleep_mode:
+        if plan.design == turns.TOGETHER:
             endpoint.launch()
     return plan
 
@@ -108,6 +109,15 @@ def start_in_turns(endpoints: list, held: turns.Turns, should_stop: Callable[[],
         if endpoint.server is not None and not endpoint.error and not should_stop():
             held.awake = endpoint
             held.sleep(endpoint, should_stop)
+
+
+def start_fresh(endpoint, should_stop: Callable[[], bool], on_wait: Callable[[str, float], None]) -> None:
+    """In blocks (turns.BLOCKS): start `endpoint`'s server afresh and wait for it; a failure is its sentence."""
+    if endpoint.starter is None:
+        endpoint.error = endpoint.error or f"The vLLM server for {endpoint.label} was not planned, so it cannot start."
+        return
+    endpoint.starter()
+    wait_all([endpoint], should_stop, on_wait)
 
 
 def _reservation(label: str, folder: str, speculative: dict | None, context: int | None,

@@ -144,19 +144,3 @@ def available_bytes() -> int | None:
 def gb(n: int) -> str:
     """Bytes as '6.5 GB'."""
     return f"{n / 1e9:.1f} GB"
-
-
-def refusal(reservations: list[Reservation], available: int | None) -> str | None:
-    """One sentence with the figures when the servers together need more than `available`; else None."""
-    if available is None or not reservations:
-        return None
-    need = sum(r.total for r in reservations)
-    if need <= available:
-        return None
-    each = "; ".join(f"{r.label} {gb(r.total)} (KV cache {gb(r.reserved_kv_bytes)}"
-                     f"{f' for {r.sequences} requests at once' if r.sequences > 1 else ''}, weights "
-                     f"{gb(r.weights_bytes)}, processes about {gb(r.overhead_bytes)})" for r in reservations)
-    fewer = ", lower load levels (concurrency)" if any(r.sequences > 1 for r in reservations) else ""
-    return (f"The {len(reservations)} vLLM server(s) AssistLab would start need about {gb(need)} together and "
-            f"this machine has {gb(available)} free, so none was started: {each}. Run fewer vLLM arms at once"
-            f"{fewer}, a shorter context (fewer new tokens), or free memory.")

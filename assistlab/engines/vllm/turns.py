@@ -7,8 +7,8 @@ side by side there. With sleep mode every server starts (one after another, each
 each run wakes its arm's server (`POST /wake_up`: the weights back from CPU memory in seconds, not a reload's
 minutes), times it, and puts it back to sleep (`POST /sleep?level=1`: the weights to CPU memory, the KV cache
 dropped). The rotated order of the runs stays, so the interval keeps its meaning. vLLM's CPU build has no sleep
-mode: there the servers that do not fit together are refused, with the figures (servers in blocks, one freshly
-started server after another, are not built yet).
+mode: there the servers take turns in blocks (measure/blocks.py orders the runs): one server at a time, started
+afresh for each block of its arm's runs and stopped when another arm's block begins; the starts are untimed.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 from ...errors import AssistLabError, EngineError, InputError
 from . import client
-from .memory import Reservation, gb, refusal
+from .memory import Reservation, gb
 
-TOGETHER, SLEEP = "together", "sleep"
+TOGETHER, SLEEP, BLOCKS = "together", "sleep", "blocks"
 TURNS_VAR = "ASSISTLAB_VLLM_TURNS"  # "auto" (default): turns only when they do not fit; "always": turns anyway
 WAKE_VAR = "ASSISTLAB_VLLM_WAKE_S"  # the longest wait for a server to wake up or fall asleep
 DEFAULT_WAKE_S = 300.0
@@ -77,24 +77,29 @@ def plan(reservations: list[Reservation], free: int | None, sleep_mode: bool, wh
     """All at once when every server fits in `free` (bytes; None: unknown, all at once), else in turns with
     sleep mode where the platform has it (one awake: the largest, with the others asleep, must fit; and the
     weights of those asleep, which level 1 moves to CPU memory, must fit in `host_free` when it is known). Only
-    a server that cannot fit even alone (or, in turns, beside the others asleep) is refused with its sentence;
-    without sleep mode servers that do not fit together are all refused, as before there were turns."""
+    a server that cannot fit even alone (or, in turns, beside the others asleep) is refused with its sentence.
+    Without sleep mode, servers that do not fit together take turns in blocks (BLOCKS): one at a time, each
+    started afresh for its block of runs, so each needs only to fit alone."""
     need = sum(r.total for r in reservations)
-    if not reservations or free is None or (need <= free and not (force and sleep_mode and len(reservations) > 1)):
+    if not reservations or free is None or (need <= free and not (force and len(reservations) > 1)):
         return Plan(TOGETHER, "all at once", where, need or None, free)
     if need <= free:  # forced: the operator asked for turns
+        if not sleep_mode:
+            return Plan(BLOCKS, f"servers took turns in blocks (one at a time, each started afresh for its block), "
+                        f"as asked ({TURNS_VAR}=always)", where, need, free)
         return Plan(SLEEP, "servers took turns (vLLM's sleep mode, one awake at a time), as asked "
                     f"({TURNS_VAR}=always)", where, need, free)
-    if not sleep_mode:  # as before there were turns: none starts, each arm says so with the figures
-        words = (f"{refusal(reservations, free)} vLLM's sleep mode, which lets servers take turns, runs on CUDA and "
-                 f"ROCm only, not on this vLLM.")
-        return Plan(TOGETHER, "all at once", where, need, free, {r.label: words for r in reservations})
     alone = {r.label: (f"The vLLM server for {r.label} alone needs about {gb(r.total)} and this machine has "
                        f"{gb(free)} of {where} free, so it was not started: {_each([r])}. Free {where}, lower "
                        f"load levels, a shorter context, or a smaller dtype.") for r in reservations if r.total > free}
     rest = [r for r in reservations if r.label not in alone]
     if sum(r.total for r in rest) <= free:
         return Plan(TOGETHER, "all at once", where, need, free, alone)
+    why = "the target did not fit twice" if len(rest) == 2 else f"the {len(rest)} servers did not fit together"
+    if not sleep_mode:  # one at a time, each started afresh for its arm's block of runs
+        return Plan(BLOCKS, f"servers took turns in blocks (one at a time, each started afresh for its block; this "
+                    f"vLLM has no sleep mode): {why} in {where} ({gb(need)} needed, {gb(free)} free)", where, need,
+                    free, alone)
     # One awake (the largest), the others asleep: each keeps its processes (a CUDA context) on the device.
     largest = max(rest, key=lambda r: r.total)
     asleep = sum(r.overhead_bytes for r in rest if r is not largest)
@@ -110,7 +115,6 @@ def plan(reservations: list[Reservation], free: int | None, sleep_mode: bool, wh
                  f"move to CPU memory, and this machine has {gb(host_free)} of it free, so none was started: "
                  f"{_each(rest)}. Run fewer vLLM arms at once, or free memory.")
         return Plan(TOGETHER, "all at once", where, need, free, {**alone, **{r.label: words for r in rest}})
-    why = "the target did not fit twice" if len(rest) == 2 else f"the {len(rest)} servers did not fit together"
     return Plan(SLEEP, f"servers took turns (vLLM's sleep mode, one awake at a time): {why} in {where} "
                 f"({gb(need)} needed, {gb(free)} free)", where, need, free, alone)
 
@@ -131,10 +135,36 @@ class Turns:
     def sleeping(self) -> bool:
         return self.plan.design == SLEEP
 
+    @property
+    def in_blocks(self) -> bool:
+        return self.plan.design == BLOCKS
+
+    def enter(self, endpoint, should_stop: Callable[[], bool], on_wait: Callable[[str, float], None]) -> bool:
+        """In blocks: make `endpoint`'s server the one running (the one before is stopped first, so two never
+        hold memory at once), started afresh and waited for; True when it was started here. A start that fails
+        leaves its sentence in `endpoint.error` (launch.start_fresh)."""
+        if self.awake is endpoint and endpoint.server is not None and not endpoint.error:
+            return False
+        if self.awake is not None:
+            self.awake.server.stop()
+            self.awake = None
+        from .launch import start_fresh  # launch.py imports this module for the plan
+
+        began = time.perf_counter()
+        start_fresh(endpoint, should_stop, on_wait)
+        if endpoint.error or endpoint.server is None:
+            return False
+        self.awake = endpoint
+        figures = self.arms.setdefault(endpoint.label, {"starts": 0, "start_s": [], "median_start_s": None})
+        figures["starts"] += 1
+        figures["start_s"].append(round(time.perf_counter() - began, 3))
+        figures["median_start_s"] = statistics.median(figures["start_s"])
+        return True
+
     def record(self) -> dict:
         """The report's `vllm.turns`: the plan, and per arm its wakes and sleeps (live: it grows as the run goes)."""
         for figures in self.arms.values():
-            for kind in ("wake", "sleep"):
+            for kind in ("wake", "sleep") if self.sleeping else ():
                 seconds = figures[f"{kind}_s"]
                 figures[f"median_{kind}_s"] = statistics.median(seconds) if seconds else None
         return self._record
@@ -203,8 +233,17 @@ class Turns:
 
     @contextlib.contextmanager
     def turn(self, endpoint, should_stop: Callable[[], bool]) -> Iterator[None]:
-        """Around one untimed-edged run of an arm: wake its server, run, put it to sleep. Without sleep mode, or
-        for an operator's server, nothing. A server that failed to wake or sleep before raises its sentence."""
+        """Around one untimed-edged run of an arm: wake its server, run, put it to sleep. In blocks, its server
+        started when it is not the one running (the runner enters each block first: measure/blocks.py). Without
+        turns, or for an operator's server, nothing. A server that failed to wake or sleep before raises its
+        sentence."""
+        if self.in_blocks and endpoint.arm.url is None:
+            if endpoint.error is None:
+                self.enter(endpoint, should_stop, lambda _label, _s: None)
+            if endpoint.error:
+                raise EngineError(endpoint.error)
+            yield
+            return
         if not self.sleeping or endpoint.server is None:
             yield
             return

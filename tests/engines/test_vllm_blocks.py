@@ -1,0 +1,167 @@
+"""vLLM servers in blocks, where there is no sleep mode (vLLM's CPU build) and they do not fit together: the
+block order worked out by hand, the plan, and fake servers that log their starts and stops (one running at a
+time, each block on a server started afresh and warmed up, no start inside a timed span, the stopping rule
+looking at whole cycles, nothing left after a stop)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from vllm_processes import own_vllm_processes, vllm_processes
+
+from assistlab.config import BenchRequest
+from assistlab.engines.vllm import memory, turns
+from assistlab.engines.vllm.arms import VllmArm
+from assistlab.engines.vllm.memory import Reservation
+from assistlab.measure import blocks, runner
+from assistlab.views.panels import servers_words
+
+GB = 10**9
+
+
+def test_the_block_order_mirrors_each_cycle():
+    first, second = blocks.halves(0, 30)
+    assert (list(first), list(second)) == ([0, 1], [2, 3])
+    assert blocks.cycle([0, 1, 2], first, second) == [(0, [0, 1]), (1, [0, 1]), (2, [0, 1]),
+                                                      (2, [2, 3]), (1, [2, 3]), (0, [2, 3])]  # A B C C B A
+    assert blocks.orders([0, 1, 2], first, second) == [[0, 1, 2], [0, 1, 2], [2, 1, 0], [2, 1, 0]]
+    first, second = blocks.halves(4, 5)  # the last cycle of 5 repetitions: one, forward only
+    assert (list(first), list(second)) == ([4], [])
+    assert blocks.cycle([0, 1], first, second) == [(0, [4]), (1, [4])]
+    first, second = blocks.halves(4, 7)
+    assert (list(first), list(second)) == ([4, 5], [6])
+
+
+def _server(label: str, weights_gb: float, kv_gb: float = 1.0, overhead_gb: float = 2.0) -> Reservation:
+    kv = int(kv_gb * GB)
+    return Reservation(label, kv, kv, int(weights_gb * GB), int(overhead_gb * GB))
+
+
+def test_without_sleep_mode_servers_that_do_not_fit_together_take_turns_in_blocks():
+    five = [_server(f"k{k}", 4) for k in range(5)]  # 7 GB each, 35 together; each fits alone in 24
+    plan = turns.plan(five, 24 * GB, sleep_mode=False)
+    assert plan.design == turns.BLOCKS and plan.refused == {}
+    assert plan.words == ("servers took turns in blocks (one at a time, each started afresh for its block; this vLLM "
+                          "has no sleep mode): the 5 servers did not fit together in memory (35.0 GB needed, 24.0 GB "
+                          "free)")
+    # One that cannot fit even alone keeps its sentence; the others take turns.
+    plan = turns.plan([_server("plain", 4), _server("ngram", 4), _server("draft", 30)], 10 * GB, sleep_mode=False)
+    assert plan.design == turns.BLOCKS and list(plan.refused) == ["draft"]
+    # Asked for: blocks on a vLLM without sleep mode.
+    asked = turns.plan([_server("plain", 1), _server("ngram", 1)], 100 * GB, sleep_mode=False, force=True)
+    assert asked.design == turns.BLOCKS and "as asked" in asked.words
+
+
+def _request(arms, **kw) -> BenchRequest:
+    return BenchRequest(target="target", arms=tuple(arms), prompt="write me a long essay", max_new_tokens=6,
+                        repeats=kw.pop("repeats", 5), warmup=1, engines=("vllm",), **kw)
+
+
+@pytest.fixture
+def logged(fake_vllm_python, allowed_models, tmp_path, monkeypatch):
+    """A fake vLLM without sleep mode (as the CPU build); every server appends its moments to one log."""
+    log = tmp_path / "events.jsonl"
+    monkeypatch.setenv("FAKE_EVENT_LOG", str(log))
+    monkeypatch.setenv("FAKE_START_S", "0.1")
+    monkeypatch.delenv("ASSISTLAB_VLLM_MEMORY", raising=False)
+    return log
+
+
+def _events(log: Path) -> list[dict]:
+    return sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda e: e["t"])
+
+
+def _most_running(events: list[dict]) -> int:
+    running, most = set(), 0
+    for e in events:
+        if e["event"] == "start":
+            running.add(e["port"])
+        elif e["event"] == "stop":
+            running.discard(e["port"])
+        most = max(most, len(running))
+    return most
+
+
+def test_servers_that_do_not_fit_run_in_blocks_one_at_a_time(store, logged, monkeypatch):
+    # Two servers of about 5.5 GB each (a 1 GiB KV space, the tiny weights, 4.4 GB of processes): 11 GB together.
+    monkeypatch.setattr(memory, "available_bytes", lambda: int(8 * GB))
+    before = set(vllm_processes())
+    data = runner.run_to_report(_request((VllmArm("plain"), VllmArm("ngram", 3))), store).to_dict()
+    assert data["status"] == "complete", data["message"]
+    held = data["environment"]["engines"]["vllm"]["turns"]
+    assert held["design"] == "blocks" and "the target did not fit twice in memory" in held["words"]
+    events = _events(logged)
+    assert _most_running(events) == 1  # one server at a time, from the first start to the last run
+    # Cycle 1 (repetitions 1-4): plain, ngram, ngram (the same server), plain; cycle 2 (the 5th): plain (still
+    # running), ngram.
+    starts = [e["port"] for e in events if e["event"] == "start"]
+    assert len(starts) == 4 and len(set(starts)) == 4  # every block on a server started afresh
+    ngram = "vllm ngram (k=3, lookup 2-4)"
+    assert held["arms"]["vllm plain"]["starts"] == 2 and held["arms"][ngram]["starts"] == 2
+    assert data["orders"] == [[0, 1], [0, 1], [1, 0], [1, 0], [0, 1]]
+    # Each fresh server is warmed up before its first counted run: one warm-up per start, then its blocks' runs.
+    requests = [e["port"] for e in events if e["event"] == "request"]
+    assert [requests.count(port) for port in starts] == [1 + 2, 1 + 2 + 2, 1 + 2 + 1, 1 + 1]
+    # No start nor stop inside a timed run, and the starts are left out of the time budget.
+    moments = [e["t"] for e in events if e["event"] in ("start", "stop")]
+    windows = [tuple(w) for arm in data["arms"] for w in arm["wall_windows"] if w]
+    assert len(windows) == 10 and not [(t, w) for t in moments for w in windows if w[0] <= t <= w[1]]
+    assert data["timing"]["starts_s"] > 0
+    said = servers_words(data)
+    assert said.startswith("vLLM servers took turns in blocks") and "A B B A" in said
+    assert own_vllm_processes(before) == []
+
+
+def test_the_stopping_rule_looks_only_at_whole_cycles(store, logged, monkeypatch):
+    monkeypatch.setenv(turns.TURNS_VAR, "always")
+    looked: list[int] = []
+
+    def decide(request, report, count, elapsed):
+        looked.append(count)
+        return runner.stop_rules.after_repetition(request, report, count, elapsed)
+
+    events = runner.run_benchmark(_request((VllmArm("plain"), VllmArm("ngram", 3)), repeats=6), store,
+                                  decide=decide)
+    final = runner.to_the_end(events)[0]
+    assert final.status == "complete" and looked == [4, 6]  # after each cycle, never inside one
+
+
+def test_a_stop_inside_a_cycle_keeps_the_whole_cycles_and_leaves_nothing(store, logged, monkeypatch):
+    monkeypatch.setenv(turns.TURNS_VAR, "always")
+    before = set(vllm_processes())
+    counted = {"runs": 0}
+
+    def should_stop() -> bool:
+        return counted["runs"] >= 10  # the 10th counted run is in the second cycle
+
+    final = None
+    for event in runner.run_benchmark(_request((VllmArm("plain"), VllmArm("ngram", 3)), repeats=8), store,
+                                      should_stop=should_stop):
+        if event.kind == "run" and not event.warmup:
+            counted["runs"] += 1
+        final = event
+    data = final.report.to_dict()
+    assert data["status"] == "stopped" and data["counted_repetitions"] == 4
+    assert all(len(arm["latencies_s"]) == 4 for arm in data["arms"])
+    assert own_vllm_processes(before) == []
+
+
+def test_the_load_phase_runs_in_blocks_too(store, logged, monkeypatch):
+    monkeypatch.setenv(turns.TURNS_VAR, "always")
+    before = set(vllm_processes())
+    data = runner.run_to_report(_request((VllmArm("plain"), VllmArm("ngram", 3)), repeats=4, concurrency=(1, 2),
+                                         load_rounds=2), store).to_dict()
+    assert data["status"] == "complete", data["message"]
+    events = _events(logged)
+    assert _most_running(events) == 1
+    held = data["environment"]["engines"]["vllm"]["turns"]
+    # Repetitions: plain, ngram (both its blocks), plain; then at each level plain (still running), ngram afresh
+    # for its two rounds, plain afresh for its second round.
+    assert held["arms"]["vllm plain"]["starts"] == 4 and held["arms"]["vllm ngram (k=3, lookup 2-4)"]["starts"] == 3
+    load = data["load_raw"]
+    assert load["orders"] == [[0, 1], [1, 0], [0, 1], [1, 0]]
+    assert sorted((r["arm"], r["concurrency"], r["round"]) for r in load["rounds"]) == [
+        (0, 1, 0), (0, 1, 1), (0, 2, 0), (0, 2, 1), (1, 1, 0), (1, 1, 1), (1, 2, 0), (1, 2, 1)]
+    assert own_vllm_processes(before) == []
