@@ -3,13 +3,14 @@
 Run: ASSISTLAB_VLLM_PYTHON=/opt/vllm-venv/bin/python python benchmarks/bench_turns.py [--tokens 32] [--repeats 5]
      [--designs together,turns] [--json out.json]
 Each design is one comparison of vLLM plain and ngram (k=4, lookup 2-4) on the prompt docs/load.md uses (ngram's
-good case), `--tokens` new tokens, one warm-up, `--repeats` rotated repetitions, servers started by AssistLab, eager
-with a 0.5 GiB KV cache as the real-vLLM tests start them. `together`: both servers held at once (today's
-design where they fit). `turns`: ASSISTLAB_VLLM_TURNS=always, so they take turns even though they fit: with sleep
-mode (vLLM's CUDA and ROCm builds) each run wakes its server and puts it to sleep after; vLLM's CPU build has no
-sleep mode, and there the turns design is said to be unavailable (servers in blocks are not built). Printed per
-design: the speedup with its interval, the wall time, the design's words, and the wake and sleep seconds; then
-whether the two speedups agree within the band (±3%). Not collected by pytest: its numbers depend on the machine.
+good case), `--tokens` new tokens, one warm-up, `--repeats` repetitions (a fixed count), servers started by
+AssistLab in eager mode with the KV cache AssistLab sizes. `together`: both servers held at once, the runs
+rotated. `turns`: ASSISTLAB_VLLM_TURNS=always, so they take turns even though they fit: with sleep mode (vLLM's
+CUDA and ROCm builds) each run wakes its server and puts it to sleep after; vLLM's CPU build has no sleep mode,
+and there they run in blocks (measure/blocks.py: A B B A, each block on a server started afresh). Printed per
+design: the speedup with its interval, the wall time, the design's words, the wake and sleep seconds or the
+starts; then whether the two speedups agree within the band (±3%). Not collected by pytest: its numbers depend
+on the machine.
 """
 
 from __future__ import annotations
@@ -58,9 +59,11 @@ def one(design: str, tokens: int, repeats: int, store) -> dict:
             "errors": {a["name"]: a["error"] for a in data["arms"] if a["error"]},
             "speedup": {k: speedup.get(k) for k in ("median", "ci_low", "ci_high", "level", "n")},
             "median_latency_s": {a["name"]: (a["latency_summary"] or {}).get("median") for a in data["arms"]},
+            "latencies_s": {a["name"]: [round(x, 3) for x in a["latencies_s"]] for a in data["arms"]},
             "wake_s_median": statistics.median(wakes) if wakes else None, "wakes": len(wakes),
             "sleep_s_median": statistics.median(sleeps) if sleeps else None,
-            "wall_s": round(time.monotonic() - began, 1)}
+            "starts_s": [s for a in (held.get("arms") or {}).values() for s in a.get("start_s") or []],
+            "untimed_starts_s": data["timing"].get("starts_s"), "wall_s": round(time.monotonic() - began, 1)}
 
 
 def main() -> None:
@@ -70,21 +73,21 @@ def main() -> None:
     parser.add_argument("--designs", default="together,turns")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    os.environ.setdefault(server.ARGS_VAR, "--enforce-eager --kv-cache-memory-bytes 536870912")
-    os.environ.setdefault(server.MEMORY_VAR, "0.3")
+    os.environ.setdefault(server.ARGS_VAR, "--enforce-eager")
+    os.environ.pop(server.MEMORY_VAR, None)  # AssistLab sizes each server, so the plan can weigh them
     store = ModelStore(max_models=2)
     results = []
     for design in [d.strip() for d in args.designs.split(",") if d.strip()]:
         result = one(design, args.tokens, args.repeats, store)
         results.append(result)
         print(json.dumps(result), flush=True)
-    held = [r for r in results if r.get("speedup", {}).get("median")]
-    if len(held) == 2 and held[1]["held"] == turns.SLEEP:
-        ratio = held[1]["speedup"]["median"] / held[0]["speedup"]["median"]
-        print(f"turns / together speedup: {ratio:.3f} ({'within' if abs(ratio - 1) <= BAND else 'outside'} "
-              f"±{BAND:.0%})")
-    elif len(results) == 2:
-        print(f"turns: not held in turns here ({results[1].get('words') or results[1].get('error')})")
+    by = {r["design"]: r for r in results if (r.get("speedup") or {}).get("median")}
+    if {"together", "turns"} <= set(by) and by["turns"]["held"] in (turns.SLEEP, turns.BLOCKS):
+        ratio = by["turns"]["speedup"]["median"] / by["together"]["speedup"]["median"]
+        print(f"turns ({by['turns']['held']}) / together speedup: {ratio:.3f} "
+              f"({'within' if abs(ratio - 1) <= BAND else 'outside'} ±{BAND:.0%})")
+    elif "turns" in by:
+        print(f"turns: not held in turns here ({by['turns'].get('words')})")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

@@ -116,3 +116,30 @@ def test_a_check_that_cannot_run_is_said_and_the_searchs_answer_stays(store, all
     assert report.tune["schedule"]["sentence"].endswith(
         "the check could not run, so the schedule is not verified: The plain (unassisted) run could not start: no "
         "memory left.")
+
+
+def test_the_search_and_its_check_run_in_blocks_where_servers_cannot_sleep(store, allowed_models, started, tmp_path,
+                                                                            monkeypatch):
+    """Issue 44: on a vLLM without sleep mode whose servers do not fit together, the search and its schedule
+    check still run, one server at a time in blocks (ASSISTLAB_VLLM_TURNS=always stands in for the memory)."""
+    from assistlab.engines.vllm import turns
+
+    log = tmp_path / "events.jsonl"
+    monkeypatch.setenv("FAKE_EVENT_LOG", str(log))
+    monkeypatch.setenv(turns.TURNS_VAR, "always")
+    before = set(vllm_processes())
+    report = tune.run_tune(_request(), store)[0]
+    assert report.status == "complete", report.message
+    assert report.to_dict()["environment"]["engines"]["vllm"]["turns"]["design"] == "blocks"
+    running, most = set(), 0
+    for e in sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda e: e["t"]):
+        if e["event"] == "start":
+            running.add(e["port"])
+        elif e["event"] == "stop":
+            running.discard(e["port"])
+        most = max(most, len(running))
+    assert most == 1  # never two servers at once, search and check alike
+    assert report.tune["schedule"]["best_k_by_level"] == {"1": 4, "4": 2}
+    checked = report.tune["schedule_check"]
+    assert checked["refused"] is None and all(r["ratio"]["median"] is not None for r in checked["levels"])
+    assert own_vllm_processes(before) == []
