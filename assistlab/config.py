@@ -93,20 +93,20 @@ CONTINUATION_PROMPT = "Deep learning is a branch of machine learning that"
 def _as_int(name: str, value: object, low: int, high: int) -> int:
     """Coerce a user value to an int in [low, high] or raise a message naming the field."""
     if isinstance(value, bool):
-        raise InputError(f"{name} must be a whole number, not {value!r}.")
+        raise InputError(f"{{{name}}} must be a whole number, not {value!r}.", name)
     if isinstance(value, float):
         if not math.isfinite(value) or value != int(value):
-            raise InputError(f"{name} must be a whole number, got {value!r}.")
+            raise InputError(f"{{{name}}} must be a whole number, got {value!r}.", name)
         value = int(value)
     if isinstance(value, str):
         try:
             value = int(value.strip())
         except ValueError:
-            raise InputError(f"{name} must be a whole number, got {value!r}.") from None
+            raise InputError(f"{{{name}}} must be a whole number, got {value!r}.", name) from None
     if not isinstance(value, int):
-        raise InputError(f"{name} must be a whole number, got {value!r}.")
+        raise InputError(f"{{{name}}} must be a whole number, got {value!r}.", name)
     if value < low or value > high:
-        raise InputError(f"{name} must be between {low} and {high}, got {value}.")
+        raise InputError(f"{{{name}}} must be between {low} and {high}, got {value}.", name)
     return value
 
 
@@ -135,13 +135,13 @@ def check_encodable(field: str, text: str) -> None:
 def _as_float(name: str, value: object) -> float:
     """Coerce a user value to a finite float or raise a message naming the field."""
     if isinstance(value, bool):
-        raise InputError(f"{name} must be a number, not {value!r}.")
+        raise InputError(f"{{{name}}} must be a number, not {value!r}.", name)
     try:
         number = float(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise InputError(f"{name} must be a number, got {value!r}.") from None
+        raise InputError(f"{{{name}}} must be a number, got {value!r}.", name) from None
     if not math.isfinite(number):
-        raise InputError(f"{name} must be a finite number, got {value!r}.")
+        raise InputError(f"{{{name}}} must be a finite number, got {value!r}.", name)
     return number
 
 
@@ -179,7 +179,7 @@ def parse_levels(value: object, name: str = "concurrency") -> tuple[int, ...]:
 
 def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
     if value not in choices:
-        raise InputError(f"{name} must be one of {', '.join(choices)}; got {value!r}.")
+        raise InputError(f"{{{name}}} must be one of {', '.join(choices)}; got {value!r}.", name)
     return value  # type: ignore[return-value]
 
 
@@ -288,8 +288,8 @@ class BenchRequest:
             value = _as_float("max_time_s", self.max_time_s)
             if not 0.0 < value <= LIMITS["max_time_s"]:
                 raise InputError(
-                    f"max_time_s must be more than 0 and at most {LIMITS['max_time_s']} seconds, got {value:g}."
-                )
+                    f"{{max_time_s}} must be more than 0 and at most {LIMITS['max_time_s']} seconds, got {value:g}.",
+                    "max_time_s")
             object.__setattr__(self, "max_time_s", value)
         if self.stop_rule is not None:
             _choice("stop_rule", self.stop_rule, STOP_RULES)

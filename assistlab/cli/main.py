@@ -170,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             return _tune(args)
         return _bench(args)
     except AssistLabError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        said = exc.worded(tune_cli.OPTIONS) if isinstance(exc, InputError) else str(exc)
+        sys.stderr.write(f"error: {said}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
         sys.stderr.write("Interrupted before anything was measured.\n")

@@ -22,6 +22,10 @@ CANDIDATES_HELP = ("narrow the search: 'family:setting=values' parts separated b
                    "values; see docs/tune.md for every engine's families and settings)")
 
 
+# The search's fields as this command names them in a refusal (errors.InputError.worded).
+OPTIONS = {"candidates": "--candidates", "families": "--families", "assistants": "--assistant"}
+
+
 def add_parser(sub) -> None:
     """The `tune` command's options, named as `bench` names the same things."""
     tune = sub.add_parser("tune", help="find the drafting setting to deploy: candidates leave as soon as they are "

@@ -324,10 +324,12 @@ def resolve(text: str) -> ModelRef:
 
 
 def resolve_field(field: str, text: str) -> ModelRef:
-    """`resolve(text)`, with a refusal that starts with the field it came from ('target: ...'), so the page can
-    name the box by its label and the command line its option."""
+    """`resolve(text)`, with a refusal that starts with the field it came from ('target: ...', the field kept
+    on an InputError), so the page can name the box by its label and the command line its option."""
     try:
         return resolve(text)
+    except InputError as exc:
+        raise InputError(f"{{{field}}}: {exc}", field) from None
     except AssistLabError as exc:
         raise type(exc)(f"{field}: {exc}") from None
 

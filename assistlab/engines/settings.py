@@ -64,7 +64,7 @@ class Setting:
             return self.type(text)
         except (TypeError, ValueError):
             kind = {int: "a whole number", float: "a number"}.get(self.type, "a word")
-            raise InputError(f"--candidates: {self.name} takes {kind}, got {text[:20]!r}.") from None
+            raise InputError(f"{{candidates}}: {self.name} takes {kind}, got {text[:20]!r}.", "candidates") from None
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,8 @@ class Family:
             if s.name == name:
                 return s
         names = ", ".join(s.name for s in self.settings) or "none"
-        raise InputError(f"--candidates: {self.engine} {self.name} has no setting {name!r}; its settings: {names}.")
+        raise InputError(f"{{candidates}}: {self.engine} {self.name} has no setting {name!r}; its settings: {names}.",
+                         "candidates")
 
     def space(self, assistants: Sequence[str | None], narrowed: Mapping[str, tuple] | None = None) -> list[ArmRequest]:
         """Every combination of this family's values (narrowed where named), once per assistant if it needs one."""
@@ -162,7 +163,7 @@ def parse_candidates(text: str | None, declared: Sequence[EngineSettings]) -> di
     if text is None or not text.strip():
         return {}
     if len(text) > 1000:
-        raise InputError("--candidates is longer than 1,000 characters; name fewer values.")
+        raise InputError("{candidates} is longer than 1,000 characters; name fewer values.", "candidates")
     chosen: dict[tuple[str, str], dict] = {}
     for part in (p.strip() for p in text.split(";")):
         if not part:
@@ -173,27 +174,27 @@ def parse_candidates(text: str | None, declared: Sequence[EngineSettings]) -> di
             engines = [e for e in declared if e.engine == words[0]]
             if not engines:
                 known = ", ".join(e.engine for e in declared)
-                raise InputError(f"--candidates: no engine {words[0]!r} is in this search; engines: {known}.")
+                raise InputError(f"{{candidates}}: no engine {words[0]!r} is in this search; engines: {known}.", "candidates")
             family_name = words[1]
         elif len(words) == 1:
             engines, family_name = list(declared), words[0]
         else:
-            raise InputError(f"--candidates: each part reads 'family:setting=values' or 'engine family:setting=values'"
-                             f"; got {part[:60]!r}.")
+            raise InputError(f"{{candidates}}: each part reads 'family:setting=values' or 'engine family:setting="
+                             f"values'; got {part[:60]!r}.", "candidates")
         matches = [(e, e.family(family_name)) for e in engines if e.family(family_name) is not None]
         if not matches:
             known = "; ".join(f"{e.engine}: {', '.join(f.name for f in e.families)}" for e in engines)
-            raise InputError(f"--candidates: no family {family_name!r}; the families are {known}.")
+            raise InputError(f"{{candidates}}: no family {family_name!r}; the families are {known}.", "candidates")
         if len(matches) > 1:
-            raise InputError(f"--candidates: {family_name!r} is a family of several engines; write the engine "
-                             f"first, as in '{matches[-1][0].engine} {family_name}:...'.")
+            raise InputError(f"{{candidates}}: {family_name!r} is a family of several engines; write the engine "
+                             f"first, as in '{matches[-1][0].engine} {family_name}:...'.", "candidates")
         engine, family = matches[0]
         values: dict[str, tuple] = {}
         for pair in rest.replace("&", " ").split():
             name, sep, listed = pair.partition("=")
             if not sep:
-                raise InputError(f"--candidates: write each setting as name=values, as in "
-                                 f"num_speculative_tokens=1,2,4; got {pair[:40]!r}.")
+                raise InputError(f"{{candidates}}: write each setting as name=values, as in "
+                                 f"num_speculative_tokens=1,2,4; got {pair[:40]!r}.", "candidates")
             setting = family.setting(name.strip())
             values[setting.name] = tuple(dict.fromkeys(setting.parse(v) for v in listed.split(",")))
         chosen[(engine.engine, family.name)] = values
@@ -242,7 +243,7 @@ def _ticked(families: Sequence[str] | None, declared: Sequence[EngineSettings]) 
         if len(matches) != 1:
             known = ", ".join(family_key(f) for f in tickable(declared))
             why = "several engines have it; write the engine first" if matches else "no such family here"
-            raise InputError(f"--families: {name[:60]!r}: {why}; the families are {known}.")
+            raise InputError(f"{{families}}: {name[:60]!r}: {why}; the families are {known}.", "families")
         wanted.add(family_key(matches[0]))
     return wanted
 
@@ -258,8 +259,8 @@ def search_space(declared: Sequence[EngineSettings], assistants: Sequence[str], 
     if ticked is not None:
         for engine, name in chosen:
             if f"{engine} {name}" not in ticked:
-                raise InputError(f"--candidates names {engine} {name}, which --families leaves out; tick it or "
-                                 "leave it out of --candidates.")
+                raise InputError(f"{{candidates}} names {engine} {name}, which {{families}} leaves out; tick it or "
+                                 "leave it out of {candidates}.", "candidates", ("families",))
     arms: list[ArmRequest] = []
     for engine in declared:
         for family in engine.families:
@@ -270,19 +271,20 @@ def search_space(declared: Sequence[EngineSettings], assistants: Sequence[str], 
                 continue
             if family.needs_assistant and not assistants:
                 if key in chosen:
-                    raise InputError(f"--candidates: {engine.engine} {family.name} drafts with an assistant model; "
-                                     "give one with --assistant.")
+                    raise InputError(f"{{candidates}}: {engine.engine} {family.name} drafts with an assistant "
+                                     "model; give one with {assistants}.", "candidates", ("assistants",))
                 continue
             arms += [a for a in family.space(assistants, chosen.get(key)) if a not in arms]
     if not arms and ticked is not None and not chosen:
-        raise InputError("--families leaves nothing to search: tick at least one family of the engines searched "
-                         "(one that drafts with an assistant model needs one in --assistant).")
+        raise InputError("{families} leaves nothing to search: tick at least one family of the engines searched "
+                         "(one that drafts with an assistant model needs one in {assistants}).", "families",
+                         ("assistants",))
     if not arms:
-        raise InputError("--candidates leaves nothing to search; name a family, as in 'prompt-lookup:"
-                         "prompt_lookup_num_tokens=3,5,10'.")
+        raise InputError("{candidates} leaves nothing to search; name a family, as in 'prompt-lookup:"
+                         "prompt_lookup_num_tokens=3,5,10'.", "candidates")
     if len(arms) > limit:
         raise InputError(f"The search has {len(arms)} candidates; at most {limit} can be timed side by side. Narrow "
-                         "it with --candidates, as in 'prompt-lookup:prompt_lookup_num_tokens=3,10'.")
+                         "it with {candidates}, as in 'prompt-lookup:prompt_lookup_num_tokens=3,10'.", "candidates")
     return arms
 
 

@@ -254,7 +254,7 @@ def tune(request: BenchRequest, store, clock: Clock = time.perf_counter,
     from .tune_summary import summarize
 
     if not any(a.assisted for a in request.arms):
-        raise InputError("There is nothing to search: no candidate setting; name one with --candidates.")
+        raise InputError("There is nothing to search: no candidate setting; name one with {candidates}.", "candidates")
     tuner = Tuner(request)
     final = None
     for event in run_benchmark(request, store, clock, should_stop, decide=tuner, probes=False):

@@ -6,7 +6,6 @@ the parameters, in the API's order, are TUNE_PARAMETERS in api_parameters.py.
 
 from __future__ import annotations
 
-import re
 
 from ..config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, FIELD_CHARS, BenchRequest, capped_text
 from ..engines import catalog, registry
@@ -56,26 +55,18 @@ HINTS = {
 }
 # What the label of a family that cannot run on this server adds (the info line says why).
 NOT_HERE = "cannot run on this server"
-# The package names these boxes by their command-line options; the page by its labels, the API by its names.
-_OPTION_NAMES = {"--candidates": "candidates", "--families": "families", "--assistant": "assistants"}
-
-
-def tune_words(message: str, page: bool = True) -> str:
-    """A search's refusal naming the box a person sees (page) or the API parameter (not page)."""
-    for option, name in _OPTION_NAMES.items():
-        message = re.sub(re.escape(option) + r"\b", f"“{LABELS[name]}”" if page else name, message)
-    if page:
-        for name in ("repeats", "max_time_s", "assistants", "candidates", "families"):
-            if message.startswith(name):
-                message = LABELS[name] + message[len(name):]
-    return message
+def _label(field: str, at_start: bool) -> str:
+    """A field as the tab names it in a message: its box's label, in quotes inside a sentence."""
+    if field not in LABELS:
+        return field
+    return LABELS[field] if at_start else f"“{LABELS[field]}”"
 
 
 def assistants_from_text(text, target: str) -> list[str] | None:
     """The assistants box: None (empty: the package's pick for the target), [] ('none'), or the models named."""
     if isinstance(text, str) and len(text) > FIELD_CHARS["extra_assistants"]:
-        raise InputError(f"assistants has {len(text):,} characters; the limit is {FIELD_CHARS['extra_assistants']:,}. "
-                         "Name fewer models.")
+        raise InputError(f"{{assistants}} has {len(text):,} characters; the limit is "
+                         f"{FIELD_CHARS['extra_assistants']:,}. Name fewer models.", "assistants")
     if _blank(text):
         return None
     if str(text).strip().lower() == NO_ASSISTANTS:
@@ -147,10 +138,10 @@ def families_from_ticks(ticks, engines: tuple[str, ...]) -> list[str] | None:
         return None
     if isinstance(ticks, str):
         if len(ticks) > 1000:
-            raise InputError("families is longer than 1,000 characters; name fewer families.")
+            raise InputError("{families} is longer than 1,000 characters; name fewer families.", "families")
         ticks = ticks.split(",")
     if not isinstance(ticks, (list, tuple)) or len(ticks) > 64:
-        raise InputError("families must be a list of families, as in ['transformers prompt-lookup'].")
+        raise InputError("{families} must be a list of families, as in ['transformers prompt-lookup'].", "families")
     names = [" ".join(str(t).split()) for t in ticks if str(t).strip()]
     if sorted(names) == sorted(_searched()) or sorted(names) == sorted(default_families()):
         return None
@@ -198,8 +189,8 @@ def tune_request_from_form(target=catalog.BUNDLED_TARGET, assistants="", engines
 
 
 def checked(build, page: bool = True):
-    """`build()`, its refusal reworded to name the tab's box (page) or the API's parameter."""
+    """`build()`, its refusal naming the field it concerns as the tab's box (page) or the API's parameter."""
     try:
         return build()
     except InputError as exc:
-        raise InputError(tune_words(str(exc), page)) from None
+        raise InputError(exc.worded(_label if page else {}), exc.field) from None

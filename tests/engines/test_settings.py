@@ -47,13 +47,21 @@ def test_candidates_narrow_the_space_across_engines():
     ("prompt-lookup:k=3", "has no setting 'k'"),
     ("sglang ngram:num_speculative_tokens=2", "no engine 'sglang'"),
     ("ngram:num_speculative_tokens=two", "takes a whole number"),
-    ("auto:num_assistant_tokens=3", "drafts with an assistant model; give one with --assistant"),
+    ("auto:num_assistant_tokens=3", "drafts with an assistant model; give one with assistants"),
     ("prompt-lookup:prompt_lookup_num_tokens", "write each setting as name=values"),
     ("vllm ngram extra:x=1", "each part reads"),
 ])
 def test_a_bad_candidates_text_is_refused_in_one_sentence(text, words):
-    with pytest.raises(InputError, match=words):
+    from assistlab.cli.tune import OPTIONS
+
+    with pytest.raises(InputError, match=words) as caught:
         search_space(DECLARED, [], text)
+    # Raised with the field it concerns; the command line names it by its option, the API by its name.
+    assert caught.value.field == "candidates"
+    assert str(caught.value).startswith("candidates: ") and "{" not in str(caught.value)
+    said = caught.value.worded(OPTIONS)
+    assert said.startswith("--candidates: ") and "{" not in said
+    assert "give one with --assistant." in said if "assistant model" in words else "--assistant" not in said
 
 
 def test_families_replace_the_default_families_and_the_candidates_must_be_among_them():
@@ -67,12 +75,16 @@ def test_families_replace_the_default_families_and_the_candidates_must_be_among_
     # A ticked family that drafts with an assistant is passed over without one, as the default families are.
     assert search_space(TRANSFORMERS, [], families=["transformers auto", "transformers prompt-lookup"]) == \
         search_space(TRANSFORMERS, [])
-    with pytest.raises(InputError, match="--families leaves nothing to search: tick at least one family"):
+    with pytest.raises(InputError, match="^families leaves nothing to search: tick at least one family"):
         search_space(TRANSFORMERS, [], families=["transformers auto"])
-    with pytest.raises(InputError, match="--families leaves nothing to search"):
+    with pytest.raises(InputError, match="^families leaves nothing to search") as caught:
         search_space(TRANSFORMERS, ["org/helper"], families=[])
-    with pytest.raises(InputError, match="names transformers prompt-lookup, which --families leaves out"):
+    assert caught.value.field == "families"
+    with pytest.raises(InputError, match="names transformers prompt-lookup, which families leaves out") as caught:
         search_space(TRANSFORMERS, ["org/helper"], "prompt-lookup", families=["transformers auto"])
+    assert caught.value.worded({"candidates": "--candidates", "families": "--families"}) == (
+        "--candidates names transformers prompt-lookup, which --families leaves out; tick it or leave it out of "
+        "--candidates.")
     with pytest.raises(InputError, match="'vllm beam': no such family here; the families are transformers auto"):
         search_space(DECLARED, [], families=["vllm beam"])
 

@@ -61,7 +61,9 @@ def test_the_ticks_narrow_the_families_and_untouched_they_are_the_default_search
                                   families=default_families()).arms[1].method == "draft_model"
     with pytest.raises(InputError) as caught:
         checked(lambda: tune_request_from_form(**base, candidates="auto", families=["transformers prompt-lookup"]))
-    assert "“Candidates to try” names transformers auto, which “Families to try” leaves out" in str(caught.value)
+    assert str(caught.value).startswith("Candidates to try names transformers auto, which “Families to try” leaves "
+                                        "out")
+    assert caught.value.field == "candidates"  # kept for the page to point at its box
     with pytest.raises(InputError) as caught:
         checked(lambda: tune_request_from_form(**base, families=[]), page=False)
     assert str(caught.value).startswith("families leaves nothing to search: tick at least one family")
@@ -112,7 +114,7 @@ def test_a_target_without_mtp_layers_says_so_beside_vllm_s_mtp_tick(allowed_mode
 
 
 @pytest.mark.parametrize(("values", "page_words", "api_words"), [
-    ({"candidates": "bogus"}, "“Candidates to try”: no family 'bogus'", "candidates: no family 'bogus'"),
+    ({"candidates": "bogus"}, "Candidates to try: no family 'bogus'", "candidates: no family 'bogus'"),
     ({"candidates": "auto:num_assistant_tokens=3", "assistants": "none"},
      "give one with “Assistant models to try”", "give one with assistants"),
     ({"repeats": "five"}, "Most repetitions must be a whole number", "repeats must be a whole number"),
