@@ -39,46 +39,71 @@ def orders(arms: list[int], first: range, second: range) -> list[list[int]]:
 
 
 def repetitions(arms: list, report, repeats: int, warmup: int, enter: Callable, run: Callable, after: Callable,
-                clock: Callable[[], float]) -> Generator[object, None, bool]:
+                clock: Callable[[], float], progress=None) -> Generator[object, None, bool]:
     """Every counted repetition in cycles of blocks (runner.py's, when an arm is served in blocks).
 
     `enter(index)` readies an arm before its block (a generator of events; True when it starts afresh: its
     `warmup` runs come again, as they do the first time an arm runs); `run(index, repetition, warmup,
     position, last)` one run (runner.run_one; True on a stop); `after(count, untimed_s)` the stopping rule
     once a cycle is whole (True: over). The seconds that went to starts and warm-ups are left out of the time
-    budget and kept in `report.timing` (`starts_s`, `warmup_s`). Returns True when a stop ended the runs: the
-    cycle under way is not whole, and runner.keep_whole_repetitions drops it.
+    budget and kept in `report.timing` (`starts_s`, `warmup_s`); `progress`, when given, counts the starts
+    still to come in its time left (Progress.untimed_left). Returns True when a stop ended the runs: the cycle
+    under way is not whole, and runner.keep_whole_repetitions drops it.
     """
     warmed: set[int] = set()
     current, starts_s, warmup_s, start = None, 0.0, 0.0, 0
+    fresh_s: list[float] = []  # each fresh start with its warm-ups, for the time left
+    ahead: list[int] = []  # the arms of this cycle's blocks not begun yet
     report.timing["warmup_s"] = report.timing["starts_s"] = 0.0
-    while start < repeats:
-        live = [i for i, arm in enumerate(arms) if not arm.info.error and not arm.info.left]
-        first, second = halves(start, repeats)
-        report.orders.extend(orders(live, first, second))
-        for number, (index, reps) in enumerate(cycle(live, first, second)):
-            if arms[index].info.error:  # its server failed to start in an earlier block
-                continue
-            began = clock()
-            fresh = False
-            if index != current:
-                fresh = yield from enter(index)
-                current = index
-            starts_s += clock() - began
-            if fresh or index not in warmed:
+
+    def untimed_left() -> float:
+        """Starts still to come: this cycle's blocks that change server, then about 2n - 2 a later cycle."""
+        if not fresh_s:
+            return 0.0
+        changes = sum(1 for a, b in zip([current, *ahead], ahead) if a != b)
+        n = len([a for a in arms if not a.info.error and not a.info.left])
+        likely = max(0, progress.total // max(1, len(arms)) - warmup - (second.stop if len(second) else first.stop))
+        cycles = -(-likely // (2 * BLOCK))
+        return sorted(fresh_s)[len(fresh_s) // 2] * (changes + cycles * max(0, 2 * n - 2))
+
+    if progress is not None:
+        progress.untimed_left = untimed_left
+    try:
+        while start < repeats:
+            live = [i for i, arm in enumerate(arms) if not arm.info.error and not arm.info.left]
+            first, second = halves(start, repeats)
+            report.orders.extend(orders(live, first, second))
+            plan = cycle(live, first, second)
+            for number, (index, reps) in enumerate(plan):
+                ahead[:] = [i for i, _ in plan[number + 1:]]
+                if arms[index].info.error:  # its server failed to start in an earlier block
+                    continue
                 began = clock()
-                for w in range(warmup):
-                    report.warmup_orders.append([index])
-                    if (yield from run(index, w, True, 0, False)):
+                fresh = False
+                if index != current:
+                    fresh = yield from enter(index)
+                    current = index
+                starts_s += clock() - began
+                if fresh or index not in warmed:
+                    warm_began = clock()
+                    for w in range(warmup):
+                        report.warmup_orders.append([index])
+                        if (yield from run(index, w, True, 0, False)):
+                            return True
+                    warmed.add(index)
+                    warmup_s += clock() - warm_began
+                if fresh:
+                    fresh_s.append(clock() - began)
+                report.timing.update(starts_s=starts_s, warmup_s=warmup_s)
+                position = live.index(index) if number < len(live) else len(live) - 1 - live.index(index)
+                for r in reps:
+                    if (yield from run(index, r, False, position, r == reps[-1])):
                         return True
-                warmed.add(index)
-                warmup_s += clock() - began
-            report.timing.update(starts_s=starts_s, warmup_s=warmup_s)
-            position = live.index(index) if number < len(live) else len(live) - 1 - live.index(index)
-            for r in reps:
-                if (yield from run(index, r, False, position, r == reps[-1])):
-                    return True
-        start = second.stop if len(second) else first.stop
-        if (yield from after(start, starts_s + warmup_s)):
-            return False
-    return False
+            ahead.clear()
+            start = second.stop if len(second) else first.stop
+            if (yield from after(start, starts_s + warmup_s)):
+                return False
+        return False
+    finally:
+        if progress is not None:
+            progress.untimed_left = None

@@ -107,6 +107,8 @@ class Progress:
     contention: dict | None = None
     # The time left last shown, and when (on the pace's clock): the next line's starts from it, less the time since.
     shown: tuple[float, float] | None = None
+    # Seconds of untimed work still to come between runs (the block design's server starts: measure/blocks.py).
+    untimed_left: Callable[[], float] | None = None
 
     def expect(self, runs: int) -> None:
         """At least `runs` runs will run (a repetition more than the likely count, a load phase): the total grows
@@ -139,7 +141,8 @@ class Progress:
         """
         probes = len(self.assisted) if probes_left is None else probes_left
         runs = self.total - self.done if runs_left is None else runs_left
-        return self.pace.left(runs, probes, self.assisted)
+        left = self.pace.left(runs, probes, self.assisted)
+        return left if left is None or self.untimed_left is None else left + self.untimed_left()
 
     def rough_left(self) -> float | None:
         """What is left of the rough estimate (never under a few seconds); None without one."""

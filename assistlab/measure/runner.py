@@ -384,7 +384,8 @@ def _run_benchmark(request: BenchRequest, store, clock: Clock, should_stop: Call
     in_blocks = any(arm.in_blocks for arm in arms)
     if in_blocks:  # one server at a time: every arm's runs in blocks, mirrored
         progress.started = clock()
-        if (yield from blocks.repetitions(arms, report, request.repeats, request.warmup, enter, run, after, clock)):
+        if (yield from blocks.repetitions(arms, report, request.repeats, request.warmup, enter, run, after, clock,
+                                          progress)):
             monitor.close()
             yield stopped_event()
             return

@@ -165,3 +165,48 @@ def test_the_load_phase_runs_in_blocks_too(store, logged, monkeypatch):
     assert sorted((r["arm"], r["concurrency"], r["round"]) for r in load["rounds"]) == [
         (0, 1, 0), (0, 1, 1), (0, 2, 0), (0, 2, 1), (1, 1, 0), (1, 1, 1), (1, 2, 0), (1, 2, 1)]
     assert own_vllm_processes(before) == []
+
+
+def test_the_time_left_counts_the_server_starts_still_to_come():
+    """Three arms, a fake clock: a fresh start (with its warm-up) takes 10 s, a run 1 s. After the first block
+    of the first cycle, the time left owes the starts still to come in it (B, C; C's second block shares its
+    server, then B and A again: 4) and in the next cycle, which is likely (2 × 3 - 2 = 4)."""
+    from types import SimpleNamespace
+
+    from assistlab.measure.progress import Progress
+
+    now = [0.0]
+    arms = [SimpleNamespace(info=SimpleNamespace(error=None, left=None)) for _ in range(3)]
+    report = SimpleNamespace(orders=[], warmup_orders=[], timing={})
+    progress = Progress(total=(1 + 8) * 3)  # a warm-up and 8 likely repetitions of 3 arms
+    seen = []
+
+    def enter(index):
+        now[0] += 9.0
+        return True
+        yield
+
+    def run(index, repetition, warmup, position, last):
+        now[0] += 1.0
+        if not warmup and repetition == 1 and index == 0 and not seen:
+            seen.append(progress.untimed_left())
+        return False
+        yield
+
+    def after(count, untimed_s):
+        return count >= 8
+        yield
+
+    stopped = yield_all(blocks.repetitions(arms, report, 8, 1, enter, run, after, lambda: now[0], progress))
+    assert stopped is False and seen == [10.0 * (4 + 4)]
+    assert progress.untimed_left is None  # only while the blocks run
+    assert report.timing["starts_s"] == 9.0 * 9 and report.timing["warmup_s"] == 1.0 * 9  # 5 + 4 fresh starts
+
+
+def yield_all(generator):
+    """Run a generator to its end and return its value."""
+    while True:
+        try:
+            next(generator)
+        except StopIteration as done:
+            return done.value
