@@ -26,13 +26,13 @@ from assistlab.results import schedule as check
 
 
 def test_a_schedule_reads_as_vllm_does_and_k_at_each_size():
-    plan = schedules.check([[1, 2, 4], (3, 16, 2), [17, 64, 0]])
-    assert plan == ((1, 2, 4), (3, 16, 2), (17, 64, 0))
-    assert [schedules.k_at(plan, n) for n in (1, 2, 3, 16, 17, 64, 200)] == [4, 4, 2, 2, 0, 0, 0]
+    plan = schedules.check([[1, 2, 4], (3, 16, 2), [17, 64, 1]])
+    assert plan == ((1, 2, 4), (3, 16, 2), (17, 64, 1))
+    assert [schedules.k_at(plan, n) for n in (1, 2, 3, 16, 17, 64, 200)] == [4, 4, 2, 2, 1, 1, 1]
     assert schedules.largest(plan) == 4
-    assert schedules.words(plan) == "k=4 for 1-2, 2 for 3-16, 0 for 17-64 at once"
-    assert schedules.text(plan) == "1-2:4,3-16:2,17-64:0"
-    assert schedules.parse("1-2:4, 3-16:2,17-64:0") == plan
+    assert schedules.words(plan) == "k=4 for 1-2, 2 for 3-16, 1 for 17-64 at once"
+    assert schedules.text(plan) == "1-2:4,3-16:2,17-64:1"
+    assert schedules.parse("1-2:4, 3-16:2,17-64:1") == plan
     assert schedules.parse("1:3,2-8:1") == ((1, 1, 3), (2, 8, 1))
 
 
@@ -43,9 +43,9 @@ def test_a_schedule_reads_as_vllm_does_and_k_at_each_size():
     ([[1, 2, 3], [4, 8, 2]], "range 4-8 should start at 3, right after the one before"),
     ([[1, 4, 3], [3, 8, 2]], "range 3-8 should start at 5"),
     ([[1, 4, 3], [5, 4, 2]], "must end at or after its start"),
-    ([[1, 4, 65]], "must be from 0 (no drafting) to 64; got 65"),
+    ([[1, 4, 65]], "must be from 1 to 64; got 65"),
     ([[1, 4, -1]], "got -1"),
-    ([[1, 4, 0], [5, 8, 0]], "never drafts"),
+    ([[1, 4, 2], [5, 8, 0]], "A K of 0 for batch sizes 5-8 in the schedule does not make vLLM serve plain"),
     ([[1, 4]], "three whole numbers"),
     ([[1, 4, 2.5]], "whole numbers; got 2.5"),
     ([[1, True, 2]], "whole numbers; got True"),
@@ -72,7 +72,6 @@ def test_bad_schedule_texts_say_the_form(text, words):
     ({4: 3, 16: 1}, 32, ((1, 8, 3), (9, 32, 1))),  # below the lowest level: its K; √64 = 8
     ({1: 4, 4: 4, 16: 2}, None, ((1, 8, 4), (9, 16, 2))),  # the same K merged
     ({3: 2, 5: 1}, None, ((1, 3, 2), (4, 5, 1))),  # √15 = 3.87: 3 goes to level 3
-    ({1: 3, 8: 0}, None, ((1, 2, 3), (3, 8, 0))),  # plain best at 8: no drafting there
 ])
 def test_from_levels_puts_each_boundary_at_the_geometric_midpoint(best, top, ranges):
     assert schedules.from_levels(best, top) == ranges
@@ -83,7 +82,8 @@ def test_from_levels_refuses_what_cannot_be_a_schedule():
         schedules.from_levels({})
     with pytest.raises(InputError, match="from the highest level measured \\(4\\)"):
         schedules.from_levels({1: 2, 4: 1}, max_batch=2)
-    with pytest.raises(InputError, match="never drafts"):
+    with pytest.raises(InputError, match="A K of 0 for batch sizes 1-4 in the schedule built from the measured "
+                                         "levels does not make vLLM serve plain there"):
         schedules.from_levels({1: 0, 4: 0})
 
 
@@ -168,18 +168,19 @@ def test_the_vllm_serve_line_carries_the_arm_s_config():
 def test_the_plan_times_plain_each_level_s_best_k_and_the_schedule():
     base = BenchRequest(target="target", arms=(VllmArm("plain"),), prompt="p", max_new_tokens=8, engines=("vllm",),
                         repeats=7, load_rounds=3, band=0.05)
-    plan = registry.SCHEDULES.schedule_plan(base, VllmArm("ngram", 1, 1, 3), {1: 4, 4: 2, 16: 2, 64: 0})
-    assert plan.ranges == ((1, 2, 4), (3, 32, 2), (33, 64, 0))
+    plan = registry.SCHEDULES.schedule_plan(base, VllmArm("ngram", 1, 1, 3), {1: 4, 4: 2, 16: 2, 64: 1})
+    assert plan.ranges == ((1, 2, 4), (3, 32, 2), (33, 64, 1))
     assert [a.label for a in plan.request.arms] == [
         "vllm plain", "vllm ngram (k=4, lookup 1-3)", "vllm ngram (k=2, lookup 1-3)",
-        "vllm ngram (k=4 for 1-2, 2 for 3-32, 0 for 33-64 at once, lookup 1-3)"]
+        "vllm ngram (k=1, lookup 1-3)",
+        "vllm ngram (k=4 for 1-2, 2 for 3-32, 1 for 33-64 at once, lookup 1-3)"]
     assert plan.request.concurrency == (1, 4, 16, 64) and plan.request.load_rounds == 3
     assert (plan.request.repeats, plan.request.warmup, plan.request.band) == (1, 0, 0.05)
-    assert sorted(plan.fixed) == [1, 4, 16] and plan.ks() == {1: 4, 4: 2, 16: 2, 64: 0}
+    assert sorted(plan.fixed) == [1, 4, 16, 64] and plan.ks() == {1: 4, 4: 2, 16: 2, 64: 1}
     mine, fixed = plan.specs()
-    assert mine["schedule"] == [[1, 2, 4], [3, 32, 2], [33, 64, 0]] and fixed[4] == fixed[16]
+    assert mine["schedule"] == [[1, 2, 4], [3, 32, 2], [33, 64, 1]] and fixed[4] == fixed[16]
     record = plan.record()
-    assert record["ranges"] == mine["schedule"] and record["best_k_by_level"] == {"1": 4, "4": 2, "16": 2, "64": 0}
+    assert record["ranges"] == mine["schedule"] and record["best_k_by_level"] == {"1": 4, "4": 2, "16": 2, "64": 1}
     assert record["speculative_config"]["num_speculative_tokens_per_batch_size"] == mine["schedule"]
     with pytest.raises(InputError, match="not plain or an operator's server"):
         tuning.schedule_plan(base, VllmArm("plain"), {1: 2})

@@ -2,8 +2,10 @@
 levels, read and written in words.
 
 vLLM 0.32 (`vllm/v1/spec_decode/dynamic/utils.py`) takes a list of inclusive ranges `(first batch size, last
-batch size, K)`: the first must start at 1, ranges must not overlap, K is at least 0 (0: no drafting at those
-sizes), gaps carry the previous K forward, and the last K runs on to the server's --max-num-seqs. Each K is
+batch size, K)`: the first must start at 1, ranges must not overlap, K is at least 0, gaps carry the previous K
+forward, and the last K runs on to the server's --max-num-seqs. A 0 does not make the server plain at those sizes
+(its scheduler asks for no drafts, but the model runner still runs the drafter and keeps the speculative path:
+0.90x plain at 16 requests, measured on vLLM 0.32's CPU build), so AssistLab asks for a K of 1 or more. Each K is
 clamped to the config's num_speculative_tokens, so AssistLab sets that to the schedule's largest K. Every method
 vLLM's model runner drafts with reads it (ngram, draft_model, eagle, eagle3, mtp, suffix); data parallelism
 turns it off. AssistLab asks more than vLLM does: ranges that follow each other with no gap, so that what a
@@ -31,8 +33,8 @@ RULE = ("each batch size takes the K of the nearest measured level on a log scal
 def check(value: object, what: str = "schedule") -> Schedule:
     """`value` (a list of (first, last, K) triples) as a Schedule, or InputError in one sentence naming `what`.
 
-    Ranges follow each other from batch size 1 with no gap or overlap; K is 0..num_assistant_tokens' limit, and
-    at least one K is above 0 (a schedule that never drafts is the plain arm)."""
+    Ranges follow each other from batch size 1 with no gap or overlap; K is 1..num_assistant_tokens' limit (a 0
+    would not serve plain: the module's docstring)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
         raise InputError(f"The {what} must be a list of ranges (first batch size, last batch size, K), as in "
                          f"[[1, 2, 4], [3, 16, 2]].")
@@ -51,13 +53,16 @@ def check(value: object, what: str = "schedule") -> Schedule:
         if last < first or last > MAX_BATCH:
             raise InputError(f"The {what}'s range {first}-{last} must end at or after its start and at most at "
                              f"batch size {MAX_BATCH}.")
-        if not 0 <= k <= LIMITS["num_assistant_tokens"]:
-            raise InputError(f"The {what}'s K for batch sizes {first}-{last} must be from 0 (no drafting) to "
+        if k == 0:
+            raise InputError(f"A K of 0 for batch sizes {first}-{last} in the {what} does not make vLLM serve "
+                             f"plain there (its drafter still runs, 0.90x plain at 16 requests, measured); give "
+                             f"those sizes a K from 1 to {LIMITS['num_assistant_tokens']}, or serve a plain server "
+                             f"for those loads.")
+        if not 1 <= k <= LIMITS["num_assistant_tokens"]:
+            raise InputError(f"The {what}'s K for batch sizes {first}-{last} must be from 1 to "
                              f"{LIMITS['num_assistant_tokens']}; got {k}.")
         out.append((first, last, k))
         expected = last + 1
-    if not any(k for _, _, k in out):
-        raise InputError(f"The {what} never drafts (every K is 0); that is the plain arm, so time vLLM plain instead.")
     return tuple(out)
 
 
@@ -82,8 +87,7 @@ def k_at(schedule: Schedule, batch: int) -> int:
 
 def from_levels(best: dict[int, int], max_batch: int | None = None) -> Schedule:
     """The schedule covering batch sizes 1..`max_batch` (default: the highest level) from each measured level's
-    best K (`best`: {level: K}, K 0 where plain was best there), by RULE; neighbouring ranges with the same K
-    are merged. Levels 1 and 4 with K 4 and 2 give ((1, 2, 4), (3, max_batch, 2))."""
+    best K (`best`: {level: K}, each 1 or more), by RULE; neighbouring ranges with the same K are merged. Levels 1 and 4 with K 4 and 2 give ((1, 2, 4), (3, max_batch, 2))."""
     if not isinstance(best, dict) or not best:
         raise InputError("A schedule needs the best K of at least one measured load level.")
     levels = sorted(_whole("levels", level) for level in best)
@@ -104,7 +108,7 @@ def from_levels(best: dict[int, int], max_batch: int | None = None) -> Schedule:
         else:
             ranges.append([start, end, ks[a]])
         start = end + 1
-    return check([tuple(r) for r in ranges], "schedule built from the levels")
+    return check([tuple(r) for r in ranges], "schedule built from the measured levels")
 
 
 def words(schedule: Schedule) -> str:
