@@ -145,7 +145,7 @@ def run(args: argparse.Namespace, stop: threading.Event) -> int:
             sys.stderr.write(f"{progress_text(event)}\n")
             said = event.message
         final = event
-    print(format_summary(final.report.tune))
+    print(format_summary(final.report.tune.to_dict()))
     for path, text in ((args.json, final.report.to_json()), (args.csv, final.report.to_csv())):
         if path is not None:
             try:

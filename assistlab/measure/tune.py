@@ -26,6 +26,7 @@ from ..engines.settings import search_space
 from ..errors import InputError
 from ..results import tune as elimination
 from ..results.report import Report
+from ..results.tune_record import TuneSummary
 from . import stopping as stop_rules
 from . import tune_schedule
 from .runner import Clock, Event, run_benchmark, to_the_end
@@ -246,7 +247,7 @@ def _nearest_rival(tuner: Tuner, report: Report) -> int | None:
 
 
 def tune(request: BenchRequest, store, clock: Clock = time.perf_counter,
-         should_stop: Callable[[], bool] = lambda: False) -> Generator[Event, None, dict]:
+         should_stop: Callable[[], bool] = lambda: False) -> Generator[Event, None, TuneSummary]:
     """Run the search, yielding the runner's events; the 'done' event's report carries `tune` (its summary),
     which is also returned. `request` comes from `tune_request`: search_space() -> Tuner (the runner's stopping
     rule) -> its state -> summarize (with the confirmation's word) -> the deploy snippet; with load levels,
@@ -269,11 +270,12 @@ def tune(request: BenchRequest, store, clock: Clock = time.perf_counter,
         pick = None if tuner.winner is None else tuner.candidates[tuner.winner]
         found, counted = yield from tune_schedule.after_search(tuner.request, report, tuner.specs, tuner.candidates,
                                                                pick, store, clock, should_stop, final.done)
-        summary.update(found)
+        if found:
+            summary.schedule, summary.schedule_check = found["schedule"], found["schedule_check"]
         final = dataclasses.replace(final, done=counted, total=counted, most=0)
     report.tune = summary
-    under_load = (summary.get("schedule") or {}).get("sentence", "")
-    report.message = " ".join(x for x in (summary["sentence"], _ended_words(report), summary["budget"]["sentence"],
+    under_load = (summary.schedule or {}).get("sentence", "")
+    report.message = " ".join(x for x in (summary.sentence, _ended_words(report), summary.budget.sentence,
                                           under_load) if x)
     yield dataclasses.replace(final, message=report.message)
     return summary
@@ -293,5 +295,6 @@ def _ended_words(report: Report) -> str:
 
 
 def run_tune(request: BenchRequest, store, **kwargs) -> tuple[Report, dict]:
-    """Run a search to the end: its report and summary."""
-    return to_the_end(tune(request, store, **kwargs))
+    """Run a search to the end: its report and its summary's JSON form (the report's `tune` block)."""
+    report, summary = to_the_end(tune(request, store, **kwargs))
+    return report, summary.to_dict()

@@ -16,6 +16,7 @@ from ..results import likely, sequential
 from ..results import tune as elimination
 from ..results.report import Report
 from ..results.tune_interval import clearly_faster, decided, one_interval
+from ..results.tune_record import Budget, Candidate, Recommendation, TuneSummary
 
 
 def _settings(spec) -> dict:
@@ -73,16 +74,16 @@ def _figure(interval: dict) -> str:
     return f"{ratio:.2f}× the speed of plain"
 
 
-def _sentence(rec: dict | None, outcome: str) -> str:
+def _sentence(rec: Recommendation | None, outcome: str) -> str:
     if rec is None:
         if outcome == elimination.NONE:
             return "Use plain generation: every candidate was clearly slower than plain."
         return "No candidate could be timed; nothing to recommend."
-    interval = rec.get("interval") or one_interval(rec["speedup"])
+    interval = rec.interval
     span = f" ({interval['text']})" if interval["text"] else " (too few repetitions for an interval)"
-    text = f"{rec['phrase'][0].upper()}{rec['phrase'][1:]}: {_figure(interval)}{span}"
-    over = rec.get("over_default")
-    owner = registry.SETTINGS[rec["engine"]].possessive
+    text = f"{rec.phrase[0].upper()}{rec.phrase[1:]}: {_figure(interval)}{span}"
+    over = rec.over_default
+    owner = registry.SETTINGS[rec.engine].possessive
     if over and over.get("is_default"):
         text += f", and it is {owner} default setting"
     elif over and over.get("median"):
@@ -93,22 +94,22 @@ def _sentence(rec: dict | None, outcome: str) -> str:
     return f"Use {text[0].lower()}{text[1:]}."
 
 
-def _deploy(report: Report, rec: dict | None, outcome: str, engine: str) -> dict | None:
+def _deploy(report: Report, rec: Recommendation | None, outcome: str, engine: str) -> dict | None:
     """What to deploy: the pick's code when it is clearly faster than plain, else plain generation's (on
     `engine`, the pick's or the first candidate's), each with its sentence; None when no candidate could be
     timed (nothing was learnt)."""
-    if rec is not None and clearly_faster(rec["interval"]):
-        return {**rec["deploy"], "plain": False,
-                "sentence": f"Deploy it: {rec['phrase']}, {_figure(rec['interval'])} ({rec['interval']['text']})."}
+    if rec is not None and clearly_faster(rec.interval):
+        return {**rec.deploy, "plain": False,
+                "sentence": f"Deploy it: {rec.phrase}, {_figure(rec.interval)} ({rec.interval['text']})."}
     if rec is None and outcome != elimination.NONE:
         return None
     if rec is None:
         why = "every candidate was clearly slower than plain."
     else:
-        interval = rec["interval"]
+        interval = rec.interval
         figures = ", ".join(x for x in (f"{interval['median']:.2f}×" if interval["median"] else "",
                                         interval["text"] or "too few repetitions for an interval") if x)
-        why = f"no setting was clearly faster than plain here (best: {rec['phrase']}, {figures})."
+        why = f"no setting was clearly faster than plain here (best: {rec.phrase}, {figures})."
     plain = registry.SETTINGS[engine].deploy(None, report.request["target"], None, request=_deployed_request(report))
     return {**plain, "plain": True, "sentence": f"Deploy plain generation: {why}"}
 
@@ -118,7 +119,7 @@ def _deployed_request(report: Report) -> dict:
     return {**report.request, "device": (report.environment or {}).get("device") or report.request.get("device")}
 
 
-def _budget(report: Report) -> dict:
+def _budget(report: Report) -> Budget:
     """The time budget against the timed runs' seconds; `sentence` says when a repetition already started ran
     past it (the search stops before a repetition that would likely overrun, but cannot cut one short)."""
     stop = report.stopping or {}
@@ -129,10 +130,10 @@ def _budget(report: Report) -> dict:
         seconds = f"{took:.0f}" if took >= 10 else f"{took:.2g}"
         sentence = (f"The timed runs took {seconds} s, past the {budget:g} s budget: a repetition already started "
                     "is finished.")
-    return {"max_time_s": budget, "timed_s": took, "over": over, "sentence": sentence}
+    return Budget(budget, took, over, sentence)
 
 
-def summarize(report: Report, state) -> dict:
+def summarize(report: Report, state) -> TuneSummary:
     """The `tune` block from the report and the search's state (measure/tune.py's Tuner)."""
     levels = state.levels
     m = levels.m
@@ -143,44 +144,41 @@ def summarize(report: Report, state) -> dict:
         left = leaving.get(pos)
         speedup = _interval(base, mine, levels) if mine else None
         looks = _search_looks(base, mine, levels)  # the interval the search decided on, per repetition
-        candidates.append({
-            "arm": info.name, "engine": spec.engine, "family": getattr(spec, "strategy", None) or spec.method,
-            "settings": _settings(spec), "left_at": left[0] if left else None,
-            "why": info.error or (left[1] if left else None), "runs": len(mine),
-            "speedup": speedup, "interval": one_interval(speedup, decided(looks)), "looks": looks,
-        })
+        candidates.append(Candidate(
+            info.name, spec.engine, getattr(spec, "strategy", None) or spec.method, _settings(spec),
+            left[0] if left else None, info.error or (left[1] if left else None), len(mine), speedup,
+            one_interval(speedup, decided(looks)), looks))
     rec = None
     if state.winner is not None:
         rec = _recommendation(report, state, state.winner)
     runs_used = len(report.runs)
     reps = report.stopping["repetitions"] if report.stopping else 0
     arms_timed = len([a for a in report.arms if not a.error or report.runs_of(report.arms.index(a))])
-    summary = {
-        "outcome": state.outcome,
-        "settled": state.outcome != elimination.OPEN,
-        "assumption": elimination.ASSUMPTION,
-        "level": levels.family,
-        "comparisons": levels.comparisons,
-        "comparison_level": levels.level,
-        "looks": list(levels.looks),
-        "band": report.request.get("band"),
-        "candidates": candidates,
-        "recommendation": rec,
-        "confirmed": state.confirmed,
-        "confirmed_against": (report.arms[state.candidates[state.rival]].name
-                              if state.rival is not None and state.confirmed is not None else None),
-        "repetitions": reps,
-        "runs_used": runs_used,
-        "runs_without_elimination": arms_timed * reps,
-        "deploy": _deploy(report, rec, state.outcome,
-                          rec["engine"] if rec else state.specs[0].engine if state.specs else registry.HOST.name),
-        "budget": _budget(report),
-    }
-    summary["sentence"] = _sentence(rec, state.outcome)
-    return summary
+    engine = rec.engine if rec else state.specs[0].engine if state.specs else registry.HOST.name
+    return TuneSummary(
+        outcome=state.outcome,
+        settled=state.outcome != elimination.OPEN,
+        assumption=elimination.ASSUMPTION,
+        level=levels.family,
+        comparisons=levels.comparisons,
+        comparison_level=levels.level,
+        looks=list(levels.looks),
+        band=report.request.get("band"),
+        candidates=candidates,
+        recommendation=rec,
+        confirmed=state.confirmed,
+        confirmed_against=(report.arms[state.candidates[state.rival]].name
+                           if state.rival is not None and state.confirmed is not None else None),
+        repetitions=reps,
+        runs_used=runs_used,
+        runs_without_elimination=arms_timed * reps,
+        deploy=_deploy(report, rec, state.outcome, engine),
+        budget=_budget(report),
+        sentence=_sentence(rec, state.outcome),
+    )
 
 
-def _recommendation(report: Report, state, pos: int) -> dict:
+def _recommendation(report: Report, state, pos: int) -> Recommendation:
     index, spec = state.candidates[pos], state.specs[pos]
     declared = registry.SETTINGS[spec.engine]
     base, mine = report.paired(state.baselines[pos], index)
@@ -202,15 +200,15 @@ def _recommendation(report: Report, state, pos: int) -> dict:
     arm_info = {"strategy": info.strategy, "settings": info.settings}
     args = _bench_args(report, spec)
     speedup = _interval(base, mine, state.levels)
-    return {
-        "arm": info.name, "engine": spec.engine, "strategy": info.strategy,
-        "family": getattr(spec, "strategy", None) or spec.method, "settings": _settings(spec),
-        "phrase": declared.phrase(spec),
-        "speedup": speedup,
-        "interval": one_interval(speedup, decided(_search_looks(base, mine, state.levels))),
-        "over_default": over,
-        "bench_args": args,
-        "bench_command": "python -m assistlab bench " + shlex.join(args),
-        "deploy": declared.deploy(spec, report.request["target"], arm_info, request=_deployed_request(report)),
-        "mean_log_speedup": float(np.mean(np.log(np.divide(base, mine)))) if mine else None,
-    }
+    return Recommendation(
+        arm=info.name, engine=spec.engine, strategy=info.strategy,
+        family=getattr(spec, "strategy", None) or spec.method, settings=_settings(spec),
+        phrase=declared.phrase(spec),
+        speedup=speedup,
+        interval=one_interval(speedup, decided(_search_looks(base, mine, state.levels))),
+        over_default=over,
+        bench_args=args,
+        bench_command="python -m assistlab bench " + shlex.join(args),
+        deploy=declared.deploy(spec, report.request["target"], arm_info, request=_deployed_request(report)),
+        mean_log_speedup=float(np.mean(np.log(np.divide(base, mine)))) if mine else None,
+    )

@@ -11,6 +11,7 @@ from . import cells, explain, likely, ranking, sequential, stats
 from . import load as load_mod
 from .busy import probe_warning
 from .busy import warnings as busy_warnings
+from .tune_record import TuneSummary
 from .verdicts import (  # noqa: F401 - the words every view imports from here
     BUSY_MACHINE, LEVEL_KEYS, NONE_CLEARLY_FASTER, NOTHING_HELPED, NO_CLEAR_ANSWER, NO_CLEAR_ANSWER_SHORT,
     TOO_FEW_FOR_EVERY_LOOK, TOO_FEW_TO_TELL, UNSETTLED_ADVICE, UNSETTLED_ENDS, answer_sentence, busy_clause,
@@ -110,7 +111,7 @@ class Report:
     probes: dict[int, dict] = field(default_factory=dict)  # arm index -> its engine's drafting-cost probe (Arm.probe)
     segments: dict[int, list] = field(default_factory=dict)  # arm index -> explain.text_segments(...) of its last run
     sweep: dict | None = None  # a sweep's summary, set by sweep.sweep()
-    tune: dict | None = None  # a search's summary, set by measure/tune.py
+    tune: TuneSummary | None = None  # a search's summary (results/tune_record.py), set by measure/tune.py
     stopping: dict | None = None  # how the number of repetitions was decided (runner._stopping_record)
     orders: list[list[int]] = field(default_factory=list)  # arm indices in run order, per counted repetition
     warmup_orders: list[list[int]] = field(default_factory=list)  # the same for warm-up rounds
@@ -341,7 +342,7 @@ class Report:
         ]
         if self.sweep is not None:
             data["sweep"] = self.sweep
-        data.update({"tune": self.tune} if self.tune is not None else {})  # a search's summary (measure/tune.py)
+        data.update({"tune": self.tune.to_dict()} if self.tune is not None else {})  # a search's summary
         if self.request.get("concurrency"):  # only a request with load levels has a load phase
             alone = {i: arm["latency_summary"]["median"] for i, arm in enumerate(data["arms"])
                      if arm["latency_summary"]["median"]}  # each arm's single-request median, to compare with C=1

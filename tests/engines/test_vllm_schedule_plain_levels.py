@@ -50,7 +50,7 @@ def test_where_plain_was_best_the_schedule_keeps_a_k_and_says_a_plain_server_is_
                                 candidates="vllm ngram:num_speculative_tokens=2,4", prompt="the quick brown fox",
                                 max_new_tokens=8, warmup=0, repeats=6, concurrency=(1, 4), load_rounds=3)
     report = tune.run_tune(request, store)[0]
-    schedule = report.tune["schedule"]
+    schedule = report.tune.schedule
     assert schedule["best_k_by_level"] == {"1": 4, "4": 2} and schedule["plain_best_at"] == [4]
     assert schedule["ranges"] == [[1, 2, 4], [3, 4, 2]]
     served = []

@@ -45,7 +45,7 @@ def test_each_level_s_best_k_becomes_a_schedule_that_is_served_and_checked(store
     before = set(vllm_processes())
     events = list(tune.tune(_request(), store))
     report = events[-1].report
-    summary = report.tune
+    summary = report.tune.to_dict()
     assert events[-1].kind == "done" and report.status == "complete", report.message
     assert summary["recommendation"]["settings"]["num_speculative_tokens"] == 4  # alone, k=4 wins the search
     # Both lengths were timed under load, the one that left the search included.
@@ -84,19 +84,19 @@ def test_each_level_s_best_k_becomes_a_schedule_that_is_served_and_checked(store
 def test_one_best_k_at_every_level_needs_no_schedule(store, allowed_models, started, monkeypatch):
     monkeypatch.setenv("FAKE_DELAYS_BY_K", json.dumps({"0": [0.02, 0.02], "2": [0.03, 0.03], "4": [0.015, 0.015]}))
     report = tune.run_tune(_request(), store)[0]
-    schedule = report.tune["schedule"]
+    schedule = report.tune.schedule
     assert schedule["best_k_by_level"] == {"1": 4, "4": 4}
-    assert "a fixed k serves them all" in schedule["sentence"] and report.tune["schedule_check"] is None
+    assert "a fixed k serves them all" in schedule["sentence"] and report.tune.schedule_check is None
     assert not any(c and "num_speculative_tokens_per_batch_size" in c for c in started())  # nothing checked
 
 
 def test_a_refused_schedule_is_said_in_a_sentence(store, allowed_models, started, monkeypatch):
     monkeypatch.setenv("FAKE_REFUSE_SCHEDULE", "1")
     report = tune.run_tune(_request(), store)[0]
-    checked = report.tune["schedule_check"]
+    checked = report.tune.schedule_check
     assert "batch-size range must start at 1" in checked["refused"]
-    assert "vLLM refused the schedule" in report.tune["schedule"]["sentence"]
-    assert report.status == "complete" and report.tune["recommendation"] is not None  # the search's answer stays
+    assert "vLLM refused the schedule" in report.tune.schedule["sentence"]
+    assert report.status == "complete" and report.tune.recommendation is not None  # the search's answer stays
 
 
 def test_a_check_that_cannot_run_is_said_and_the_searchs_answer_stays(store, allowed_models, started, monkeypatch):
@@ -110,10 +110,10 @@ def test_a_check_that_cannot_run_is_said_and_the_searchs_answer_stays(store, all
 
     monkeypatch.setattr(tune_schedule, "check_schedule", refused)
     report = tune.run_tune(_request(), store)[0]
-    assert report.status == "complete" and report.tune["recommendation"] is not None
-    assert report.tune["schedule_check"]["failed"] == "The plain (unassisted) run could not start: no memory left"
-    assert report.tune["schedule"]["ranges"] == [[1, 2, 4], [3, 4, 2]]
-    assert report.tune["schedule"]["sentence"].endswith(
+    assert report.status == "complete" and report.tune.recommendation is not None
+    assert report.tune.schedule_check["failed"] == "The plain (unassisted) run could not start: no memory left"
+    assert report.tune.schedule["ranges"] == [[1, 2, 4], [3, 4, 2]]
+    assert report.tune.schedule["sentence"].endswith(
         "the check could not run, so the schedule is not verified: The plain (unassisted) run could not start: no "
         "memory left.")
 
@@ -139,7 +139,7 @@ def test_the_search_and_its_check_run_in_blocks_where_servers_cannot_sleep(store
             running.discard(e["port"])
         most = max(most, len(running))
     assert most == 1  # never two servers at once, search and check alike
-    assert report.tune["schedule"]["best_k_by_level"] == {"1": 4, "4": 2}
-    checked = report.tune["schedule_check"]
+    assert report.tune.schedule["best_k_by_level"] == {"1": 4, "4": 2}
+    checked = report.tune.schedule_check
     assert checked["refused"] is None and all(r["ratio"]["median"] is not None for r in checked["levels"])
     assert own_vllm_processes(before) == []

@@ -83,7 +83,7 @@ def test_stop_mid_search_keeps_what_was_measured_and_says_not_settled(allowed_mo
     for event in events:
         seen.append(event)
     final = seen[-1]
-    summary = final.report.tune
+    summary = final.report.tune.to_dict()
     assert final.kind == "done" and final.report.status == "stopped"
     assert summary["outcome"] == elimination.OPEN and not summary["settled"]
     assert summary["sentence"].startswith("Not settled within the budget; best so far: prompt lookup with ")
@@ -91,27 +91,36 @@ def test_stop_mid_search_keeps_what_was_measured_and_says_not_settled(allowed_mo
     assert final.message.startswith("Not settled")
 
 
+def _pick(phrase: str, engine: str, speedup: dict, over: dict | None):
+    """A recommendation as the summary records it, its interval the one every view shows for `speedup`."""
+    from assistlab.results.tune_interval import one_interval
+    from assistlab.results.tune_record import Recommendation
+
+    return Recommendation(arm=phrase, engine=engine, strategy="", family="", settings={}, phrase=phrase,
+                          speedup=speedup, interval=one_interval(speedup), over_default=over, bench_args=[],
+                          bench_command="", deploy={}, mean_log_speedup=None)
+
+
 def test_the_sentence_reads_as_the_issue_asks():
     from assistlab.measure.tune_summary import _sentence
 
     speedup = {"median": 1.42, "ci_low": 1.35, "ci_high": 1.50, "likely_low": 1.38, "likely_high": 1.47,
                "level": 1 - 0.05 / 6}
-    rec = {"phrase": "prompt lookup with 3 tokens", "engine": "transformers", "speedup": speedup,
-           "over_default": {"median": 1.09, "is_default": False}}
+    rec = _pick("prompt lookup with 3 tokens", "transformers", speedup, {"median": 1.09, "is_default": False})
     assert _sentence(rec, elimination.CLEAR) == ("Use prompt lookup with 3 tokens: 1.42× faster than plain "
                                                 "(1.35–1.50×, 99.1% at every look), 9% faster than transformers' "
                                                 "defaults.")
-    unbounded = {**rec, "engine": "vllm", "phrase": "vLLM ngram with 4 tokens (lookup 2-4)",
-                 "speedup": {**speedup, "ci_low": None}, "over_default": {"is_default": True, "median": 1.0}}
+    unbounded = _pick("vLLM ngram with 4 tokens (lookup 2-4)", "vllm", {**speedup, "ci_low": None},
+                      {"is_default": True, "median": 1.0})
     assert _sentence(unbounded, elimination.OPEN) == (
         "Not settled within the budget; best so far: vLLM ngram with 4 tokens (lookup 2-4): 1.42× faster than "
         "plain (1.38–1.47×, 99.1%, assuming roughly normal noise), and it is vLLM's default setting.")
     assert _sentence(None, elimination.NONE) == "Use plain generation: every candidate was clearly slower than plain."
     # A pick at or below plain is said as every view says a speedup: never as a time, faster or slower only
     # where its interval says so (issue 36 item 4).
-    slower = {**rec, "speedup": {"median": 0.95, "ci_low": 0.90, "ci_high": 0.98}, "over_default": None}
+    slower = _pick(rec.phrase, rec.engine, {"median": 0.95, "ci_low": 0.90, "ci_high": 0.98}, None)
     assert "slower, 0.95× the speed of plain (0.90–0.98×)" in _sentence(slower, elimination.OPEN)
-    unclear = {**rec, "speedup": {"median": 0.95, "ci_low": 0.81, "ci_high": 1.08}, "over_default": None}
+    unclear = _pick(rec.phrase, rec.engine, {"median": 0.95, "ci_low": 0.81, "ci_high": 1.08}, None)
     text = _sentence(unclear, elimination.OPEN)
     assert "0.95× the speed of plain, no clear difference (0.81–1.08×)" in text
     assert "slower" not in text.split(":", 1)[1] and "faster" not in text
