@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..config import ArmRequest
 from ..errors import InputError
@@ -108,28 +108,64 @@ class Family:
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """What one engine declares: its families, how its default arm reads, and how to deploy and re-time an arm."""
+    """What one engine declares: its families and how it reads, re-times and deploys an arm of them. An engine
+    subclasses it (transformers/tuning.py, vllm/tuning.py) and overrides the methods that differ from the
+    defaults here; the search (measure/tune.py), the command line and the page ask these methods only."""
 
     engine: str
     families: tuple[Family, ...]
-    # The arm that runs the engine's own defaults for a family and assistant, or None when it has none.
-    default_arm: Callable[[Family, str | None], ArmRequest | None]
-    # The `bench` options that time this arm alone, and the code or command line that deploys it:
-    # deploy(arm, target, arm's report entry, report's request) -> {..., "snippet"}; arm None is plain generation.
-    bench_args: Callable[[ArmRequest], list[str]]
-    deploy: Callable[..., dict]
-    simplicity: Callable[[ArmRequest], tuple] = field(default=lambda arm: (0,))
-    # The arm in a few words for the tuner's sentence: "prompt lookup with 3 tokens".
-    phrase: Callable[[ArmRequest], str] = field(default=lambda arm: arm.label)
-    # The plain arm a request must list for this engine's candidates to have a baseline (a server engine's),
-    # or None when the engine times plain by itself (the host's).
-    plain_arm: Callable[[], ArmRequest] | None = None
     title: str = ""  # the engine's name as a person reads it (empty: `engine`)
-    # The settings' texts with the defaults read at run time filled in ("<transformers:NAME>" -> its value).
-    fill: Callable[[str], str] = field(default=lambda text: text)
-    # Why this engine's families cannot run on this server, in a few words ("vLLM is not installed on this
-    # server"), or None when they can; asked when a form is built, so it must be quick.
-    unavailable: Callable[[], str | None] = field(default=lambda: None)
+
+    def default_arm(self, family: Family, assistant: str | None) -> ArmRequest | None:
+        """The arm that runs the engine's own defaults for a family and assistant, or None when it has none."""
+        return None
+
+    def arm_args(self, arm: ArmRequest) -> list[str]:
+        """The `bench` options that choose this arm's family (and its model): bench_args' first words."""
+        return []
+
+    def closing_args(self, arm: ArmRequest) -> list[str]:
+        """The `bench` options after the settings' (e.g. leaving out an arm bench adds by default)."""
+        return []
+
+    def bench_args(self, arm: ArmRequest) -> list[str]:
+        """The `bench` options that time this arm alone: its family's (arm_args), each setting of its family
+        that has a `bench` option and a value on the arm, written as that option, then closing_args."""
+        args = list(self.arm_args(arm))
+        family = self.family_of(arm)
+        for setting in family.settings if family else ():
+            value = getattr(arm, setting.name, None)
+            if setting.flag and value is not None:
+                args += [setting.flag, f"{value:g}" if isinstance(value, float) else str(value)]
+        return args + self.closing_args(arm)
+
+    def deploy(self, arm: ArmRequest | None, target: str, info: dict | None = None,
+               request: dict | None = None) -> dict:
+        """The code or command line that deploys `arm` (None: plain generation), {..., "snippet"}; `info` is the
+        arm's report entry and `request` the report's request, when known."""
+        return {"engine": self.engine, "snippet": ""}
+
+    def simplicity(self, arm: ArmRequest) -> tuple:
+        """Lower is simpler: how ties between candidates are broken."""
+        return (0,)
+
+    def phrase(self, arm: ArmRequest) -> str:
+        """The arm in a few words for the tuner's sentence: "prompt lookup with 3 tokens"."""
+        return arm.label
+
+    def plain_arm(self) -> ArmRequest | None:
+        """The plain arm a request must list for this engine's candidates to have a baseline (a server
+        engine's), or None when the engine times plain by itself (the host's)."""
+        return None
+
+    def fill(self, text: str) -> str:
+        """The settings' texts with the defaults read at run time filled in ("<transformers:NAME>")."""
+        return text
+
+    def unavailable(self) -> str | None:
+        """Why this engine's families cannot run on this server, in a few words ("vLLM is not installed on this
+        server"), or None when they can; asked when a form is built, so it must be quick."""
+        return None
 
     @property
     def possessive(self) -> str:

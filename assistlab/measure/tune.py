@@ -50,8 +50,9 @@ def candidate_arms(engines: Sequence[str], assistants: Sequence[str], candidates
     arms: list = []
     for engine in declared:
         mine = [a for a in found if a.engine == engine.engine]
-        if mine and engine.plain_arm is not None:
-            arms.append(engine.plain_arm())
+        plain = engine.plain_arm() if mine else None
+        if plain is not None:
+            arms.append(plain)
         arms += mine
     return tuple(arms)
 

@@ -168,12 +168,16 @@ def test_each_declared_setting_is_a_bench_option_made_from_its_declaration():
     from assistlab.engines.settings import EngineSettings, Family, Setting
 
     knob = Setting("draft_depth", int, (None, 2), None, "how deep it drafts", "--fake-draft-depth", "draft depth")
-    fake = EngineSettings("fake", (Family("fake", "tree", "a tree of drafts", (knob,), lambda v, a: None),),
-                          lambda f, a: None, lambda arm: [], lambda arm, target: {})
+    fake = EngineSettings("fake", (Family("fake", "tree", "a tree of drafts", (knob,), lambda v, a: None),))
     bench = build_parser()._subparsers._group_actions[0].choices["bench"]
     cli_parser._add_setting_options(bench, fake)
     assert bench.parse_args(["--fake-draft-depth", "4"]).draft_depth == "4"
     assert "fake settings" in bench.format_help() and "--fake-draft-depth" in bench.format_help()
+    # ... and its bench options for an arm, from the same declaration: each set setting as its flag.
+    from types import SimpleNamespace
+
+    assert fake.bench_args(SimpleNamespace(strategy="tree", draft_depth=4)) == ["--fake-draft-depth", "4"]
+    assert fake.bench_args(SimpleNamespace(strategy="tree", draft_depth=None)) == []
 
 
 def test_the_arm_options_reach_the_arms_they_set():

@@ -61,8 +61,7 @@ from assistlab.engines.settings import EngineSettings, Family, Setting
 knob = Setting("draft_depth", int, (None, 2), None, "how deep it drafts", "--fake-draft-depth", "draft depth",
                label="Fake draft depth", hint="How deep the fake engine drafts. Empty = its own.", empty="its own")
 registry.SETTINGS["fake"] = EngineSettings(
-    "fake", (Family("fake", "tree", "a tree of drafts", (knob,), lambda v, a: None),), lambda f, a: None,
-    lambda arm: [], lambda arm, target: {})
+    "fake", (Family("fake", "tree", "a tree of drafts", (knob,), lambda v, a: None),))
 
 import gradio as gr
 from assistlab.ui import api_parameters, fields, form

@@ -4,6 +4,7 @@ winner is re-timed with `bench`, and the generate(...) call that deploys it."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ...config import LIMITS, PROMPT_LOOKUP_DEFAULT, SCHEDULES
 from ...errors import AssistLabError
@@ -97,21 +98,6 @@ def default_arm(family: Family, assistant: str | None) -> ArmSpec | None:
     if family.name == "early-exit":
         return None  # no layer is a default
     return ArmSpec(family.name, assistant if family.needs_assistant else None)
-
-
-def bench_args(arm: ArmSpec) -> list[str]:
-    """The `bench` options that time this arm alone beside plain."""
-    args = ["--strategy", arm.strategy]
-    if arm.assistant:
-        args += ["--assistant", arm.assistant]
-    family = next((f for f in FAMILIES if f.name == arm.strategy), None)
-    for setting in family.settings if family else ():
-        value = getattr(arm, setting.name)
-        if value is not None and setting.flag:
-            args += [setting.flag, f"{value:g}" if isinstance(value, float) else str(value)]
-    if arm.strategy != "prompt-lookup":
-        args.append("--no-prompt-lookup")
-    return args
 
 
 def deployed_model(text: str) -> tuple[str, str | None, str]:
@@ -227,4 +213,31 @@ def phrase(arm: ArmSpec) -> str:
     return arm.label
 
 
-SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, deploy, simplicity, phrase, fill=fill)
+@dataclass(frozen=True)
+class TransformersSettings(EngineSettings):
+    """transformers' declaration: its families, and how an arm of them is re-timed, deployed and said."""
+
+    def default_arm(self, family: Family, assistant: str | None) -> ArmSpec | None:
+        return default_arm(family, assistant)
+
+    def arm_args(self, arm: ArmSpec) -> list[str]:
+        return ["--strategy", arm.strategy, *(["--assistant", arm.assistant] if arm.assistant else [])]
+
+    def closing_args(self, arm: ArmSpec) -> list[str]:
+        return [] if arm.strategy == "prompt-lookup" else ["--no-prompt-lookup"]  # bench adds it by default
+
+    def deploy(self, arm: ArmSpec | None, target: str, info: dict | None = None,
+               request: dict | None = None) -> dict:
+        return deploy(arm, target, info, request)
+
+    def simplicity(self, arm: ArmSpec) -> tuple:
+        return simplicity(arm)
+
+    def phrase(self, arm: ArmSpec) -> str:
+        return phrase(arm)
+
+    def fill(self, text: str) -> str:
+        return fill(text)
+
+
+SETTINGS = TransformersSettings(ENGINE, FAMILIES)

@@ -201,18 +201,6 @@ def default_arm(family: Family, assistant: str | None) -> VllmArm:
     return VllmArm(family.name, draft_model=assistant if family.needs_assistant else None)
 
 
-def bench_args(arm: VllmArm) -> list[str]:
-    """The `bench` options that time this arm alone beside vLLM's plain arm (and transformers')."""
-    args = ["--engines", "vllm", "--vllm-method", arm.method]
-    if arm.draft_model:
-        args += ["--assistant", arm.draft_model]
-    for name, flag in (("num_speculative_tokens", TOKENS.flag), ("prompt_lookup_min", LOOKUP_MIN.flag),
-                       ("prompt_lookup_max", LOOKUP_MAX.flag)):
-        if getattr(arm, name) is not None:
-            args += [flag, str(getattr(arm, name))]
-    return args
-
-
 def _deploy(arm: VllmArm | None, target: str, info: dict | None = None, request: dict | None = None) -> dict:
     """The tuner's deploy block: `deploy`'s `vllm serve` line (plain when `arm` is None) with the models where
     they are (a bundled model's converted folder, a hub id, a folder), as the snippet to copy; after it, as a
@@ -246,5 +234,33 @@ def phrase(arm: VllmArm) -> str:
     return f"vLLM {arm.method} with {arm.num_speculative_tokens} tokens{lookup}"
 
 
-SETTINGS = EngineSettings(ENGINE, FAMILIES, default_arm, bench_args, _deploy, simplicity, phrase,
-                          plain_arm=lambda: VllmArm("plain"), title="vLLM", unavailable=lambda: unavailable())
+@dataclass(frozen=True)
+class VllmSettings(EngineSettings):
+    """vLLM's declaration: its methods, and how an arm of them is re-timed, served and said; a search's vLLM
+    candidates are timed beside vLLM's own plain arm."""
+
+    def default_arm(self, family: Family, assistant: str | None) -> VllmArm:
+        return default_arm(family, assistant)
+
+    def arm_args(self, arm: VllmArm) -> list[str]:
+        return ["--engines", "vllm", "--vllm-method", arm.method,
+                *(["--assistant", arm.draft_model] if arm.draft_model else [])]
+
+    def deploy(self, arm: VllmArm | None, target: str, info: dict | None = None,
+               request: dict | None = None) -> dict:
+        return _deploy(arm, target, info, request)
+
+    def simplicity(self, arm: VllmArm) -> tuple:
+        return simplicity(arm)
+
+    def phrase(self, arm: VllmArm) -> str:
+        return phrase(arm)
+
+    def plain_arm(self) -> VllmArm:
+        return VllmArm("plain")
+
+    def unavailable(self) -> str | None:
+        return unavailable()
+
+
+SETTINGS = VllmSettings(ENGINE, FAMILIES, title="vLLM")
