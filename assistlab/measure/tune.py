@@ -2,7 +2,7 @@
 behind, run by the runner (warm-up, rotated rounds, busy watch, progress, Stop) with a stopping hook.
 
 The package's interface, which the command line (`python -m assistlab tune`), the page and the API call:
-  - `tune_request(target, ...)`: the BenchRequest whose arms are the candidates (engines/settings.py's space);
+  - `tune_request(target, ...)`: the BenchRequest whose arms are the candidates (engines/search_space.py);
   - `tune(request, store, ...)`: the runner's events, the last one 'done' with `report.tune` set (its summary,
     docs/tune.md); `run_tune(...)`: the same to the end, (report, summary).
 The `Tuner` is the runner's stopping rule: after each repetition at a planned look it decides that look with
@@ -22,7 +22,7 @@ import numpy as np
 
 from ..config import ArmRequest, BenchRequest, CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S
 from ..engines import catalog, registry
-from ..engines.settings import search_space
+from ..engines.search_space import search_space
 from ..errors import InputError
 from ..results import tune as elimination
 from ..results.report import Report
@@ -43,7 +43,7 @@ def default_assistants(target: str) -> list[str]:
 
 def candidate_arms(engines: Sequence[str], assistants: Sequence[str], candidates: str | None = None,
                    families: Sequence[str] | None = None) -> tuple:
-    """The candidates the engines declare for these assistants, narrowed by `candidates` (engines/settings.py's
+    """The candidates the engines declare for these assistants, narrowed by `candidates` (engines/search_space.py's
     syntax) and `families` (the page's ticks), with each server engine's plain arm in front of its candidates."""
     declared = [registry.SETTINGS[e] for e in engines if e in registry.SETTINGS]
     found = search_space(declared, list(assistants), candidates, families=families)

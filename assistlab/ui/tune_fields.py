@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..config import CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S, FIELD_CHARS, BenchRequest, capped_text
 from ..engines import catalog, registry
-from ..engines.settings import MAX_CANDIDATES, engines_unavailable, family_key, tickable, unavailable_families
+from ..engines.search_space import MAX_CANDIDATES, engines_unavailable, family_key, tickable, unavailable_families
 from ..errors import InputError
 from ..measure.tune import default_assistants, tune_request
 from .fields import _band, _blank, _engines, _optional_count, _split_refs

@@ -8,7 +8,7 @@ import pytest
 
 from assistlab.cli.parser import build_parser, request_from_args
 from assistlab.engines import registry
-from assistlab.engines.settings import parse_candidates, search_space
+from assistlab.engines.search_space import parse_candidates, search_space
 from assistlab.engines.transformers.arms import ArmSpec
 from assistlab.engines.vllm.arms import VllmArm
 from assistlab.errors import EngineError, InputError
@@ -134,7 +134,7 @@ def test_the_winner_gets_its_bench_options_and_deploy_line():
 def test_the_docs_table_is_made_from_the_declarations():
     from pathlib import Path
 
-    from assistlab.engines.settings import settings_table
+    from assistlab.engines.search_space import settings_table
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "tune.md").read_text()
     assert settings_table(DECLARED) in page, "regenerate docs/tune.md's table with settings_table"
@@ -193,7 +193,7 @@ def test_the_arm_options_reach_the_arms_they_set():
 def test_a_family_that_cannot_run_here_says_why_and_vllm_s_finder_decides(monkeypatch, fake_vllm_python):
     """vLLM's families cannot run where AssistLab finds no vLLM (its finder, server.find_python): unset, a Python
     without vLLM; found (the fake vLLM Python answers as a real one does), nothing is said."""
-    from assistlab.engines.settings import unavailable_families
+    from assistlab.engines.search_space import unavailable_families
     from assistlab.engines.vllm import server
 
     assert unavailable_families(DECLARED) == {}  # found: every family can run
@@ -214,7 +214,7 @@ def test_a_family_that_cannot_run_here_says_why_and_vllm_s_finder_decides(monkey
 def test_mtp_cannot_run_for_a_target_here_without_mtp_layers(monkeypatch, tmp_path):
     """vLLM's mtp drafts with the target's own MTP layers: a target whose config.json is on this machine and
     declares none is said to lack them; one that declares some, or one not here to read, is not judged."""
-    from assistlab.engines.settings import unavailable_families
+    from assistlab.engines.search_space import unavailable_families
 
     monkeypatch.setenv("ASSISTLAB_MODELS_DIR", str(tmp_path))
     for name, config in (("target", {"model_type": "llama"}), ("with-mtp", {"num_nextn_predict_layers": 1})):
