@@ -49,7 +49,7 @@ def check_schedule(base: BenchRequest, template: ArmRequest, best: dict[int, int
         offset += final.done
         reports.append(final.report)
         mine, fixed = part.specs()
-        checks.append(schedule.check(final.report.to_dict(), mine, fixed, part.ks(), part.request.band))
+        checks.append(schedule.judge(final.report.to_dict(), mine, fixed, part.ks(), part.request.band))
         if should_stop():
             break
     checked = {**schedule.merged(checks), "checked_by_level": len(parts) > 1}

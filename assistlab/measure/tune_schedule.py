@@ -131,7 +131,8 @@ def after_search(request: BenchRequest, report: Report, specs: list, indices: li
                       "plain_best_at": plain_levels}
             checked = {"band": request.band, "levels": [], "refused": None, "all_within_band": None,
                        "failed": str(exc)}
-            return {"schedule": {**record, "sentence": _sentence(record, checked)}, "schedule_check": checked}, counted
+            record["sentence"] = _schedule_sentence(record, checked)
+            return {"schedule": record, "schedule_check": checked}, counted
         counted = done + event.done  # the check's runs after the search's: the count never goes back
         step = f"{CHECKING}: {event.step}" if event.step else ""
         yield dataclasses.replace(event, kind="status" if event.kind == "done" else event.kind, report=report,
@@ -139,7 +140,7 @@ def after_search(request: BenchRequest, report: Report, specs: list, indices: li
                                   total=done + event.total, most=done + event.most if event.most else 0)
     checked = out["schedule_check"]
     record = {**out["schedule"], "plain_best_at": plain_levels}
-    record["sentence"] = _sentence(record, checked)
+    record["sentence"] = _schedule_sentence(record, checked)
     return {"schedule": record, "schedule_check": checked}, counted
 
 
@@ -153,7 +154,7 @@ def _plain_words(levels: list[int], method: str) -> str:
             f"0 in vLLM's schedule still runs its drafter).")
 
 
-def _sentence(record: dict, checked: dict) -> str:
+def _schedule_sentence(record: dict, checked: dict) -> str:
     """The schedule in one sentence, then what its check said, then the levels where plain was faster."""
     return _checked_sentence(record, checked) + _plain_words(record.get("plain_best_at") or [], record["method"])
 

@@ -44,7 +44,7 @@ def band_verdict(ratio: dict, band: float) -> bool | None:
     return None
 
 
-def _sentence(level: int, ratio: dict, within: bool | None, band: float, fixed_k: int) -> str:
+def _level_sentence(level: int, ratio: dict, within: bool | None, band: float, fixed_k: int) -> str:
     at = f"At {level} request{'' if level == 1 else 's'} at once"
     rival = f"the fixed k={fixed_k}" if fixed_k else "plain"
     if ratio.get("median") is None:
@@ -68,7 +68,7 @@ def _sentence(level: int, ratio: dict, within: bool | None, band: float, fixed_k
             f"shown within ±{band:.0%} or outside it; more rounds would tell.")
 
 
-def check(report: dict, schedule_spec: dict, fixed_specs: dict[int, dict], ks: dict[int, int],
+def judge(report: dict, schedule_spec: dict, fixed_specs: dict[int, dict], ks: dict[int, int],
           band: float) -> dict:
     """The report's `tune.schedule_check` from a finished comparison's report (Report.to_dict(), or one read
     back): per level of `fixed_specs` ({level: the spec of that level's best fixed-K arm}), the two throughputs
@@ -99,7 +99,7 @@ def check(report: dict, schedule_spec: dict, fixed_specs: dict[int, dict], ks: d
         ratio = stats.speedup(a[:n], b[:n])  # baseline / candidate: the schedule's throughput over the fixed K's
         within = band_verdict(ratio, band)
         row.update(schedule_tokens_per_s=ours["output_tokens_per_s"], fixed_tokens_per_s=theirs["output_tokens_per_s"],
-                   ratio=ratio, within_band=within, sentence=_sentence(level, ratio, within, band, fixed_k))
+                   ratio=ratio, within_band=within, sentence=_level_sentence(level, ratio, within, band, fixed_k))
         levels.append(row)
     verdicts = [r["within_band"] for r in levels]
     every = (None if refused or not levels else False if False in verdicts else None if None in verdicts else True)

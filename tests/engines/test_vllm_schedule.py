@@ -20,7 +20,6 @@ from assistlab.engines.vllm.arms import VllmArm
 from assistlab.errors import InputError
 from assistlab.history import derive
 from assistlab.measure.schedule_check import check_schedule
-from assistlab.results import schedule as check
 
 # ---------------------------------------------------------------- the ranges
 

@@ -27,7 +27,7 @@ def _report(load: list[dict], error: str | None = None) -> dict:
 
 
 def _check(report: dict, band: float = 0.03, ks: dict | None = None, fixed: dict | None = None) -> dict:
-    return schedule.check(report, SCHEDULE, {1: K4, 4: K2} if fixed is None else fixed,
+    return schedule.judge(report, SCHEDULE, {1: K4, 4: K2} if fixed is None else fixed,
                           {1: 4, 4: 2} if ks is None else ks, band)
 
 
@@ -86,7 +86,7 @@ def test_a_refused_schedule_and_a_failed_level_say_why():
 
 
 def test_a_level_where_plain_was_best_is_compared_with_plain():
-    out = schedule.check(_report([_load(3, 8, [50.0] * 5), _load(0, 8, [50.0] * 5)]), SCHEDULE, {}, {8: 0}, 0.03)
+    out = schedule.judge(_report([_load(3, 8, [50.0] * 5), _load(0, 8, [50.0] * 5)]), SCHEDULE, {}, {8: 0}, 0.03)
     row = out["levels"][0]
     assert (row["fixed_k"], row["fixed_arm"], row["within_band"]) == (0, "vllm plain", True)
     assert "the throughput of plain" in row["sentence"] and "k=0" not in row["sentence"]
@@ -94,7 +94,7 @@ def test_a_level_where_plain_was_best_is_compared_with_plain():
 
 def test_a_no_drafting_range_slower_than_plain_says_the_schedule_is_not_plain():
     # The schedule's 0 at 8 at once ran 10% below plain in every round (as vLLM 0.32's CPU build did at 16)
-    out = schedule.check(_report([_load(3, 8, [45.0] * 5), _load(0, 8, [50.0] * 5)]), SCHEDULE, {}, {8: 0}, 0.03)
+    out = schedule.judge(_report([_load(3, 8, [45.0] * 5), _load(0, 8, [50.0] * 5)]), SCHEDULE, {}, {8: 0}, 0.03)
     row = out["levels"][0]
     assert row["within_band"] is False and "slower than plain by more than ±3%: 0.900×" in row["sentence"]
     assert "did not make the server plain" in row["sentence"] and "a plain server is faster" in row["sentence"]
