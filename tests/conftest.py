@@ -1,6 +1,6 @@
 """Shared fixtures: a models directory of tiny random checkpoints built once per test session, the app on loopback,
 a throwaway PostgreSQL; browser tests are slow too. tests/ is on sys.path, so every folder imports its helpers
-(tiny, fake_openai, pgcluster, browsing, commandline, sample_reports, vllm_processes)."""
+(tiny, fake_openai, pgcluster, browsing, commandline, sample_reports, vllm_processes, server_events)."""
 
 from __future__ import annotations
 

@@ -5,20 +5,17 @@ looking at whole cycles, nothing left after a stop)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from server_events import GB, events, most_at_once
+from server_events import reservation as _server
 from vllm_processes import own_vllm_processes, vllm_processes
 
 from assistlab.config import BenchRequest
 from assistlab.engines.vllm import memory, turns
 from assistlab.engines.vllm.arms import VllmArm
-from assistlab.engines.vllm.memory import Reservation
 from assistlab.measure import blocks, runner
 from assistlab.views.panels import servers_words
 
-GB = 10**9
 
 
 def test_the_block_order_mirrors_each_cycle():
@@ -32,11 +29,6 @@ def test_the_block_order_mirrors_each_cycle():
     assert blocks.cycle([0, 1], first, second) == [(0, [4]), (1, [4])]
     first, second = blocks.halves(4, 7)
     assert (list(first), list(second)) == ([4, 5], [6])
-
-
-def _server(label: str, weights_gb: float, kv_gb: float = 1.0, overhead_gb: float = 2.0) -> Reservation:
-    kv = int(kv_gb * GB)
-    return Reservation(label, kv, kv, int(weights_gb * GB), int(overhead_gb * GB))
 
 
 def test_without_sleep_mode_servers_that_do_not_fit_together_take_turns_in_blocks():
@@ -69,19 +61,8 @@ def logged(fake_vllm_python, allowed_models, tmp_path, monkeypatch):
     return log
 
 
-def _events(log: Path) -> list[dict]:
-    return sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda e: e["t"])
-
-
-def _most_running(events: list[dict]) -> int:
-    running, most = set(), 0
-    for e in events:
-        if e["event"] == "start":
-            running.add(e["port"])
-        elif e["event"] == "stop":
-            running.discard(e["port"])
-        most = max(most, len(running))
-    return most
+def _most_running(moments: list[dict]) -> int:
+    return most_at_once(moments, ("start",), ("stop",))
 
 
 def test_servers_that_do_not_fit_run_in_blocks_one_at_a_time(store, logged, monkeypatch):
@@ -92,20 +73,20 @@ def test_servers_that_do_not_fit_run_in_blocks_one_at_a_time(store, logged, monk
     assert data["status"] == "complete", data["message"]
     held = data["environment"]["engines"]["vllm"]["turns"]
     assert held["design"] == "blocks" and "the target did not fit twice in memory" in held["words"]
-    events = _events(logged)
-    assert _most_running(events) == 1  # one server at a time, from the first start to the last run
+    moments = events(logged)
+    assert _most_running(moments) == 1  # one server at a time, from the first start to the last run
     # Cycle 1 (repetitions 1-4): plain, ngram, ngram (the same server), plain; cycle 2 (the 5th): plain (still
     # running), ngram.
-    starts = [e["port"] for e in events if e["event"] == "start"]
+    starts = [e["port"] for e in moments if e["event"] == "start"]
     assert len(starts) == 4 and len(set(starts)) == 4  # every block on a server started afresh
     ngram = "vllm ngram (k=3, lookup 2-4)"
     assert held["arms"]["vllm plain"]["starts"] == 2 and held["arms"][ngram]["starts"] == 2
     assert data["orders"] == [[0, 1], [0, 1], [1, 0], [1, 0], [0, 1]]
     # Each fresh server is warmed up before its first counted run: one warm-up per start, then its blocks' runs.
-    requests = [e["port"] for e in events if e["event"] == "request"]
+    requests = [e["port"] for e in moments if e["event"] == "request"]
     assert [requests.count(port) for port in starts] == [1 + 2, 1 + 2 + 2, 1 + 2 + 1, 1 + 1]
     # No start nor stop inside a timed run, and the starts are left out of the time budget.
-    moments = [e["t"] for e in events if e["event"] in ("start", "stop")]
+    moments = [e["t"] for e in moments if e["event"] in ("start", "stop")]
     windows = [tuple(w) for arm in data["arms"] for w in arm["wall_windows"] if w]
     assert len(windows) == 10 and not [(t, w) for t in moments for w in windows if w[0] <= t <= w[1]]
     assert data["timing"]["starts_s"] > 0
@@ -122,9 +103,9 @@ def test_the_stopping_rule_looks_only_at_whole_cycles(store, logged, monkeypatch
         looked.append(count)
         return runner.stop_rules.after_repetition(request, report, count, elapsed)
 
-    events = runner.run_benchmark(_request((VllmArm("plain"), VllmArm("ngram", 3)), repeats=6), store,
-                                  decide=decide)
-    final = runner.to_the_end(events)[0]
+    comparison = runner.run_benchmark(_request((VllmArm("plain"), VllmArm("ngram", 3)), repeats=6), store,
+                                      decide=decide)
+    final = runner.to_the_end(comparison)[0]
     assert final.status == "complete" and looked == [4, 6]  # after each cycle, never inside one
 
 
@@ -154,8 +135,8 @@ def test_the_load_phase_runs_in_blocks_too(store, logged, monkeypatch):
     data = runner.run_to_report(_request((VllmArm("plain"), VllmArm("ngram", 3)), repeats=4, concurrency=(1, 2),
                                          load_rounds=2), store).to_dict()
     assert data["status"] == "complete", data["message"]
-    events = _events(logged)
-    assert _most_running(events) == 1
+    moments = events(logged)
+    assert _most_running(moments) == 1
     held = data["environment"]["engines"]["vllm"]["turns"]
     # Repetitions: plain, ngram (both its blocks), plain; then at each level plain (still running), ngram afresh
     # for its two rounds, plain afresh for its second round.

@@ -131,14 +131,9 @@ def test_the_search_and_its_check_run_in_blocks_where_servers_cannot_sleep(store
     report = tune.run_tune(_request(), store)[0]
     assert report.status == "complete", report.message
     assert report.to_dict()["environment"]["engines"]["vllm"]["turns"]["design"] == "blocks"
-    running, most = set(), 0
-    for e in sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda e: e["t"]):
-        if e["event"] == "start":
-            running.add(e["port"])
-        elif e["event"] == "stop":
-            running.discard(e["port"])
-        most = max(most, len(running))
-    assert most == 1  # never two servers at once, search and check alike
+    from server_events import events, most_at_once
+
+    assert most_at_once(events(log), ("start",), ("stop",)) == 1  # never two servers at once, search and check alike
     assert report.tune.schedule["best_k_by_level"] == {"1": 4, "4": 2}
     checked = report.tune.schedule_check
     assert checked["refused"] is None and all(r["ratio"]["median"] is not None for r in checked["levels"])

@@ -14,23 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
+from server_events import GB, events, most_at_once
+from server_events import reservation as _server
 from vllm_processes import own_vllm_processes, vllm_processes
 
 from assistlab.cli.tables import format_table
 from assistlab.config import BenchRequest
 from assistlab.engines.vllm import memory, turns
 from assistlab.engines.vllm.arms import VllmArm
-from assistlab.engines.vllm.memory import Reservation
 from assistlab.measure import runner
 from assistlab.views.panels import environment_markdown, servers_words
 
 ROOT = Path(__file__).resolve().parents[2]
-GB = 10**9
-
-
-def _server(label: str, weights_gb: float, kv_gb: float = 1.0, overhead_gb: float = 2.0) -> Reservation:
-    kv = int(kv_gb * GB)
-    return Reservation(label, kv, kv, int(weights_gb * GB), int(overhead_gb * GB))
 
 
 # ---------------------------------------------------------------- the plan, with memory figures by hand
@@ -118,19 +113,8 @@ def sleepy(fake_vllm_python, allowed_models, tmp_path, monkeypatch):
     return log
 
 
-def _events(log: Path) -> list[dict]:
-    return sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda e: e["t"])
-
-
-def _most_awake(events: list[dict]) -> int:
-    awake, most = set(), 0
-    for e in events:
-        if e["event"] in ("start", "wake"):
-            awake.add(e["port"])
-        elif e["event"] == "sleep":
-            awake.discard(e["port"])
-        most = max(most, len(awake))
-    return most
+def _most_awake(moments: list[dict]) -> int:
+    return most_at_once(moments, ("start", "wake"), ("sleep",))
 
 
 def test_servers_that_do_not_fit_take_turns_one_awake_outside_every_timed_span(store, sleepy, monkeypatch):
@@ -144,7 +128,7 @@ def test_servers_that_do_not_fit_take_turns_one_awake_outside_every_timed_span(s
     held = data["environment"]["engines"]["vllm"]["turns"]
     assert held["design"] == "sleep" and held["words"].startswith("servers took turns (vLLM's sleep mode")
     assert "the target did not fit twice in memory" in held["words"]
-    events = _events(sleepy)
+    events = events(sleepy)
     assert _most_awake(events) == 1  # never two awake, from the first start to the last run
     assert not [e for e in events if e["event"] == "refused"]  # no request ever reached a sleeping server
     ports = {e["port"] for e in events}
@@ -176,7 +160,7 @@ def test_stop_mid_run_in_turns_leaves_nothing(store, sleepy, monkeypatch):
     assert own_vllm_processes(before)
     events.close()  # Stop, or a cancelled request
     assert own_vllm_processes(before) == []
-    assert _most_awake(_events(sleepy)) == 1
+    assert _most_awake(events(sleepy)) == 1
 
 
 def test_a_wake_that_never_answers_ends_that_arm_only(store, sleepy, monkeypatch):
@@ -194,7 +178,7 @@ def test_a_wake_that_never_answers_ends_that_arm_only(store, sleepy, monkeypatch
         assert errors[label].startswith(f"The vLLM server for {label} did not wake up within 2 s "
                                         f"({turns.WAKE_VAR}), so it was stopped")
     assert len(data["arms"][0]["latencies_s"]) == 2  # plain went on to the end
-    assert _most_awake(_events(sleepy)) <= 1
+    assert _most_awake(events(sleepy)) <= 1
     assert own_vllm_processes(before) == []
 
 
@@ -225,7 +209,7 @@ def test_sigterm_in_turns_stops_the_cli_and_every_server(models_dir, fake_vllm_p
     while time.monotonic() < end and vllm_processes():
         time.sleep(0.2)
     assert vllm_processes() == []
-    assert _most_awake(_events(log)) == 1
+    assert _most_awake(events(log)) == 1
 
 
 def test_the_design_in_a_few_plain_words():
