@@ -63,7 +63,10 @@ def tune_request(target: str, *, assistants: Sequence[str] | None = None, engine
     """The comparison a search times: plain and every candidate, at most `repeats` repetitions (default
     CLEAR_MAX_REPEATS) within `max_time_s` of timed runs (default CLEAR_MAX_TIME_S). `assistants` None takes
     the presets' for this target; `engines` None the host's alone; `bench` takes BenchRequest's other fields
-    (prompt, max_new_tokens, ...); `families` None searches the families the engines search by default."""
+    (prompt, max_new_tokens, ...), the prompt by default the target's preset's, as the page and the command line
+    ask it; `families` None searches the families the engines search by default."""
+    if bench.get("prompt") is None:
+        bench["prompt"] = catalog.default_prompt(target)
     helpers = default_assistants(target) if assistants is None else [a for a in assistants if a and a.strip()]
     engines = (registry.HOST.name,) if engines is None else tuple(engines)
     arms = candidate_arms(engines, helpers, candidates, families)

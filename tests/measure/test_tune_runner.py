@@ -207,3 +207,19 @@ def test_a_pick_clearly_faster_than_plain_is_what_to_deploy_and_a_budget_kept_sa
     assert summary["budget"] == {"max_time_s": 3000, "timed_s": summary["budget"]["timed_s"], "over": False,
                                  "sentence": ""}
     assert "budget" not in report.message
+
+
+def test_a_search_asks_the_targets_preset_prompt_by_default_as_the_page_and_the_command_line_do():
+    """The package's tune_request, the command line and the page ask the same prompt when none is given (a grid
+    built from tune_request once timed another prompt than the command line's search)."""
+    from assistlab.cli.main import build_parser
+    from assistlab.cli.tune import request_from_args
+    from assistlab.config import DEFAULT_PROMPT
+    from assistlab.engines import catalog
+
+    target = catalog.BUNDLED_TARGET
+    preset = catalog.default_prompt(target)
+    assert preset != DEFAULT_PROMPT  # the bundled base model continues a text
+    assert tune.tune_request(target, assistants=[]).prompt == preset
+    assert request_from_args(build_parser().parse_args(["tune", "--no-assistants"])).prompt == preset
+    assert tune.tune_request(target, assistants=[], prompt="mine").prompt == "mine"
