@@ -191,3 +191,22 @@ def yield_all(generator):
             next(generator)
         except StopIteration as done:
             return done.value
+
+
+def test_a_comparison_closed_while_a_block_s_server_starts_leaves_nothing(store, logged, monkeypatch):
+    """A cancelled request (the generator closed) while the second block's server is still starting: the wait
+    ends at once, not when that server would have answered, and no server is left."""
+    import time
+
+    monkeypatch.setenv(turns.TURNS_VAR, "always")
+    before = set(vllm_processes())
+    comparison = runner.run_benchmark(_request((VllmArm("plain"), VllmArm("ngram", 3))), store)
+    for event in comparison:
+        if event.kind == "run" and not event.warmup:  # plain's block is under way: ngram's server will be slow
+            monkeypatch.setenv("FAKE_START_S", "30")
+        if event.step.startswith("Starting the vLLM server for vllm ngram"):
+            break
+    began = time.monotonic()
+    comparison.close()
+    assert time.monotonic() - began < 15  # a start left waiting would take its 30 s
+    assert own_vllm_processes(before) == []

@@ -229,10 +229,12 @@ class ServerArm(Arm):
             return False
         step = f"Starting the vLLM server for {endpoint.label}"
         began = time.perf_counter()
+        abandoned = threading.Event()  # the comparison closed mid-start (a cancelled request): stop waiting
         fresh = yield from while_loading(
-            lambda: self.held.enter(endpoint, should_stop, lambda _label, _s: None),
+            lambda: self.held.enter(endpoint, lambda: should_stop() or abandoned.is_set(), lambda _label, _s: None),
             lambda: Status(f"{step} for its block of runs (servers take turns: one at a time; "
-                           f"{time.perf_counter() - began:.0f} s so far, about a minute each)...", step))
+                           f"{time.perf_counter() - began:.0f} s so far, about a minute each)...", step),
+            cancel=abandoned.set)
         if endpoint.error:
             self.info.error = endpoint.error
         elif fresh:  # what the server started with, as the arm's settings say when all start at once
