@@ -12,14 +12,16 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 
 
 @contextlib.contextmanager
-def opened(browser, url: str, width: int = 1440, height: int = 1000, timeout_ms: int = 30_000, **options):
-    """The page in a fresh browser context of the given window size, loaded and ready; closed afterwards."""
+def opened(browser, url: str, width: int = 1440, height: int = 1000, timeout_ms: int = 30_000,
+           ready: str = "#al-run", **options):
+    """The page in a fresh browser context of the given window size, loaded and ready (`ready` shown: the Run
+    button, or, for a saved run's link, which opens its own panels, something of those); closed afterwards."""
     context = browser.new_context(viewport={"width": width, "height": height}, **options)
     try:
         page = context.new_page()
         page.set_default_timeout(timeout_ms)
         page.goto(url)
-        page.wait_for_selector("#al-run")
+        page.wait_for_selector(ready)
         yield page
     finally:
         context.close()

@@ -44,6 +44,10 @@ def test_without_sleep_mode_servers_that_do_not_fit_together_take_turns_in_block
     # Asked for: blocks on a vLLM without sleep mode.
     asked = turns.plan([_server("plain", 1), _server("ngram", 1)], 100 * GB, sleep_mode=False, force=True)
     assert asked.design == turns.BLOCKS and "as asked" in asked.words
+    # Asked for where vLLM sizes the servers itself (ASSISTLAB_VLLM_MEMORY: no reservations): the count decides.
+    assert turns.plan([], 100 * GB, sleep_mode=False, force=True, servers=2).design == turns.BLOCKS
+    assert turns.plan([], 100 * GB, sleep_mode=True, force=True, servers=2).design == turns.SLEEP
+    assert turns.plan([], 100 * GB, sleep_mode=False, force=True, servers=1).design == turns.TOGETHER
 
 
 def _request(arms, **kw) -> BenchRequest:

@@ -128,10 +128,10 @@ def test_servers_that_do_not_fit_take_turns_one_awake_outside_every_timed_span(s
     held = data["environment"]["engines"]["vllm"]["turns"]
     assert held["design"] == "sleep" and held["words"].startswith("servers took turns (vLLM's sleep mode")
     assert "the target did not fit twice in memory" in held["words"]
-    events = events(sleepy)
-    assert _most_awake(events) == 1  # never two awake, from the first start to the last run
-    assert not [e for e in events if e["event"] == "refused"]  # no request ever reached a sleeping server
-    ports = {e["port"] for e in events}
+    logged = events(sleepy)
+    assert _most_awake(logged) == 1  # never two awake, from the first start to the last run
+    assert not [e for e in logged if e["event"] == "refused"]  # no request ever reached a sleeping server
+    ports = {e["port"] for e in logged}
     assert len(ports) == 2
     # Each run and each load round wakes its server and puts it to sleep: 1 warm-up + 3 runs + 2 levels × 3 rounds.
     for label in ("vllm plain", "vllm ngram (k=3, lookup 2-4)"):
@@ -143,7 +143,7 @@ def test_servers_that_do_not_fit_take_turns_one_awake_outside_every_timed_span(s
     said = servers_words(data)
     assert said.startswith("vLLM servers took turns (vLLM's sleep mode") and "never inside a timed run" in said
     assert said in format_table(data) and "**Servers**" in environment_markdown(data)
-    moments = [e["t"] for e in events if e["event"] in ("wake", "sleep")]
+    moments = [e["t"] for e in logged if e["event"] in ("wake", "sleep")]
     windows = [tuple(w) for arm in data["arms"] for w in arm["wall_windows"] if w]
     assert windows, "the report keeps each run's wall-clock window"
     assert not [(t, w) for t in moments for w in windows if w[0] <= t <= w[1]]  # no wake nor sleep while timed
@@ -153,12 +153,12 @@ def test_servers_that_do_not_fit_take_turns_one_awake_outside_every_timed_span(s
 def test_stop_mid_run_in_turns_leaves_nothing(store, sleepy, monkeypatch):
     monkeypatch.setenv(turns.TURNS_VAR, "always")
     before = set(vllm_processes())
-    events = runner.run_benchmark(_request((VllmArm("plain"), VllmArm("ngram", 3))), store)
-    for event in events:
+    comparison = runner.run_benchmark(_request((VllmArm("plain"), VllmArm("ngram", 3))), store)
+    for event in comparison:
         if event.kind == "run" and event.report is not None and event.report.runs:
             break
     assert own_vllm_processes(before)
-    events.close()  # Stop, or a cancelled request
+    comparison.close()  # Stop, or a cancelled request
     assert own_vllm_processes(before) == []
     assert _most_awake(events(sleepy)) == 1
 
@@ -275,9 +275,9 @@ def test_a_server_killed_while_it_sleeps_ends_its_arm_and_the_others_go_on(store
 
     monkeypatch.setenv(turns.TURNS_VAR, "always")
     before = set(vllm_processes())
-    events = runner.run_benchmark(_request((VllmArm("plain"), VllmArm("ngram", 3))), store)
+    comparison = runner.run_benchmark(_request((VllmArm("plain"), VllmArm("ngram", 3))), store)
     final, killed = None, False
-    for event in events:
+    for event in comparison:
         final = event
         if not killed and event.kind == "run" and event.report is not None and len(event.report.runs) == 1:
             killed = True

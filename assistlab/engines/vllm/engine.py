@@ -15,8 +15,8 @@ from ..base import (Arm, ArmInfo, Clock, Engine, LoadResult, RunFailure, RunResu
                     sum_counts, unwatched, while_loading)
 from ..transformers import models as transformer_models
 from . import answers, bounds, client, draft_model, load, server, turns
-from .launch import (SERVER_UNAVAILABLE, _reservation, start_in_turns, start_servers, stop_all,  # noqa: F401
-                     wait_all)
+from .launch import (SERVER_UNAVAILABLE, _reservation, start_fresh, start_in_turns,  # noqa: F401
+                     start_servers, stop_all, wait_all)
 from .arms import VllmArm
 
 NO_METRICS = {"figure": "acceptance", "why": "the server has no vllm:spec_decode counters on /metrics"}
@@ -351,7 +351,7 @@ class VllmEngine(Engine):
             plan = start_servers(endpoints, python, target.folder, transformer_models.dtype_name(prep.dtype),
                                  max_len, {text: m.folder for text, m in drafts.items()}, served_name=target.name,
                                  sequences=request.concurrency[-1] if request.concurrency else 1)
-            self.held = held = turns.Turns(plan)
+            self.held = held = turns.Turns(plan, start=start_fresh)
             step = "Starting the vLLM servers"
             began = prep.elapsed()
             waiting = {"label": ""}

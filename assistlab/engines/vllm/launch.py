@@ -62,7 +62,8 @@ def start_servers(endpoints: list, python: server.VllmPython, folder: str, dtype
     reservations = [r for _, _, r in planned if r is not None]
     ram = memory.available_bytes()
     plan = turns.plan(reservations, gpu[0] if gpu else ram, bool(python.sleep_mode),
-                      "GPU memory" if gpu else "memory", force=turns.forced(), host_free=ram if gpu else None)
+                      "GPU memory" if gpu else "memory", force=turns.forced(), host_free=ram if gpu else None,
+                      servers=len(planned))
     sleep_mode = plan.design == turns.SLEEP
     for endpoint, speculative, reservation in planned:
         endpoint.vocab_size = answers.vocab_size(folder)

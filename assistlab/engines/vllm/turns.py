@@ -73,7 +73,7 @@ def _each(reservations: list[Reservation]) -> str:
 
 
 def plan(reservations: list[Reservation], free: int | None, sleep_mode: bool, where: str = "memory",
-         force: bool = False, host_free: int | None = None) -> Plan:
+         force: bool = False, host_free: int | None = None, servers: int | None = None) -> Plan:
     """All at once when every server fits in `free` (bytes; None: unknown, all at once), else in turns with
     sleep mode where the platform has it (one awake: the largest, with the others asleep, must fit; and the
     weights of those asleep, which level 1 moves to CPU memory, must fit in `host_free` when it is known). Only
@@ -81,14 +81,12 @@ def plan(reservations: list[Reservation], free: int | None, sleep_mode: bool, wh
     Without sleep mode, servers that do not fit together take turns in blocks (BLOCKS): one at a time, each
     started afresh for its block of runs, so each needs only to fit alone."""
     need = sum(r.total for r in reservations)
+    if force and not reservations and (servers or 0) > 1:  # vLLM sizes them (ASSISTLAB_VLLM_MEMORY): as asked
+        return _asked(sleep_mode, where, None, free)
     if not reservations or free is None or (need <= free and not (force and len(reservations) > 1)):
         return Plan(TOGETHER, "all at once", where, need or None, free)
     if need <= free:  # forced: the operator asked for turns
-        if not sleep_mode:
-            return Plan(BLOCKS, f"servers took turns in blocks (one at a time, each started afresh for its block), "
-                        f"as asked ({TURNS_VAR}=always)", where, need, free)
-        return Plan(SLEEP, "servers took turns (vLLM's sleep mode, one awake at a time), as asked "
-                    f"({TURNS_VAR}=always)", where, need, free)
+        return _asked(sleep_mode, where, need, free)
     alone = {r.label: (f"The vLLM server for {r.label} alone needs about {gb(r.total)} and this machine has "
                        f"{gb(free)} of {where} free, so it was not started: {_each([r])}. Free {where}, lower "
                        f"load levels, a shorter context, or a smaller dtype.") for r in reservations if r.total > free}
@@ -119,13 +117,25 @@ def plan(reservations: list[Reservation], free: int | None, sleep_mode: bool, wh
                 f"({gb(need)} needed, {gb(free)} free)", where, need, free, alone)
 
 
+def _asked(sleep_mode: bool, where: str, need: int | None, free: int | None) -> Plan:
+    """Turns because the operator asked for them (ASSISTLAB_VLLM_TURNS=always): sleep mode where vLLM has it,
+    else blocks."""
+    if not sleep_mode:
+        return Plan(BLOCKS, f"servers took turns in blocks (one at a time, each started afresh for its block), "
+                    f"as asked ({TURNS_VAR}=always)", where, need, free)
+    return Plan(SLEEP, "servers took turns (vLLM's sleep mode, one awake at a time), as asked "
+                f"({TURNS_VAR}=always)", where, need, free)
+
+
 class Turns:
     """The servers' turns under sleep mode: which one is awake, and how long each wake and sleep took (the report's
     `vllm.turns.arms`). Nothing here is inside a timed span: `turn` wakes before the arm's run starts its clock
     and puts the server to sleep after the run's last reading."""
 
-    def __init__(self, plan: Plan, timeout_s: float | None = None):
+    def __init__(self, plan: Plan, timeout_s: float | None = None,
+                 start: Callable[[object, Callable[[], bool], Callable[[str, float], None]], None] | None = None):
         self.plan = plan
+        self.start = start  # in blocks: starts an endpoint's server afresh and waits for it (launch.start_fresh)
         self.timeout_s = wake_timeout() if timeout_s is None else timeout_s
         self.awake: object | None = None  # the endpoint awake now, if any
         self.arms: dict[str, dict] = {}  # label -> {"wakes", "wake_s", "sleeps", "sleep_s"}: raw seconds
@@ -148,10 +158,11 @@ class Turns:
         if self.awake is not None:
             self.awake.server.stop()
             self.awake = None
-        from .launch import start_fresh  # launch.py imports this module for the plan
-
+        if self.start is None:
+            endpoint.error = f"The vLLM server for {endpoint.label} has no way to start here, so it was not timed."
+            return False
         began = time.perf_counter()
-        start_fresh(endpoint, should_stop, on_wait)
+        self.start(endpoint, should_stop, on_wait)
         if endpoint.error or endpoint.server is None:
             return False
         self.awake = endpoint
