@@ -137,12 +137,14 @@ def keep_whole_repetitions(report: Report, whole: int, host: Host | None) -> Non
 
 
 def whole_repetitions(report: Report) -> int:
-    """How many counted repetitions ran every arm that had not failed (the last one may have been cut short)."""
+    """How many counted repetitions ran every arm that had not failed: the last one may have been cut short,
+    and in blocks (measure/blocks.py) every repetition of the cycle under way may lack an arm."""
     whole = len(report.orders)
-    if whole:
+    while whole:
         done = {run.arm for run in report.runs if run.repetition == whole - 1}
-        if any(i not in done and not report.arms[i].error for i in report.orders[-1]):
-            whole -= 1
+        if not any(i not in done and not report.arms[i].error for i in report.orders[whole - 1]):
+            break
+        whole -= 1
     return whole
 
 

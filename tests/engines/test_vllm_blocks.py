@@ -214,3 +214,16 @@ def test_a_comparison_closed_while_a_block_s_server_starts_leaves_nothing(store,
     comparison.close()
     assert time.monotonic() - began < 15  # a start left waiting would take its 30 s
     assert own_vllm_processes(before) == []
+
+
+def test_an_interrupt_inside_a_cycle_keeps_only_repetitions_every_arm_ran():
+    """The command line's second Ctrl-C keeps runner.whole_repetitions: in blocks the orders of the whole cycle
+    under way are written before its runs, so every repetition of it may lack an arm, not only the last."""
+    from types import SimpleNamespace
+
+    arms = [SimpleNamespace(error=None) for _ in range(2)]
+    runs = [SimpleNamespace(arm=a, repetition=r) for r in range(4) for a in (0, 1)]
+    runs += [SimpleNamespace(arm=0, repetition=4), SimpleNamespace(arm=0, repetition=5),
+             SimpleNamespace(arm=1, repetition=4)]  # cycle 2: A's block (4, 5), then B's cut after 4
+    report = SimpleNamespace(orders=[[0, 1]] * 6 + [[1, 0]] * 2, runs=runs, arms=arms)
+    assert runner.whole_repetitions(report) == 5
