@@ -80,7 +80,9 @@ def test_a_page_stop_inside_the_first_repetition_saves_nothing(models_dir, store
             page.set_default_timeout(30_000)
             page.goto(url)
             page.wait_for_selector("#al-run")
-            choose(page, "target", "assistant-same", tokens=32, repeats=40)
+            # 256 tokens: each run of the tiny models lasts long enough for the Stop to land inside the assisted
+            # arm's run (with 32 the first repetition could end between the poll and the click, and was saved).
+            choose(page, "target", "assistant-same", tokens=256, repeats=40)
             page.click("#al-run")
             # plain has run in the first counted repetition; an assisted arm is timing now
             seen, deadline = [], time.monotonic() + 240
