@@ -98,7 +98,7 @@ class RequestRecord:
     ttft: float | None  # time to its first token; None when no token came
     itl: list[float]  # per token after the first: the gap before its chunk over the tokens the chunk held
     tokens: int  # new tokens received
-    client_cpu_s: float  # the CPU time this process spent sending and reading it (its own thread)
+    client_cpu_s: float  # this process's CPU time sending and reading its round, shared evenly by its requests
     counts: dict | None = None  # its own drafted/accepted figures when the server reports them per request
     token_ids: list[int] = field(default_factory=list)
 

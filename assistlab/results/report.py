@@ -58,7 +58,7 @@ class RunRecord:
     memory_bytes: int | None = None
     wall_window: tuple[float, float] | None = None
     position: int | None = None  # where in its repetition's order this run came (0 = first)
-    # A server's speculative-decoding counters for this run (engines/vllm/client.counts_between): drafts,
+    # A server's speculative-decoding counters for this run (engines/vllm/stream.counts_between): drafts,
     # draft_tokens, accepted_tokens, accepted_per_position. Set instead of per-step drafted/accepted.
     engine_counts: dict | None = None
 

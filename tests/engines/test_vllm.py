@@ -23,7 +23,7 @@ from vllm_processes import own_vllm_processes, vllm_processes  # noqa: E402
 from assistlab.config import BenchRequest  # noqa: E402
 from assistlab.engines.transformers.arms import ArmSpec  # noqa: E402
 from assistlab.engines.vllm import arms as varms  # noqa: E402
-from assistlab.engines.vllm import client, server  # noqa: E402
+from assistlab.engines.vllm import client, server, stream  # noqa: E402
 from assistlab.engines.vllm.arms import VllmArm  # noqa: E402
 from assistlab.errors import EngineError, InputError  # noqa: E402
 from assistlab.measure import runner  # noqa: E402
@@ -114,14 +114,14 @@ def test_metrics_parse_and_grow_per_request():
             'vllm:spec_decode_num_accepted_tokens_per_pos_created{engine="0",model_name="m",position="1"} 1.7e9\n'
             'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 3.0\n'
             'vllm:other_total 5\n')
-    after = client.parse_metrics(text)
+    after = stream.parse_metrics(text)
     assert after == {"drafts": 10.0, "draft_tokens": 50.0, "accepted_tokens": 13.0,
                      "per_position": {0: 6.0, 1: 4.0, 2: 3.0}}
     before = {"drafts": 4.0, "draft_tokens": 20.0, "accepted_tokens": 5.0, "per_position": {0: 3.0, 1: 2.0}}
-    assert client.counts_between(before, after) == {"drafts": 6, "draft_tokens": 30, "accepted_tokens": 8,
+    assert stream.counts_between(before, after) == {"drafts": 6, "draft_tokens": 30, "accepted_tokens": 8,
                                                     "accepted_per_position": [3, 2, 3]}
-    assert client.counts_between(None, after) is None
-    assert client.parse_metrics("vllm:other 1\n")["drafts"] is None
+    assert stream.counts_between(None, after) is None
+    assert stream.parse_metrics("vllm:other 1\n")["drafts"] is None
 
 
 def test_draft_steps_rebuilt_exactly_from_per_position_counts():

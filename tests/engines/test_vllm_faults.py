@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from assistlab.config import BenchRequest  # noqa: E402
 from assistlab.engines.transformers.arms import ArmSpec  # noqa: E402
 from assistlab.engines.vllm import arms as varms  # noqa: E402
-from assistlab.engines.vllm import client  # noqa: E402
+from assistlab.engines.vllm import client, stream  # noqa: E402
 from assistlab.errors import EngineError, InputError  # noqa: E402
 from assistlab.measure import runner  # noqa: E402
 
@@ -255,7 +255,7 @@ def test_a_huge_stream_line_is_capped(store, allowed_models):
 def test_endless_keep_alives_end_at_the_deadline():
     with Misbehaving(completions="keepalive") as fake:
         began = time.monotonic()
-        body = client.completion_body("target", [1, 2, 3], 6)
+        body = stream.completion_body("target", [1, 2, 3], 6)
         with pytest.raises(EngineError, match="did not finish the completion within 1.5 s"):
             client.stream_completion(fake.url, None, body, time.perf_counter, deadline_s=1.5)
         assert time.monotonic() - began < 5
@@ -308,3 +308,62 @@ def test_a_slow_models_list_ends_at_its_deadline():
         with pytest.raises(EngineError, match="did not finish answering /v1/models within 2 s"):
             client.get(fake.url, "/v1/models", None, deadline_s=2)
         assert time.monotonic() - began < 5
+
+
+class Silent:
+    """A TCP listener that accepts connections and never answers a byte: a request waits for its headers."""
+
+    def __init__(self):
+        import socket
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.accepted, self.closed = threading.Event(), threading.Event()
+
+    def _serve(self):
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            conn, _ = self.sock.accept()
+            self.accepted.set()
+            with conn:
+                while conn.recv(65536):  # read the request, answer nothing; b"" once the client closed
+                    pass
+                self.closed.set()
+
+    def __enter__(self) -> "Silent":
+        threading.Thread(target=self._serve, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.sock.close()
+
+
+def test_a_stop_ends_a_request_still_waiting_for_its_headers():
+    stop = threading.Event()
+    with Silent() as fake:
+        threading.Thread(target=lambda: fake.accepted.wait(10) and (time.sleep(0.3), stop.set()), daemon=True).start()
+        began = time.monotonic()
+        out = client.stream_completion(fake.url, None, stream.completion_body("target", [1, 2, 3], 6),
+                                       time.perf_counter, should_stop=stop.is_set)
+        assert out.stopped and not out.tokens
+        assert time.monotonic() - began < 5  # at once, not at the 120 s read timeout
+        assert fake.closed.wait(5)  # the connection was closed, not left open
+
+
+def test_a_server_that_never_sends_headers_ends_at_the_deadline():
+    with Silent() as fake:
+        began = time.monotonic()
+        with pytest.raises(EngineError, match="did not finish answering /metrics within 1.5 s"):
+            client.get(fake.url, "/metrics", None, deadline_s=1.5)
+        assert time.monotonic() - began < 5 and fake.closed.wait(5)
+
+
+def test_a_proxy_in_the_environment_is_not_used_for_the_lab_s_own_servers(monkeypatch):
+    """A lab's HTTP proxy would not reach the servers on its own network: AssistLab talks to them directly."""
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
+    with Misbehaving() as fake:
+        assert [m["id"] for m in client.served_models(fake.url, None)] == ["target"]
+        out = client.stream_completion(fake.url, None, stream.completion_body("target", [1, 2, 3], 6), time.perf_counter)
+    assert out.token_ids == [7, 8, 9, 10, 11, 12] and out.finish_reason == "length"

@@ -16,7 +16,7 @@ from vllm_processes import own_vllm_processes, vllm_processes
 from assistlab.config import BenchRequest
 from assistlab.engines.base import ArmInfo, LoadResult, RunFailure, unwatched
 from assistlab.engines.vllm import arms as varms
-from assistlab.engines.vllm import client, engine, memory, server
+from assistlab.engines.vllm import client, engine, memory, server, stream
 from assistlab.engines.vllm.arms import VllmArm
 
 TOKENS = 6
@@ -157,9 +157,9 @@ def test_per_request_figures_that_are_not_numbers_are_refused_in_one_sentence_wi
 
 
 def test_spec_counts_and_the_versions_that_have_per_request_figures():
-    assert client.spec_counts(SPEC) == SPEC_COUNTS and client.spec_counts(None) is None
+    assert stream.spec_counts(SPEC) == SPEC_COUNTS and stream.spec_counts(None) is None
     # a histogram with no step past 1: positions 1 and 2 accepted nothing
-    assert client.spec_counts({**SPEC, "acceptance_histogram": [2, 1, 0, 0]})["accepted_per_position"] == [1, 0, 0]
+    assert stream.spec_counts({**SPEC, "acceptance_histogram": [2, 1, 0, 0]})["accepted_per_position"] == [1, 0, 0]
     has = server.has_per_request_metrics
     assert all(map(has, ["0.32.0", "0.32.1+cpu", "0.33.0.dev4", "1.0.0", "0.32.0rc1", "0.40"]))
     assert not any(map(has, ["0.31.2", "0.32.0.dev3+gabc", "0.0-fake", "None", None, "", "vllm", "0.4"]))
@@ -279,7 +279,7 @@ def test_real_plain_and_ngram_servers_under_load(real_vllm):
             single[arm.info.name] = [sorted(side)[1] for side in zip(*pairs)]
             results[arm] = arm.run_load([ids] * 4, 1, time.perf_counter, lambda: False, unwatched)
             assert isinstance(results[arm], LoadResult), results[arm]
-        body = client.completion_body(ngram.endpoint.model, ids, 8, usage=True)
+        body = stream.completion_body(ngram.endpoint.model, ids, 8, usage=True)
         raw = client.stream_completion(ngram.endpoint.url, None, body, time.perf_counter).spec  # for the log
     finally:
         vllm.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from .client import Streamed
+from .stream import Streamed
 
 
 def vocab_size(folder: str | None) -> int | None:

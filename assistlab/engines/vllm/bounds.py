@@ -68,7 +68,7 @@ def counts_problem(counts: dict | None, url: str, generated: int, k: int, source
 
 
 def request_problem(spec: dict | None, url: str, generated: int, k: int) -> str | None:
-    """Why a request's own figures (client._spec's) cannot be true of `generated` tokens at draft length `k`:
+    """Why a request's own figures (stream._spec's) cannot be true of `generated` tokens at draft length `k`:
     checked before the per-position list (num_spec_tokens long) is built from them."""
     if spec is None:
         return None

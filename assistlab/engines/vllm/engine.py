@@ -14,7 +14,7 @@ from ...errors import AssistLabError, EngineError
 from ..base import (Arm, ArmInfo, Clock, Engine, LoadResult, RunFailure, RunResult, Status, Watch, sampling_flags,
                     sum_counts, unwatched, while_loading)
 from ..transformers import models as transformer_models
-from . import answers, bounds, client, draft_model, load, server, turns
+from . import answers, bounds, client, draft_model, load, server, stream, turns
 from .launch import (SERVER_UNAVAILABLE, _reservation, start_fresh, start_in_turns,  # noqa: F401
                      start_servers, stop_all, wait_all)
 from .arms import VllmArm
@@ -107,7 +107,7 @@ def operator_endpoint(arm: VllmArm, target_names: tuple[str, ...],
 class Outcome:
     """One timed request: the stream, the counters' growth around it, the servers' memory after it."""
 
-    streamed: client.Streamed
+    streamed: stream.Streamed
     counts: dict | None
     memory: int | None
     metrics: bool  # whether the server had the speculative-decoding counters
@@ -142,7 +142,7 @@ def _checked_counts(endpoint: Endpoint, before: dict | None, after: dict | None,
     (EngineError, one sentence) when they cannot be true of that work (bounds)."""
     k = bounds.draft_length(endpoint.arm.num_speculative_tokens, generated)
     wrong = bounds.reading_problem(before, endpoint.url, k) or bounds.reading_problem(after, endpoint.url, k)
-    counts = None if wrong else client.counts_between(before, after)
+    counts = None if wrong else stream.counts_between(before, after)
     wrong = wrong or bounds.counts_problem(counts, endpoint.url, generated, k, "/metrics")
     if wrong:
         raise EngineError(wrong)
@@ -160,7 +160,7 @@ def run_once(endpoint: Endpoint, prompt_ids: list[int], max_tokens: int, clock: 
     assisted = endpoint.arm.assisted
     try:
         before = _settled_metrics(endpoint, tries=0, should_stop=should_stop) if assisted else None
-        body = client.completion_body(endpoint.model, prompt_ids, max_tokens, seed=seed, fixed_length=fixed_length)
+        body = stream.completion_body(endpoint.model, prompt_ids, max_tokens, seed=seed, fixed_length=fixed_length)
         with window():
             streamed = client.stream_completion(endpoint.url, endpoint.api_key, body, clock, should_stop)
         if not streamed.stopped:
@@ -169,7 +169,7 @@ def run_once(endpoint: Endpoint, prompt_ids: list[int], max_tokens: int, clock: 
                 raise EngineError(wrong)
         after = _settled_metrics(endpoint, should_stop=should_stop) if assisted and not streamed.stopped else None
     except client.Stopped:
-        return Outcome(client.Streamed(stopped=True), None, None, metrics=False)
+        return Outcome(stream.Streamed(stopped=True), None, None, metrics=False)
     counts = _checked_counts(endpoint, before, after, sum(streamed.tokens))
     return Outcome(streamed, counts, _memory(endpoint), metrics=before is not None and before.get("drafts") is not None)
 
