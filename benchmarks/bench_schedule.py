@@ -6,7 +6,7 @@ First the grid: ngram at each K beside vLLM plain, `--per-pass` Ks per pass (eac
 every server started by AssistLab, timed under load at each level (`--rounds` rotated rounds per level, the load
 phase of `bench --concurrency`). The best K of a level has the highest median throughput speedup over its pass's
 plain (0 when none is above 1x). Then the check
-(measure/schedule_check.py): a server with the schedule built from those Ks (engines/vllm/schedule.from_levels)
+(measure/schedule_check.py): a server with the schedule built from those Ks (engines/vllm/schedule.Schedule.from_levels)
 timed at each level beside that level's best fixed K, the ratio of their throughputs with its interval, and
 whether it lies within the band of no practical difference (±3%). Servers run eager with a 0.5 GiB KV cache, as
 the real-vLLM tests start them. Not collected by pytest: its numbers depend on the machine and what else runs.

@@ -15,6 +15,7 @@ from .transformers import tuning as transformers_tuning
 from .transformers.engine import TransformersEngine
 from .vllm import tuning as vllm_tuning
 from .vllm.engine import VllmEngine
+from .vllm.schedule_plan import VllmSchedules
 
 # In the order their arms appear in a comparison: the host's (its plain arm first), then each other engine's.
 ENGINES: dict[str, type[Engine]] = {
@@ -23,8 +24,8 @@ ENGINES: dict[str, type[Engine]] = {
 }
 HOST: type[Host] = TransformersEngine  # prepared for every request: it tokenises and decodes for every engine
 SWEEPS = transformers_sweep  # the engine whose arms a sweep varies (engines/transformers/sweep.py)
-# The engine whose arms carry a draft length per batch size, and its check of one (engines/vllm/tuning.py).
-SCHEDULES = vllm_tuning
+# The engine whose arms carry a draft length per batch size, and its check of one (engines/vllm/schedule_plan.py).
+SCHEDULES: VllmSchedules = VllmSchedules()
 # The models this machine has that could assist a target (the host loads assistants): a tuner's defaults.
 CACHED_ASSISTANTS = transformers_cached.cached_assistants
 # The settings each engine declares (engines/settings.py): what a tuner searches, re-times and deploys.

@@ -12,7 +12,7 @@ import re
 import unicodedata
 
 from ..config import PROMPT_LOOKUP_DEFAULT
-from ..engines.vllm import schedule as schedules
+from ..engines.vllm.schedule import Schedule
 from ..errors import InputError
 from ..results import cells, load
 from ..results.explain import NOTHING_DRAFTED
@@ -110,7 +110,7 @@ def _vllm_pairing(strategy: str, spec: dict, settings: dict | None = None) -> tu
     parts = [f"k={spec['num_speculative_tokens']}"] if spec.get("num_speculative_tokens") is not None else []
     if spec.get("schedule") is not None:  # a draft length per batch size; one that does not read back is dropped
         try:
-            parts = [schedules.words(schedules.check(spec["schedule"]))]
+            parts = [Schedule.checked(spec["schedule"]).words()]
         except InputError:
             pass
     if strategy == "ngram":

@@ -35,9 +35,8 @@ def check_schedule(base: BenchRequest, template: ArmRequest, best: dict[int, int
                          f"{sorted({best[level] for level in low})}): a 0 in num_speculative_tokens_per_batch_size "
                          f"does not make vLLM serve plain, its drafter still runs; where plain is faster, serve a "
                          f"plain server at those loads.")
-    plan = registry.SCHEDULES.schedule_plan(base, template, best, max_batch)
-    started = registry.SCHEDULES.started_servers(plan.request.arms)
-    parts = [plan] if max_servers is None or started <= max_servers else plan.per_level()
+    plan = registry.SCHEDULES.plan(base, template, best, max_batch)
+    parts = plan.parts(max_servers)
     checks, reports, offset = [], [], 0
     for part in parts:
         final = None
@@ -48,8 +47,7 @@ def check_schedule(base: BenchRequest, template: ArmRequest, best: dict[int, int
                                       most=offset + event.most if event.most else 0)
         offset += final.done
         reports.append(final.report)
-        mine, fixed = part.specs()
-        checks.append(schedule.judge(final.report.to_dict(), mine, fixed, part.ks(), part.request.band))
+        checks.append(schedule.judge(final.report.to_dict(), part))
         if should_stop():
             break
     checked = {**schedule.merged(checks), "checked_by_level": len(parts) > 1}

@@ -2,7 +2,7 @@
 becomes a schedule of draft lengths per batch size, which is then served and timed beside each level's best
 fixed K (measure/schedule_check.py). What it adds to the search's summary: `schedule` and `schedule_check`.
 
-Which method: the family (method and its other settings, engines/vllm/tuning.schedule_family) of the search's
+Which method: the family (method and its other settings, registry.SCHEDULES.schedule_family) of the search's
 pick when that is one, else the family whose candidates reached the highest throughput speedup at any level.
 A level's best K is the candidate with the highest median throughput speedup over plain there, and it is 1 or
 more at every level: a 0 in vLLM 0.32's `num_speculative_tokens_per_batch_size` does not make a server plain (its
@@ -127,7 +127,7 @@ def after_search(request: BenchRequest, report: Report, specs: list, indices: li
         except StoppedError:
             raise
         except AssistLabError as exc:  # the check could not run (its plain server, memory): the search stands
-            record = {**registry.SCHEDULES.schedule_plan(request, template, best).record(),
+            record = {**registry.SCHEDULES.plan(request, template, best).record(),
                       "plain_best_at": plain_levels}
             checked = {"band": request.band, "levels": [], "refused": None, "all_within_band": None,
                        "failed": str(exc)}

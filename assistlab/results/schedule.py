@@ -11,7 +11,12 @@ the band, None while it is too wide to say.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import stats
+
+if TYPE_CHECKING:
+    from ..engines.vllm.schedule_plan import SchedulePlan
 
 
 def _arm_index(arms: list[dict], spec: dict) -> int | None:
@@ -68,12 +73,19 @@ def _level_sentence(level: int, ratio: dict, within: bool | None, band: float, f
             f"shown within ±{band:.0%} or outside it; more rounds would tell.")
 
 
-def judge(report: dict, schedule_spec: dict, fixed_specs: dict[int, dict], ks: dict[int, int],
-          band: float) -> dict:
-    """The report's `tune.schedule_check` from a finished comparison's report (Report.to_dict(), or one read
-    back): per level of `fixed_specs` ({level: the spec of that level's best fixed-K arm}), the two throughputs
-    (medians over rounds), the ratio with its interval, and `within_band`. `ks` is the schedule's K at each level.
-    A level whose best was plain (no fixed arm) compares the schedule with plain. Arms are found by their spec."""
+def judge(report: dict, plan: SchedulePlan) -> dict:
+    """The report's `tune.schedule_check` from the finished comparison of `plan` (one of plan.parts()): its
+    report (Report.to_dict(), or one read back) judged with the plan's arms, its K per level and its band."""
+    mine, fixed = plan.specs()
+    return judge_arms(report, mine, fixed, plan.ks(), plan.request.band)
+
+
+def judge_arms(report: dict, schedule_spec: dict, fixed_specs: dict[int, dict], ks: dict[int, int],
+               band: float) -> dict:
+    """judge's check from the arms' specs: per level of `fixed_specs` ({level: the spec of that level's best
+    fixed-K arm}), the two throughputs (medians over rounds), the ratio with its interval, and `within_band`. `ks` is
+    the schedule's K at each level. A level whose best was plain (no fixed arm) compares the schedule with plain.
+    Arms are found by their spec."""
     arms, load = report.get("arms") or [], report.get("load") or []
     mine = _arm_index(arms, schedule_spec)
     plain = next((i for i, a in enumerate(arms) if a.get("strategy") == "plain"), None)

@@ -16,6 +16,8 @@ from assistlab.config import BenchRequest
 from assistlab.engines import registry
 from assistlab.engines.vllm import engine, server, tuning
 from assistlab.engines.vllm import schedule as schedules
+from assistlab.engines.vllm.schedule import Schedule
+from assistlab.engines.vllm.schedule_plan import SchedulePlan
 from assistlab.engines.vllm.arms import VllmArm
 from assistlab.errors import InputError
 from assistlab.history import derive
@@ -25,14 +27,17 @@ from assistlab.measure.schedule_check import check_schedule
 
 
 def test_a_schedule_reads_as_vllm_does_and_k_at_each_size():
-    plan = schedules.check([[1, 2, 4], (3, 16, 2), [17, 64, 1]])
-    assert plan == ((1, 2, 4), (3, 16, 2), (17, 64, 1))
-    assert [schedules.k_at(plan, n) for n in (1, 2, 3, 16, 17, 64, 200)] == [4, 4, 2, 2, 1, 1, 1]
-    assert schedules.largest(plan) == 4
-    assert schedules.words(plan) == "k=4 for 1-2, 2 for 3-16, 1 for 17-64 at once"
-    assert schedules.text(plan) == "1-2:4,3-16:2,17-64:1"
-    assert schedules.parse("1-2:4, 3-16:2,17-64:1") == plan
-    assert schedules.parse("1:3,2-8:1") == ((1, 1, 3), (2, 8, 1))
+    plan = Schedule.checked([[1, 2, 4], (3, 16, 2), [17, 64, 1]])
+    assert plan.ranges == ((1, 2, 4), (3, 16, 2), (17, 64, 1))
+    assert [plan.k_at(n) for n in (1, 2, 3, 16, 17, 64, 200)] == [4, 4, 2, 2, 1, 1, 1]
+    assert plan.largest == 4
+    assert plan.words() == "k=4 for 1-2, 2 for 3-16, 1 for 17-64 at once"
+    assert plan.text() == "1-2:4,3-16:2,17-64:1"
+    assert plan.as_list() == [[1, 2, 4], [3, 16, 2], [17, 64, 1]]
+    assert Schedule.parse("1-2:4, 3-16:2,17-64:1") == plan
+    assert Schedule.parse("1:3,2-8:1").ranges == ((1, 1, 3), (2, 8, 1))
+    assert Schedule.checked(plan) is plan and Schedule(plan.ranges) == plan
+    assert hash(Schedule(plan.ranges)) == hash(plan)  # an arm that carries one keys a dict
 
 
 @pytest.mark.parametrize("value, words", [
@@ -52,7 +57,7 @@ def test_a_schedule_reads_as_vllm_does_and_k_at_each_size():
 ])
 def test_bad_schedules_are_one_sentence_naming_the_schedule(value, words):
     with pytest.raises(InputError) as caught:
-        schedules.check(value)
+        Schedule.checked(value)
     assert words in str(caught.value) and "schedule" in str(caught.value)
     assert str(caught.value).count(". ") == 0  # one sentence
 
@@ -61,7 +66,7 @@ def test_bad_schedules_are_one_sentence_naming_the_schedule(value, words):
                                          ("", "must be a list of ranges")])
 def test_bad_schedule_texts_say_the_form(text, words):
     with pytest.raises(InputError, match=words):
-        schedules.parse(text)
+        Schedule.parse(text)
 
 
 @pytest.mark.parametrize("best, top, ranges", [
@@ -73,24 +78,24 @@ def test_bad_schedule_texts_say_the_form(text, words):
     ({3: 2, 5: 1}, None, ((1, 3, 2), (4, 5, 1))),  # √15 = 3.87: 3 goes to level 3
 ])
 def test_from_levels_puts_each_boundary_at_the_geometric_midpoint(best, top, ranges):
-    assert schedules.from_levels(best, top) == ranges
+    assert Schedule.from_levels(best, top).ranges == ranges
 
 
 def test_from_levels_refuses_what_cannot_be_a_schedule():
     with pytest.raises(InputError, match="at least one measured load level"):
-        schedules.from_levels({})
+        Schedule.from_levels({})
     with pytest.raises(InputError, match="from the highest level measured \\(4\\)"):
-        schedules.from_levels({1: 2, 4: 1}, max_batch=2)
+        Schedule.from_levels({1: 2, 4: 1}, max_batch=2)
     with pytest.raises(InputError, match="A K of 0 for batch sizes 1-4 in the schedule built from the measured "
                                          "levels does not make vLLM serve plain there"):
-        schedules.from_levels({1: 0, 4: 0})
+        Schedule.from_levels({1: 0, 4: 0})
 
 
 def test_too_old_and_refusal_words():
     assert schedules.too_old("0.31.2") and schedules.too_old("0.9.1")
     assert not schedules.too_old("0.32.0") and not schedules.too_old("0.32.1+cpu") and not schedules.too_old("1.0.0")
     assert not schedules.too_old("0.0-fake") and not schedules.too_old(None)  # unknown: tried, vLLM answers
-    plan = ((1, 2, 4), (3, 8, 2))
+    plan = Schedule(((1, 2, 4), (3, 8, 2)))
     said = schedules.refusal("ngram", plan, "The vLLM server exited; Its last lines: ValueError: Batch-size ranges "
                              "must be non-overlapping and sorted.")
     assert said.startswith("vLLM refused the schedule of draft lengths (num_speculative_tokens_per_batch_size "
@@ -103,7 +108,8 @@ def test_too_old_and_refusal_words():
 
 def test_an_arm_with_a_schedule_says_it_and_hands_it_to_vllm():
     arm = VllmArm("ngram", schedule=[[1, 2, 4], [3, 16, 2]])
-    assert arm.schedule == ((1, 2, 4), (3, 16, 2)) and arm.num_speculative_tokens == 4
+    assert arm.schedule == Schedule(((1, 2, 4), (3, 16, 2))) and arm.num_speculative_tokens == 4
+    assert VllmArm("ngram", schedule=arm.schedule) == arm and hash(VllmArm("ngram", schedule=arm.schedule)) == hash(arm)
     assert arm.label == "vllm ngram (k=4 for 1-2, 2 for 3-16 at once, lookup 2-4)"
     assert arm != VllmArm("ngram", 4) and arm.label != VllmArm("ngram", 4).label
     config = arm.speculative_config()
@@ -167,8 +173,8 @@ def test_the_vllm_serve_line_carries_the_arm_s_config():
 def test_the_plan_times_plain_each_level_s_best_k_and_the_schedule():
     base = BenchRequest(target="target", arms=(VllmArm("plain"),), prompt="p", max_new_tokens=8, engines=("vllm",),
                         repeats=7, load_rounds=3, band=0.05)
-    plan = registry.SCHEDULES.schedule_plan(base, VllmArm("ngram", 1, 1, 3), {1: 4, 4: 2, 16: 2, 64: 1})
-    assert plan.ranges == ((1, 2, 4), (3, 32, 2), (33, 64, 1))
+    plan = registry.SCHEDULES.plan(base, VllmArm("ngram", 1, 1, 3), {1: 4, 4: 2, 16: 2, 64: 1})
+    assert plan.schedule.ranges == ((1, 2, 4), (3, 32, 2), (33, 64, 1))
     assert [a.label for a in plan.request.arms] == [
         "vllm plain", "vllm ngram (k=4, lookup 1-3)", "vllm ngram (k=2, lookup 1-3)",
         "vllm ngram (k=1, lookup 1-3)",
@@ -181,8 +187,15 @@ def test_the_plan_times_plain_each_level_s_best_k_and_the_schedule():
     record = plan.record()
     assert record["ranges"] == mine["schedule"] and record["best_k_by_level"] == {"1": 4, "4": 2, "16": 2, "64": 1}
     assert record["speculative_config"]["num_speculative_tokens_per_batch_size"] == mine["schedule"]
+    # five servers at once (plain, three distinct K, the schedule): within a limit of five, one comparison;
+    # under it, one per level of three servers, each with the schedule built from every level
+    assert plan.parts() == [plan] and plan.parts(5) == [plan]
+    parts = plan.parts(4)
+    assert parts == plan.per_level() and [p.request.concurrency for p in parts] == [(1,), (4,), (16,), (64,)]
+    assert all(len(p.request.arms) == 3 and p.schedule == plan.schedule for p in parts)
+    assert parts[1].ks() == {4: 2} and parts[1].specs() == (mine, {4: fixed[4]})
     with pytest.raises(InputError, match="not plain or an operator's server"):
-        tuning.schedule_plan(base, VllmArm("plain"), {1: 2})
+        SchedulePlan.build(base, VllmArm("plain"), {1: 2})
 
 
 # ---------------------------------------------------------------- a fake vLLM serves the check

@@ -1,10 +1,14 @@
 """The schedule check's figures (results/schedule.py) from hand-made reports: the paired ratio of throughputs per
-level worked out by hand, the band's three answers, failures and a refused schedule, a level where plain was best."""
+level worked out by hand, the band's three answers, failures and a refused schedule, a level where plain was best,
+and a plan's check read with the plan's own arms, K per level and band."""
 
 from __future__ import annotations
 
 import pytest
 
+from assistlab.config import BenchRequest
+from assistlab.engines import registry
+from assistlab.engines.vllm.arms import VllmArm
 from assistlab.results import schedule, stats
 
 SCHEDULE = {"method": "ngram", "schedule": [[1, 2, 4], [3, 8, 2]]}
@@ -27,8 +31,8 @@ def _report(load: list[dict], error: str | None = None) -> dict:
 
 
 def _check(report: dict, band: float = 0.03, ks: dict | None = None, fixed: dict | None = None) -> dict:
-    return schedule.judge(report, SCHEDULE, {1: K4, 4: K2} if fixed is None else fixed,
-                          {1: 4, 4: 2} if ks is None else ks, band)
+    return schedule.judge_arms(report, SCHEDULE, {1: K4, 4: K2} if fixed is None else fixed,
+                              {1: 4, 4: 2} if ks is None else ks, band)
 
 
 def test_the_ratio_is_the_schedule_over_the_fixed_k_paired_by_round():
@@ -86,7 +90,7 @@ def test_a_refused_schedule_and_a_failed_level_say_why():
 
 
 def test_a_level_where_plain_was_best_is_compared_with_plain():
-    out = schedule.judge(_report([_load(3, 8, [50.0] * 5), _load(0, 8, [50.0] * 5)]), SCHEDULE, {}, {8: 0}, 0.03)
+    out = schedule.judge_arms(_report([_load(3, 8, [50.0] * 5), _load(0, 8, [50.0] * 5)]), SCHEDULE, {}, {8: 0}, 0.03)
     row = out["levels"][0]
     assert (row["fixed_k"], row["fixed_arm"], row["within_band"]) == (0, "vllm plain", True)
     assert "the throughput of plain" in row["sentence"] and "k=0" not in row["sentence"]
@@ -94,10 +98,28 @@ def test_a_level_where_plain_was_best_is_compared_with_plain():
 
 def test_a_no_drafting_range_slower_than_plain_says_the_schedule_is_not_plain():
     # The schedule's 0 at 8 at once ran 10% below plain in every round (as vLLM 0.32's CPU build did at 16)
-    out = schedule.judge(_report([_load(3, 8, [45.0] * 5), _load(0, 8, [50.0] * 5)]), SCHEDULE, {}, {8: 0}, 0.03)
+    out = schedule.judge_arms(_report([_load(3, 8, [45.0] * 5), _load(0, 8, [50.0] * 5)]), SCHEDULE, {}, {8: 0}, 0.03)
     row = out["levels"][0]
     assert row["within_band"] is False and "slower than plain by more than ±3%: 0.900×" in row["sentence"]
     assert "did not make the server plain" in row["sentence"] and "a plain server is faster" in row["sentence"]
     # a fixed K that beats the schedule gets no such words: its rival drafts too
     out = _check(_report([_load(3, 4, [80.0] * 5), _load(2, 4, [100.0] * 5)]), ks={4: 2}, fixed={4: K2})
     assert out["levels"][0]["within_band"] is False and "plain server" not in out["levels"][0]["sentence"]
+
+
+def test_a_plan_s_check_reads_its_arms_ks_and_band():
+    base = BenchRequest(target="t", arms=(VllmArm("plain"),), prompt="p", max_new_tokens=8, engines=("vllm",),
+                        band=0.05)
+    plan = registry.SCHEDULES.plan(base, VllmArm("ngram", 4), {1: 4, 4: 2})
+    mine, fixed = plan.specs()
+    arms = [{"name": arm.label, "spec": arm.to_dict(), "strategy": arm.method, "error": None}
+            for arm in plan.request.arms]  # plain, k=4, k=2, the schedule
+    report = {"arms": arms, "load": [_load(3, 1, [100.0] * 5), _load(1, 1, [100.0] * 5),
+                                     _load(3, 4, [104.0] * 5), _load(2, 4, [100.0] * 5)]}
+    out = schedule.judge(report, plan)
+    assert out == schedule.judge_arms(report, mine, fixed, {1: 4, 4: 2}, 0.05) and out["band"] == 0.05
+    assert [(r["concurrency"], r["schedule_k"], r["fixed_k"], r["within_band"]) for r in out["levels"]] == [
+        (1, 4, 4, True), (4, 2, 2, True)]  # 1.04 is within ±5%
+    assert out["levels"][1]["fixed_arm"] == "vllm ngram (k=2, lookup 2-4)"
+    part = plan.per_level()[1]
+    assert schedule.judge(report, part)["levels"] == [out["levels"][1]]

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from ...config import LIMITS, ArmRequest, _as_int, _choice, capped_text
 from ...errors import InputError
-from . import schedule as schedules
+from .schedule import FIELD, Schedule
 
 # What AssistLab can start a server for (vLLM 0.32's speculative_config methods; its model-specific MTP names,
 # deepseek_mtp and the like, are deprecated aliases of mtp); "server" is an operator's server, whose method
@@ -39,7 +39,7 @@ class VllmArm(ArmRequest):
     in the tokens both vocabularies share, draft_model.py) or of an EAGLE head trained for the target (eagle,
     eagle3); mtp drafts with the target's own MTP layers, suffix from suffix trees of the prompt (arctic-inference).
     `api_key` is sent to an operator's server and never written into a report.
-    `schedule` (keyword only) is a draft length per batch size, ((first, last, K), ...), vLLM's
+    `schedule` (keyword only) is a draft length per batch size, a Schedule (or its ((first, last, K), ...)), vLLM's
     num_speculative_tokens_per_batch_size (schedule.py); num_speculative_tokens is then its largest K.
     """
 
@@ -53,7 +53,7 @@ class VllmArm(ArmRequest):
     url: str | None = None
     name: str | None = None
     api_key: str | None = field(default=None, repr=False, compare=False)
-    schedule: schedules.Schedule | None = field(default=None, kw_only=True)
+    schedule: Schedule | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         key = self.api_key
@@ -86,9 +86,9 @@ class VllmArm(ArmRequest):
             return
         k = self.num_speculative_tokens
         if self.schedule is not None:
-            plan = schedules.check(self.schedule)
+            plan = Schedule.checked(self.schedule)
             object.__setattr__(self, "schedule", plan)
-            most = schedules.largest(plan)
+            most = plan.largest
             if k is not None and _as_int("num_speculative_tokens", k, 1, LIMITS["num_assistant_tokens"]) != most:
                 raise InputError(f"num_speculative_tokens ({k}) must be the schedule's largest K ({most}), as vLLM "
                                  f"cuts every K to it; leave it empty.")
@@ -137,7 +137,7 @@ class VllmArm(ArmRequest):
             return f"vllm {self.name}"
         if self.method == "plain":
             return "vllm plain"
-        k = (f"k={self.num_speculative_tokens}" if self.schedule is None else schedules.words(self.schedule))
+        k = (f"k={self.num_speculative_tokens}" if self.schedule is None else self.schedule.words())
         if self.method == "ngram":
             return f"vllm ngram ({k}, lookup {self.prompt_lookup_min}-{self.prompt_lookup_max})"
         if self.draft_model is None:
@@ -152,7 +152,7 @@ class VllmArm(ArmRequest):
             return None
         config = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
         if self.schedule is not None:
-            config[schedules.FIELD] = [list(r) for r in self.schedule]
+            config[FIELD] = self.schedule.as_list()
         if self.method == "ngram":
             config.update(prompt_lookup_min=self.prompt_lookup_min, prompt_lookup_max=self.prompt_lookup_max)
         elif self.method in DRAFT_METHODS:
@@ -165,7 +165,7 @@ class VllmArm(ArmRequest):
         data = dataclasses.asdict(self)
         data["engine"] = self.engine
         data["api_key"] = "set" if self.api_key else None  # a secret never goes into a report
-        data["schedule"] = None if self.schedule is None else [list(r) for r in self.schedule]  # as JSON reads back
+        data["schedule"] = None if self.schedule is None else self.schedule.as_list()  # as JSON reads back
         return data
 
 

@@ -1,100 +1,20 @@
 """What a search over vLLM settings asks of this engine: the settings it declares (engines/settings.py: what a
-tuner searches, how the winner is re-timed with `bench`), the request that checks a schedule against the best
-fixed K of each level, and the `vllm serve` line that deploys an arm."""
+tuner searches, how the winner is re-timed with `bench`) and the `vllm serve` line that deploys an arm. The check
+of a schedule of draft lengths is schedule_plan.py's."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shlex
 from dataclasses import dataclass
 
-from ...config import BenchRequest
 from ...errors import EngineError, InputError
 from ..settings import EngineSettings, Family, Setting
 from ..transformers import cached
 from ..transformers.tuning import deployed_model
 from . import methods, server
-from . import schedule as schedules
 from .arms import DEFAULT_LOOKUP, DEFAULT_SPECULATIVE_TOKENS, METHOD_SPECULATIVE_TOKENS, SUFFIX_CACHED_REQUESTS, VllmArm
-
-
-@dataclass(frozen=True)
-class SchedulePlan:
-    """The comparison that checks a schedule: `request` times plain, each level's best fixed K and the schedule
-    under load at `levels`; `schedule` and `fixed` ({level: arm}) say which of its arms is which (each arm's
-    to_dict() is its `spec` in the report, the one rule results.schedule matches arms by)."""
-
-    request: BenchRequest
-    schedule: VllmArm
-    fixed: dict[int, VllmArm]
-    best: dict[int, int]
-    ranges: schedules.Schedule
-
-    def ks(self) -> dict[int, int]:
-        """The schedule's K at each level checked."""
-        return {level: schedules.k_at(self.ranges, level) for level in sorted(self.best)}
-
-    def specs(self) -> tuple[dict, dict[int, dict]]:
-        """(the schedule arm's spec, {level: its best fixed arm's spec}): how the report names them."""
-        return self.schedule.to_dict(), {level: arm.to_dict() for level, arm in self.fixed.items()}
-
-    def per_level(self) -> list[SchedulePlan]:
-        """The same check as one comparison per level: plain, that level's best fixed K (none where plain was
-        best) and the schedule, each served at that level alone. The schedule (its ranges) stays the one built
-        from every level. At most three servers at once, where the whole check starts two plus one per
-        distinct best K."""
-        parts = []
-        for level in sorted(self.best):
-            fixed = {level: self.fixed[level]} if level in self.fixed else {}
-            arms = (VllmArm("plain"), *fixed.values(), self.schedule)
-            request = dataclasses.replace(self.request, arms=arms, concurrency=(level,))
-            parts.append(SchedulePlan(request, self.schedule, fixed, {level: self.best[level]}, self.ranges))
-        return parts
-
-    def record(self) -> dict:
-        """The report's `tune.schedule`: the method, each level's best K, the ranges and their rule, and the
-        --speculative-config the check's server was started with."""
-        return {"method": self.schedule.method, "best_k_by_level": {str(c): k for c, k in sorted(self.best.items())},
-                "ranges": [list(r) for r in self.ranges], "text": schedules.text(self.ranges),
-                "label": self.schedule.label, "rule": schedules.RULE,
-                "speculative_config": self.schedule.speculative_config()}
-
-
-def schedule_family(arm) -> tuple | None:
-    """What a schedule keeps while its draft length varies by batch size: (method, lookup min, lookup max, draft
-    model) of a speculative method AssistLab starts a server for; None for plain, an operator's server, another
-    engine's arm or an arm that already has a schedule."""
-    if not isinstance(arm, VllmArm) or not arm.assisted or arm.url is not None or arm.schedule is not None:
-        return None
-    return arm.method, arm.prompt_lookup_min, arm.prompt_lookup_max, arm.draft_model
-
-
-def schedule_plan(base: BenchRequest, template: VllmArm, best: dict[int, int],
-                  max_batch: int | None = None) -> SchedulePlan:
-    """The check of the schedule built from `best` ({level: best K}, 0 where plain was best) for `template`'s
-    method and settings (its draft model, lookup window): plain, one arm per distinct best K above 0, and the
-    schedule arm, at the levels of `best`, `base.load_rounds` rounds each; one untimed single request per arm
-    (the load phase's own warm-up rounds warm each level). `max_batch`: as schedule.from_levels takes it."""
-    if template.url is not None or not template.assisted:
-        raise InputError("A schedule is checked for a speculative method AssistLab starts a server for (ngram, "
-                         "draft_model, eagle, eagle3, mtp, suffix), not plain or an operator's server.")
-    ranges = schedules.from_levels(best, max_batch)
-    levels = tuple(sorted(best))
-    like = {"prompt_lookup_min": template.prompt_lookup_min, "prompt_lookup_max": template.prompt_lookup_max,
-            "draft_model": template.draft_model}
-    fixed = {level: VllmArm(template.method, best[level], **like) for level in levels if best[level] > 0}
-    scheduled = VllmArm(template.method, **like, schedule=ranges)
-    arms = (VllmArm("plain"), *dict.fromkeys(fixed.values()), scheduled)
-    request = dataclasses.replace(base, arms=arms, engines=("vllm",), concurrency=levels, repeats=1, warmup=0,
-                                  stop_rule="fixed", precision=None, max_time_s=None)
-    return SchedulePlan(request, scheduled, fixed, dict(best), ranges)
-
-
-def started_servers(arms) -> int:
-    """How many vLLM servers a comparison of these arms starts: one per vLLM arm that is not an operator's."""
-    return sum(1 for arm in arms if isinstance(arm, VllmArm) and arm.url is None)
 
 
 def deploy(arm: VllmArm, target: str, *, max_num_seqs: int | None = None, draft_folder: str | None = None,
@@ -118,8 +38,8 @@ def deploy(arm: VllmArm, target: str, *, max_num_seqs: int | None = None, draft_
     if config is not None:
         argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
     if arm.schedule is not None:
-        top = arm.schedule[-1][1]
-        notes.append(f"The schedule's last K ({arm.schedule[-1][2]}) holds past batch size {top} up to the "
+        _, top, last_k = arm.schedule.ranges[-1]
+        notes.append(f"The schedule's last K ({last_k}) holds past batch size {top} up to the "
                      f"server's --max-num-seqs; ranges were measured only at the levels timed.")
     return {"command": shlex.join(argv), "argv": argv, "speculative_config": config, "notes": notes}
 
