@@ -2,7 +2,7 @@
 behind, run by the runner (warm-up, rotated rounds, busy watch, progress, Stop) with a stopping hook.
 
 The package's interface, which the command line (`python -m assistlab tune`), the page and the API call:
-  - `tune_request(target, ...)`: the BenchRequest whose arms are the candidates (engines/search_space.py);
+  - `tune_request(target, ...)`: the BenchRequest whose arms are the candidates (measure/tune_space.py);
   - `tune(request, store, ...)`: the runner's events, the last one 'done' with `report.tune` set (its summary,
     docs/tune.md); `run_tune(...)`: the same to the end, (report, summary).
 The `Tuner` is the runner's stopping rule: after each repetition at a planned look it decides that look with
@@ -16,63 +16,22 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 
 import numpy as np
 
-from ..config import ArmRequest, BenchRequest, CLEAR_MAX_REPEATS, CLEAR_MAX_TIME_S
-from ..engines import catalog, registry
-from ..engines.search_space import search_space
+from ..config import ArmRequest, BenchRequest
+from ..engines import registry
 from ..errors import InputError
 from ..results import tune as elimination
 from ..results.report import Report
 from ..results.tune_record import TuneSummary
 from . import stopping as stop_rules
 from . import tune_schedule
+from .tune_space import candidate_arms, default_assistants, tune_request  # noqa: F401 (the interface)
 from .runner import Clock, Event, run_benchmark, to_the_end
 
 SEARCH, CONFIRM = "search", "confirm"
-
-
-def default_assistants(target: str) -> list[str]:
-    """The assistants of the presets made for this target, then the models this machine has that fit it as
-    assistants (registry.CACHED_ASSISTANTS: causal LMs at most a quarter of its size, at most two)."""
-    presets = [p.assistant for p in catalog.PRESETS if p.target == target and p.assistant]
-    return presets + registry.CACHED_ASSISTANTS(target, exclude=presets)
-
-
-def candidate_arms(engines: Sequence[str], assistants: Sequence[str], candidates: str | None = None,
-                   families: Sequence[str] | None = None) -> tuple:
-    """The candidates the engines declare for these assistants, narrowed by `candidates` (engines/search_space.py's
-    syntax) and `families` (the page's ticks), with each server engine's plain arm in front of its candidates."""
-    declared = [registry.SETTINGS[e] for e in engines if e in registry.SETTINGS]
-    found = search_space(declared, list(assistants), candidates, families=families)
-    arms: list = []
-    for engine in declared:
-        mine = [a for a in found if a.engine == engine.engine]
-        plain = engine.plain_arm() if mine else None
-        if plain is not None:
-            arms.append(plain)
-        arms += mine
-    return tuple(arms)
-
-
-def tune_request(target: str, *, assistants: Sequence[str] | None = None, engines: Sequence[str] | None = None,
-                 candidates: str | None = None, repeats: int | None = None, max_time_s: float | None = None,
-                 families: Sequence[str] | None = None, **bench) -> BenchRequest:
-    """The comparison a search times: plain and every candidate, at most `repeats` repetitions (default
-    CLEAR_MAX_REPEATS) within `max_time_s` of timed runs (default CLEAR_MAX_TIME_S). `assistants` None takes
-    the presets' for this target; `engines` None the host's alone; `bench` takes BenchRequest's other fields
-    (prompt, max_new_tokens, ...), the prompt by default the target's preset's, as the page and the command line
-    ask it; `families` None searches the families the engines search by default."""
-    if bench.get("prompt") is None:
-        bench["prompt"] = catalog.default_prompt(target)
-    helpers = default_assistants(target) if assistants is None else [a for a in assistants if a and a.strip()]
-    engines = (registry.HOST.name,) if engines is None else tuple(engines)
-    arms = candidate_arms(engines, helpers, candidates, families)
-    return BenchRequest(target=target, arms=arms, engines=tuple(dict.fromkeys([*engines, *(a.engine for a in arms)])),
-                        repeats=CLEAR_MAX_REPEATS if repeats is None else repeats,
-                        max_time_s=CLEAR_MAX_TIME_S if max_time_s is None else max_time_s, stop_rule="clear", **bench)
 
 
 BENCHED = "not needed to confirm the winner"

@@ -63,16 +63,6 @@ LAYER = Setting(
     empty="not set", unset_at_zero=True)
 
 
-def fill(text: str) -> str:
-    """The texts above with transformers' defaults, read from the installed transformers, filled in."""
-    if "<transformers:" not in text:
-        return text
-    from .paths import transformers_defaults
-
-    defaults = transformers_defaults()
-    return re.sub(r"<transformers:(\w+)>", lambda m: _shown(defaults[m.group(1)]), text)
-
-
 def _shown(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -91,13 +81,6 @@ FAMILIES = (
     Family(ENGINE, "early-exit", "early exit: the target's own first layers draft", (LAYER, DRAFT_LENGTH),
            _drafting("early-exit"), searched=False),
 )
-
-
-def default_arm(family: Family, assistant: str | None) -> ArmSpec | None:
-    """The arm that runs transformers' own defaults (AssistLab's 10 tokens for prompt lookup), or None."""
-    if family.name == "early-exit":
-        return None  # no layer is a default
-    return ArmSpec(family.name, assistant if family.needs_assistant else None)
 
 
 def deployed_model(text: str) -> tuple[str, str | None, str]:
@@ -124,19 +107,9 @@ def _loaded(what: str, text: str, comments: list[str], options: str = "") -> str
     return f"{what}.from_pretrained({where!r}{f', revision={revision!r}' if revision else ''}{options})"
 
 
-def deploy(arm: ArmSpec | None, target: str, info: dict | None = None, request: dict | None = None) -> dict:
-    """The generate(...) keyword arguments the winner ran with, and a snippet that runs as pasted: it loads the
-    models from where they are (deployed_model), defines the searched prompt, puts it through the chat template
-    as the search did, and generates the searched number of new tokens. `arm` None is plain generation.
-
-    `info` is the arm's report entry (its resolved strategy and effective settings), when the run got that far;
-    `request` is the report's request (prompt, max_new_tokens, chat_template, do_sample, dtype, and the device
-    it ran on), without which the snippet leaves the prompt to the reader and generates 256 tokens.
-    """
-    info = info or {}
-    strategy = "plain" if arm is None else info.get("strategy") or arm.strategy
-    helper = None if arm is None else arm.assistant
-    effective = info.get("settings") or {}
+def _generate_kwargs(arm: ArmSpec | None, effective: dict) -> dict:
+    """The generate(...) keyword arguments of `arm` (None: plain): its own settings, and the ones it left empty
+    that the run resolved (`effective`, the report's settings) unless they were transformers' defaults."""
     kwargs: dict = {}
     if arm is not None and arm.strategy == "prompt-lookup":
         kwargs["prompt_lookup_num_tokens"] = arm.lookup_tokens
@@ -149,6 +122,39 @@ def deploy(arm: ArmSpec | None, target: str, info: dict | None = None, request: 
                 kwargs[name] = value
         if arm.early_exit_layer is not None:
             kwargs["assistant_early_exit"] = arm.early_exit_layer
+    return kwargs
+
+
+def _input_lines(prompt: object, chat_template: bool, to: str) -> list[str]:
+    """The snippet's lines that define the searched prompt and tokenise it as the search did."""
+    if not isinstance(prompt, str):
+        return ["inputs = tokenizer(prompt, return_tensors=\"pt\")"]
+    lines = [f"prompt = {prompt!r}"]
+    if chat_template:
+        lines += ["if tokenizer.chat_template:  # as the search asked it: one user turn through the chat template",
+                  "    messages = [{\"role\": \"user\", \"content\": prompt}]",
+                  "    inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, "
+                  "return_dict=True, return_tensors=\"pt\")",
+                  "else:",
+                  "    inputs = tokenizer(prompt, return_tensors=\"pt\")"]
+    else:
+        lines.append("inputs = tokenizer(prompt, return_tensors=\"pt\")")
+    return lines + ([f"inputs = inputs{to}"] if to else [])
+
+
+def deploy(arm: ArmSpec | None, target: str, info: dict | None = None, request: dict | None = None) -> dict:
+    """The generate(...) keyword arguments the winner ran with, and a snippet that runs as pasted: it loads the
+    models from where they are (deployed_model), defines the searched prompt, puts it through the chat template
+    as the search did, and generates the searched number of new tokens. `arm` None is plain generation.
+
+    `info` is the arm's report entry (its resolved strategy and effective settings), when the run got that far;
+    `request` is the report's request (prompt, max_new_tokens, chat_template, do_sample, dtype, and the device
+    it ran on), without which the snippet leaves the prompt to the reader and generates 256 tokens.
+    """
+    info = info or {}
+    strategy = "plain" if arm is None else info.get("strategy") or arm.strategy
+    helper = None if arm is None else arm.assistant
+    kwargs = _generate_kwargs(arm, info.get("settings") or {})
     request = request or {}
     device = request.get("device") if request.get("device") in ("cuda",) else None
     dtype = request.get("dtype") if request.get("dtype") not in (None, "auto") else None
@@ -166,21 +172,7 @@ def deploy(arm: ArmSpec | None, target: str, info: dict | None = None, request: 
             extra += "tokenizer=tokenizer, assistant_tokenizer=assistant_tokenizer, "
     settings = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
     prompt = request.get("prompt")
-    if isinstance(prompt, str):
-        lines.append(f"prompt = {prompt!r}")
-        if request.get("chat_template", True):
-            lines += ["if tokenizer.chat_template:  # as the search asked it: one user turn through the chat template",
-                      "    messages = [{\"role\": \"user\", \"content\": prompt}]",
-                      "    inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, "
-                      "return_dict=True, return_tensors=\"pt\")",
-                      "else:",
-                      "    inputs = tokenizer(prompt, return_tensors=\"pt\")"]
-        else:
-            lines.append("inputs = tokenizer(prompt, return_tensors=\"pt\")")
-        if device:
-            lines.append(f"inputs = inputs{to}")
-    else:
-        lines.append("inputs = tokenizer(prompt, return_tensors=\"pt\")")
+    lines += _input_lines(prompt, request.get("chat_template", True), to)
     length = request.get("max_new_tokens") or 256
     sampling = f"do_sample={bool(request.get('do_sample'))}, " if "do_sample" in request or prompt else ""
     lines.append(f"output = target.generate(**inputs, {extra}{settings}{', ' if settings else ''}{sampling}"
@@ -192,33 +184,15 @@ def deploy(arm: ArmSpec | None, target: str, info: dict | None = None, request: 
             "assistant": helper, "snippet": "\n".join(head + lines)}
 
 
-def simplicity(arm: ArmSpec) -> tuple:
-    """Lower is simpler: the engine's defaults first, then the shortest draft."""
-    if arm.strategy == "prompt-lookup":
-        return (0 if arm.prompt_lookup_num_tokens is None else 1, arm.lookup_tokens)
-    from .paths import transformers_defaults
-
-    length = arm.num_assistant_tokens if arm.num_assistant_tokens is not None else transformers_defaults()[
-        "num_assistant_tokens"]
-    return (0 if arm.uses_transformers_defaults else 1, length)
-
-
-def phrase(arm: ArmSpec) -> str:
-    """The arm in a few words: 'prompt lookup with 3 tokens', 'smollm2-135m-instruct drafting 8 tokens'."""
-    if arm.strategy == "prompt-lookup":
-        return f"prompt lookup with {arm.lookup_tokens} token{'' if arm.lookup_tokens == 1 else 's'}"
-    if arm.assistant:
-        short = arm.assistant.rsplit("/", 1)[-1].removeprefix("bundled:")
-        return f"{short} as assistant ({arm.draft_label})"
-    return arm.label
-
-
 @dataclass(frozen=True)
 class TransformersSettings(EngineSettings):
     """transformers' declaration: its families, and how an arm of them is re-timed, deployed and said."""
 
     def default_arm(self, family: Family, assistant: str | None) -> ArmSpec | None:
-        return default_arm(family, assistant)
+        """The arm that runs transformers' own defaults (AssistLab's 10 tokens for prompt lookup), or None."""
+        if family.name == "early-exit":
+            return None  # no layer is a default
+        return ArmSpec(family.name, assistant if family.needs_assistant else None)
 
     def arm_args(self, arm: ArmSpec) -> list[str]:
         return ["--strategy", arm.strategy, *(["--assistant", arm.assistant] if arm.assistant else [])]
@@ -231,13 +205,32 @@ class TransformersSettings(EngineSettings):
         return deploy(arm, target, info, request)
 
     def simplicity(self, arm: ArmSpec) -> tuple:
-        return simplicity(arm)
+        """Lower is simpler: the engine's defaults first, then the shortest draft."""
+        if arm.strategy == "prompt-lookup":
+            return (0 if arm.prompt_lookup_num_tokens is None else 1, arm.lookup_tokens)
+        from .paths import transformers_defaults
+
+        length = arm.num_assistant_tokens if arm.num_assistant_tokens is not None else transformers_defaults()[
+            "num_assistant_tokens"]
+        return (0 if arm.uses_transformers_defaults else 1, length)
 
     def phrase(self, arm: ArmSpec) -> str:
-        return phrase(arm)
+        """The arm in a few words: 'prompt lookup with 3 tokens', 'smollm2-135m-instruct drafting 8 tokens'."""
+        if arm.strategy == "prompt-lookup":
+            return f"prompt lookup with {arm.lookup_tokens} token{'' if arm.lookup_tokens == 1 else 's'}"
+        if arm.assistant:
+            short = arm.assistant.rsplit("/", 1)[-1].removeprefix("bundled:")
+            return f"{short} as assistant ({arm.draft_label})"
+        return arm.label
 
     def fill(self, text: str) -> str:
-        return fill(text)
+        """The texts above with transformers' defaults, read from the installed transformers, filled in."""
+        if "<transformers:" not in text:
+            return text
+        from .paths import transformers_defaults
+
+        defaults = transformers_defaults()
+        return re.sub(r"<transformers:(\w+)>", lambda m: _shown(defaults[m.group(1)]), text)
 
 
 SETTINGS = TransformersSettings(ENGINE, FAMILIES)

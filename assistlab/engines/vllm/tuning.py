@@ -67,19 +67,6 @@ LOOKUP_MAX = Setting(
     empty=str(DEFAULT_LOOKUP[1]))
 
 
-def unavailable() -> str | None:
-    """Why vLLM's families cannot run on this server, in a few words, or None: the finder the engine uses when
-    a search starts (server.find_python), asked once when a form is built. Quick where vLLM is not set up at all
-    (no ASSISTLAB_VLLM_PYTHON); else one short probe of that Python, which never imports vLLM."""
-    if not (os.environ.get(server.PYTHON_VAR) or "").strip():
-        return f"vLLM is not installed on this server ({server.PYTHON_VAR} is not set)"
-    try:
-        server.find_python(timeout=20.0)
-    except EngineError:
-        return f"vLLM is not installed on this server (not found through {server.PYTHON_VAR})"
-    return None
-
-
 def no_mtp_layers(target: str) -> str | None:
     """Why mtp cannot run for `target`, where its config.json is on this machine: it declares no MTP layers
     (methods.mtp_layers); None when it has some or when it is not here to read."""
@@ -116,51 +103,14 @@ FAMILIES = (
 )
 
 
-def default_arm(family: Family, assistant: str | None) -> VllmArm:
-    """The arm with every setting left to its default (AssistLab's, where vLLM has none)."""
-    return VllmArm(family.name, draft_model=assistant if family.needs_assistant else None)
-
-
-def _deploy(arm: VllmArm | None, target: str, info: dict | None = None, request: dict | None = None) -> dict:
-    """The tuner's deploy block: `deploy`'s `vllm serve` line (plain when `arm` is None) with the models where
-    they are (a bundled model's converted folder, a hub id, a folder), as the snippet to copy; after it, as a
-    comment, the request that asks the server the searched prompt for the searched number of new tokens."""
-    arm = arm or VllmArm("plain")
-    where, revision, comment = deployed_model(target)
-    draft = deployed_model(arm.draft_model)[0] if arm.draft_model else None
-    served = deploy(arm, where, draft_folder=draft, revision=revision)
-    lines = [*([comment] if comment else []), served["command"]]
-    request = request or {}
-    if isinstance(request.get("prompt"), str):
-        chat = request.get("chat_template", True)
-        body = {"model": where, **({"messages": [{"role": "user", "content": request["prompt"]}]} if chat
-                                   else {"prompt": request["prompt"]}),
-                "max_tokens": request.get("max_new_tokens") or 256, "temperature": 0}
-        url = "http://127.0.0.1:8000/v1/" + ("chat/completions" if chat else "completions")
-        lines += ["# Once it is up, from another shell: the searched prompt, greedy, as the search timed it",
-                  f"# curl -s {url} -H 'Content-Type: application/json' -d {shlex.quote(json.dumps(body))}"]
-    return {"engine": ENGINE, "method": arm.method, **served, "snippet": "\n".join(lines)}
-
-
-def simplicity(arm: VllmArm) -> tuple:
-    """Lower is simpler: the defaults first, then the fewest tokens drafted."""
-    defaults = arm == default_arm(next(f for f in FAMILIES if f.name == arm.method), arm.draft_model)
-    return (0 if defaults else 1, arm.num_speculative_tokens or 0)
-
-
-def phrase(arm: VllmArm) -> str:
-    """The arm in a few words: 'vLLM ngram with 4 tokens (lookup 2-4)'."""
-    lookup = f" (lookup {arm.prompt_lookup_min}-{arm.prompt_lookup_max})" if arm.method == "ngram" else ""
-    return f"vLLM {arm.method} with {arm.num_speculative_tokens} tokens{lookup}"
-
-
 @dataclass(frozen=True)
 class VllmSettings(EngineSettings):
     """vLLM's declaration: its methods, and how an arm of them is re-timed, served and said; a search's vLLM
     candidates are timed beside vLLM's own plain arm."""
 
     def default_arm(self, family: Family, assistant: str | None) -> VllmArm:
-        return default_arm(family, assistant)
+        """The arm with every setting left to its default (AssistLab's, where vLLM has none)."""
+        return VllmArm(family.name, draft_model=assistant if family.needs_assistant else None)
 
     def arm_args(self, arm: VllmArm) -> list[str]:
         return ["--engines", "vllm", "--vllm-method", arm.method,
@@ -168,19 +118,49 @@ class VllmSettings(EngineSettings):
 
     def deploy(self, arm: VllmArm | None, target: str, info: dict | None = None,
                request: dict | None = None) -> dict:
-        return _deploy(arm, target, info, request)
+        """The tuner's deploy block: `deploy`'s `vllm serve` line (plain when `arm` is None) with the models where
+        they are (a bundled model's converted folder, a hub id, a folder), as the snippet to copy; after it, as a
+        comment, the request that asks the server the searched prompt for the searched number of new tokens."""
+        arm = arm or VllmArm("plain")
+        where, revision, comment = deployed_model(target)
+        draft = deployed_model(arm.draft_model)[0] if arm.draft_model else None
+        served = deploy(arm, where, draft_folder=draft, revision=revision)
+        lines = [*([comment] if comment else []), served["command"]]
+        request = request or {}
+        if isinstance(request.get("prompt"), str):
+            chat = request.get("chat_template", True)
+            body = {"model": where, **({"messages": [{"role": "user", "content": request["prompt"]}]} if chat
+                                       else {"prompt": request["prompt"]}),
+                    "max_tokens": request.get("max_new_tokens") or 256, "temperature": 0}
+            url = "http://127.0.0.1:8000/v1/" + ("chat/completions" if chat else "completions")
+            lines += ["# Once it is up, from another shell: the searched prompt, greedy, as the search timed it",
+                      f"# curl -s {url} -H 'Content-Type: application/json' -d {shlex.quote(json.dumps(body))}"]
+        return {"engine": ENGINE, "method": arm.method, **served, "snippet": "\n".join(lines)}
 
     def simplicity(self, arm: VllmArm) -> tuple:
-        return simplicity(arm)
+        """Lower is simpler: the defaults first, then the fewest tokens drafted."""
+        defaults = arm == self.default_arm(next(f for f in FAMILIES if f.name == arm.method), arm.draft_model)
+        return (0 if defaults else 1, arm.num_speculative_tokens or 0)
 
     def phrase(self, arm: VllmArm) -> str:
-        return phrase(arm)
+        """The arm in a few words: 'vLLM ngram with 4 tokens (lookup 2-4)'."""
+        lookup = f" (lookup {arm.prompt_lookup_min}-{arm.prompt_lookup_max})" if arm.method == "ngram" else ""
+        return f"vLLM {arm.method} with {arm.num_speculative_tokens} tokens{lookup}"
 
     def plain_arm(self) -> VllmArm:
         return VllmArm("plain")
 
     def unavailable(self) -> str | None:
-        return unavailable()
+        """Why vLLM's families cannot run on this server, in a few words, or None: the finder the engine uses when
+        a search starts (server.find_python), asked once when a form is built. Quick where vLLM is not set up at all
+        (no ASSISTLAB_VLLM_PYTHON); else one short probe of that Python, which never imports vLLM."""
+        if not (os.environ.get(server.PYTHON_VAR) or "").strip():
+            return f"vLLM is not installed on this server ({server.PYTHON_VAR} is not set)"
+        try:
+            server.find_python(timeout=20.0)
+        except EngineError:
+            return f"vLLM is not installed on this server (not found through {server.PYTHON_VAR})"
+        return None
 
 
 SETTINGS = VllmSettings(ENGINE, FAMILIES, title="vLLM")
