@@ -67,7 +67,7 @@ def prepare(
         yield from _statuses(engine.prepare(), status)
     yield from _statuses(host.settle(should_stop), status)
     arms = named_apart([arm for engine in engines for arm in engine.arms()])
-    if arms and all(a.info.error for a in arms):
+    if arms and all(a.info.error for a in arms) and not should_stop():  # a stop's own errors end as a stop
         raise EngineError(next(a.info.error for a in arms))
     quiet = None
     if any(e.busy_processes() for e in engines):

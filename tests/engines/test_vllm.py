@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -558,12 +559,25 @@ def test_real_operator_server_is_timed_and_stop_ends_its_request(store, real_pla
     stop = threading.Event()
     long = BenchRequest(target=catalog.BUNDLED_TARGET, arms=arms, prompt=request.prompt, max_new_tokens=400,
                         repeats=1, warmup=0, engines=("vllm",))
-    timer = threading.Timer(3.0, stop.set)
-    timer.start()
-    began = time.monotonic()
+    running = re.compile(r"^vllm:num_requests_running(?:\{[^}]*\})? ([0-9.]+)", re.M)
+
+    def stop_mid_request():  # a second after the server has the long request in flight, not at a guessed time
+        end = time.monotonic() + 120
+        while time.monotonic() < end and not stop.is_set():
+            if any(float(n) > 0 for n in running.findall(client.get(real_plain_server.url, "/metrics", None)[1])):
+                time.sleep(1.0)
+                stopped_at.append(time.monotonic())
+                stop.set()
+            time.sleep(0.1)
+
+    stopped_at: list[float] = []
+    watcher = threading.Thread(target=stop_mid_request, daemon=True)
+    watcher.start()
     events = list(runner.run_benchmark(long, store, should_stop=stop.is_set))
-    timer.cancel()
-    assert events[-1].report.status == "stopped" and time.monotonic() - began < 60
+    stop.set()
+    watcher.join()
+    assert stopped_at and events[-1].report.status == "stopped", events[-1].report.message
+    assert time.monotonic() - stopped_at[0] < 10  # the 400 tokens were cut short at the stop
     assert client.served_models(real_plain_server.url, None)
     # A server whose model is not the target: refused in one sentence.
     wrong = BenchRequest(target="bundled:smollm2-135m-instruct", arms=arms, prompt=request.prompt, max_new_tokens=4,

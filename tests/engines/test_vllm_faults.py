@@ -367,3 +367,13 @@ def test_a_proxy_in_the_environment_is_not_used_for_the_lab_s_own_servers(monkey
         assert [m["id"] for m in client.served_models(fake.url, None)] == ["target"]
         out = client.stream_completion(fake.url, None, stream.completion_body("target", [1, 2, 3], 6), time.perf_counter)
     assert out.token_ids == [7, 8, 9, 10, 11, 12] and out.finish_reason == "length"
+
+
+def test_a_stop_while_an_operator_server_is_checked_ends_as_a_stop(store, allowed_models):
+    """A Stop that lands while the server's model list is read (before anything is timed) is a stopped
+    comparison, not a failed one."""
+    stop = threading.Event()
+    with Misbehaving(models="slow") as fake:
+        threading.Timer(0.5, stop.set).start()
+        events = list(runner.run_benchmark(_request(fake.url, vllm_only=True), store, should_stop=stop.is_set))
+    assert events[-1].kind == "done" and events[-1].report.status == "stopped", events[-1].report.message
