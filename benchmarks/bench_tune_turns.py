@@ -3,7 +3,8 @@ servers do not fit in memory together (issue 44's proof): the command line's sea
 memory of AssistLab and every server it started against what the plan allowed.
 
 Run: ASSISTLAB_VLLM_PYTHON=/opt/vllm-venv/bin/python python benchmarks/bench_tune_turns.py [--tokens 32]
-     [--json out.json]
+     [--ks 1,2,4,8] [--concurrency 1,4] [--json out.json]
+(ASSISTLAB_VLLM_TURNS=always takes turns even where the servers would fit together.)
 It runs `python -m assistlab tune --engines vllm --no-assistants --candidates "vllm ngram:num_speculative_tokens=
 1,2,4,8" --concurrency 1,4` on a repetition prompt (ngram's good case), servers in eager mode with the KV cache
 AssistLab sizes, and samples twice a second the resident memory of that process and all its descendants (the
@@ -55,6 +56,8 @@ def vllm_left() -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--ks", default="1,2,4,8", help="the draft lengths searched (default 1,2,4,8)")
+    parser.add_argument("--concurrency", default="1,4", help="the load levels (default 1,4)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     env = dict(os.environ)
@@ -65,7 +68,7 @@ def main() -> None:
         prompt, out = Path(tmp) / "prompt.txt", Path(tmp) / "tune.json"
         prompt.write_text(PROMPT)
         command = [sys.executable, "-m", "assistlab", "tune", "--engines", "vllm", "--no-assistants",
-                   "--candidates", "vllm ngram:num_speculative_tokens=1,2,4,8", "--concurrency", "1,4",
+                   "--candidates", f"vllm ngram:num_speculative_tokens={args.ks}", "--concurrency", args.concurrency,
                    "--max-new-tokens", str(args.tokens), "--prompt-file", str(prompt), "--no-chat-template",
                    "--json", str(out)]
         print(" ".join(command), flush=True)
