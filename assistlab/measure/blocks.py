@@ -85,6 +85,8 @@ def repetitions(arms: list, report, repeats: int, warmup: int, enter: Callable, 
                     current = index
                 starts_s += clock() - began
                 if fresh or index not in warmed:
+                    if index in warmed and progress is not None:
+                        progress.unforeseen(warmup)  # the counts foresaw one warm-up per arm
                     warm_began = clock()
                     for w in range(warmup):
                         report.warmup_orders.append([index])

@@ -143,8 +143,10 @@ def run_load(
                 del record.orders[orders_kept:]
                 return discard(level, kept)
             if enter is not None and index != current:
-                if (yield from enter(index)):
-                    warmed.discard(index)  # a fresh server: its warm-up round again
+                if (yield from enter(index)) and index in warmed:
+                    warmed.discard(index)  # a fresh server: its warm-up round again, which no count foresaw
+                    progress.unforeseen(1)
+                    runs_left += 1
                 current = index
             if warmup and index in warmed:
                 continue

@@ -116,6 +116,13 @@ class Progress:
         ceiling = self.most or runs
         self.total = max(self.total, min(runs, ceiling))
 
+    def unforeseen(self, runs: int) -> None:
+        """Runs no count foresaw (in blocks, a fresh server's warm-up again): the total and the most grow by them,
+        so the runs done never pass either."""
+        self.total += runs
+        if self.most:
+            self.most += runs
+
     def smoothed(self, left: float, settle: bool = True) -> float:
         """`left` as shown: at most SHOWN_STEP times the figure settled last, and at least that figure divided by
         SHOWN_STEP or run down by the time since, whichever is less; so the figure a person reads does not leap,

@@ -99,6 +99,16 @@ def test_servers_that_do_not_fit_run_in_blocks_one_at_a_time(store, logged, monk
     assert own_vllm_processes(before) == []
 
 
+def test_the_runs_done_never_pass_the_count_shown_though_every_fresh_server_warms_up(store, logged, monkeypatch):
+    """Each block's fresh server is warmed up again (4 starts for 5 repetitions of 2 arms: 4 warm-ups where a
+    comparison all at once has 2): the progress line's count grows by them as they come, never "14 of 12"."""
+    monkeypatch.setenv(turns.TURNS_VAR, "always")
+    seen = [(e.done, e.total, e.most) for e in runner.run_benchmark(
+        _request((VllmArm("plain"), VllmArm("ngram", 3))), store)]
+    assert all(done <= total <= most for done, total, most in seen), seen
+    assert seen[-1][:2] == (4 + 5 * 2, 4 + 5 * 2)  # 4 warm-ups and 10 timed runs, all counted and all done
+
+
 def test_the_stopping_rule_looks_only_at_whole_cycles(store, logged, monkeypatch):
     monkeypatch.setenv(turns.TURNS_VAR, "always")
     looked: list[int] = []
@@ -136,9 +146,13 @@ def test_a_stop_inside_a_cycle_keeps_the_whole_cycles_and_leaves_nothing(store, 
 def test_the_load_phase_runs_in_blocks_too(store, logged, monkeypatch):
     monkeypatch.setenv(turns.TURNS_VAR, "always")
     before = set(vllm_processes())
-    data = runner.run_to_report(_request((VllmArm("plain"), VllmArm("ngram", 3)), repeats=4, concurrency=(1, 2),
-                                         load_rounds=2), store).to_dict()
+    seen = list(runner.run_benchmark(_request((VllmArm("plain"), VllmArm("ngram", 3)), repeats=4,
+                                              concurrency=(1, 2), load_rounds=2), store))
+    data = seen[-1].report.to_dict()
     assert data["status"] == "complete", data["message"]
+    # A fresh server's warm-up round again (plain at each level): the count shown grows by it, never passed.
+    wrong = [(e.done, e.total, e.most, e.message) for e in seen if e.done > e.total or e.total > (e.most or e.total)]
+    assert not wrong, wrong[:3]  # `most` 0: no "at most" shown
     moments = events(logged)
     assert _most_running(moments) == 1
     held = data["environment"]["engines"]["vllm"]["turns"]
