@@ -1,7 +1,8 @@
 """A schedule of draft lengths per batch size, built from measurements and checked: vLLM's ngram on the bundled target.
 
 Run: ASSISTLAB_VLLM_PYTHON=/opt/vllm-venv/bin/python python benchmarks/bench_schedule.py [--ks 1,2,4,8]
-     [--levels 1,4] [--tokens 32] [--rounds 5] [--json out.json]
+     [--levels 1,4] [--tokens 32] [--rounds 5] [--best 1:8,16:2] [--json out.json]
+(--best skips the grid and checks the schedule of those Ks; ASSISTLAB_VLLM_TURNS=always checks it in blocks.)
 First the grid: ngram at each K beside vLLM plain, `--per-pass` Ks per pass (each server holds about 3.5 GB here),
 every server started by AssistLab, timed under load at each level (`--rounds` rotated rounds per level, the load
 phase of `bench --concurrency`). The best K of a level has the highest median throughput speedup over its pass's
@@ -76,6 +77,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--per-pass", type=int, default=2, help="Ks timed beside one plain server at a time")
+    parser.add_argument("--best", default=None, help="each level's best K as LEVEL:K,... (e.g. 1:8,16:2): no grid, "
+                        "the check of that schedule alone")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     os.environ.setdefault(server.ARGS_VAR, "--enforce-eager --kv-cache-memory-bytes 536870912")
@@ -87,7 +90,12 @@ def main() -> None:
                         max_new_tokens=args.tokens, repeats=1, warmup=0, stop_rule="fixed", engines=("vllm",),
                         concurrency=tuple(_ints(args.levels)), load_rounds=args.rounds)
     began = time.monotonic()
-    best, load = grid(base, _ints(args.ks), store, args.per_pass)
+    if args.best:
+        best = {int(level): int(k) for level, k in (part.split(":") for part in args.best.split(","))}
+        base = dataclasses.replace(base, concurrency=tuple(sorted(best)))
+        load = []
+    else:
+        best, load = grid(base, _ints(args.ks), store, args.per_pass)
     grid_s = time.monotonic() - began
     print(f"vLLM {python.vllm}, {os.cpu_count()} CPUs, {args.tokens} tokens, {args.rounds} rounds per level; "
           f"grid {grid_s:.0f} s")
