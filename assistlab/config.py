@@ -237,6 +237,9 @@ class BenchRequest:
     # Load levels for the server engines' arms (after the single-request rounds): () times one request at a time.
     concurrency: tuple[int, ...] = ()
     load_rounds: int = LOAD_ROUNDS
+    # Where the servers take turns in blocks (no sleep mode): rounds per block at each level; None: half the
+    # rounds, one cycle a level. Fewer make more blocks, the interval's units there, at a server start each.
+    load_block_rounds: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, str) or not self.target.strip():
@@ -308,6 +311,9 @@ class BenchRequest:
                              "or leave concurrency empty.")
         object.__setattr__(self, "concurrency", levels)
         object.__setattr__(self, "load_rounds", _as_int("load_rounds", self.load_rounds, 1, LIMITS["load_rounds"]))
+        if self.load_block_rounds is not None:
+            object.__setattr__(self, "load_block_rounds", _as_int("load_block_rounds", self.load_block_rounds, 1,
+                                                                  self.load_rounds))
         _choice("device", self.device, DEVICES)
         _choice("dtype", self.dtype, DTYPES)
         for name in ("do_sample", "fixed_length", "chat_template", "device_map_auto"):

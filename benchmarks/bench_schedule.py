@@ -1,8 +1,9 @@
 """A schedule of draft lengths per batch size, built from measurements and checked: vLLM's ngram on the bundled target.
 
 Run: ASSISTLAB_VLLM_PYTHON=/opt/vllm-venv/bin/python python benchmarks/bench_schedule.py [--ks 1,2,4,8]
-     [--levels 1,4] [--tokens 32] [--rounds 5] [--best 1:8,16:2] [--json out.json]
-(--best skips the grid and checks the schedule of those Ks; ASSISTLAB_VLLM_TURNS=always checks it in blocks.)
+     [--levels 1,4] [--tokens 32] [--rounds 5] [--best 1:8,16:2] [--block-rounds 1] [--by-level] [--json out.json]
+(--best skips the grid and checks the schedule of those Ks; ASSISTLAB_VLLM_TURNS=always checks it in blocks, each
+of --block-rounds rounds, the interval's unit there.)
 First the grid: ngram at each K beside vLLM plain, `--per-pass` Ks per pass (each server holds about 3.5 GB here),
 every server started by AssistLab, timed under load at each level (`--rounds` rotated rounds per level, the load
 phase of `bench --concurrency`). The best K of a level has the highest median throughput speedup over its pass's
@@ -76,6 +77,10 @@ def main() -> None:
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--block-rounds", type=int, default=None, help="in blocks, rounds per block of the check "
+                        "(default 1: every round its own block, the interval's unit)")
+    parser.add_argument("--by-level", action="store_true", help="time the check one level at a time (plain, that "
+                        "level's best K and the schedule), as the tuner does where the whole check would not fit")
     parser.add_argument("--per-pass", type=int, default=2, help="Ks timed beside one plain server at a time")
     parser.add_argument("--best", default=None, help="each level's best K as LEVEL:K,... (e.g. 1:8,16:2): no grid, "
                         "the check of that schedule alone")
@@ -88,7 +93,8 @@ def main() -> None:
     store = ModelStore()
     base = BenchRequest(target=catalog.BUNDLED_TARGET, arms=(VllmArm("plain"),), prompt=PROMPT, chat_template=False,
                         max_new_tokens=args.tokens, repeats=1, warmup=0, stop_rule="fixed", engines=("vllm",),
-                        concurrency=tuple(_ints(args.levels)), load_rounds=args.rounds)
+                        concurrency=tuple(_ints(args.levels)), load_rounds=args.rounds,
+                        load_block_rounds=args.block_rounds)
     began = time.monotonic()
     if args.best:
         best = {int(level): int(k) for level, k in (part.split(":") for part in args.best.split(","))}
@@ -107,7 +113,7 @@ def main() -> None:
               f"(rounds {', '.join(f'{x:.1f}' for x in e['output_tokens_per_s_rounds'])}){over}")
     print(f"best K per level: {best}")
     began = time.monotonic()
-    events = check_schedule(base, VllmArm("ngram", None, 1, 3), best, store)
+    events = check_schedule(base, VllmArm("ngram", None, 1, 3), best, store, max_servers=3 if args.by_level else None)
     try:
         while True:
             next(events)

@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     engines.add_argument("--server-api-key", default=None, help="API key sent to every --server (default: $ASSISTLAB_VLLM_API_KEY)")
     engines.add_argument("--concurrency", default="", metavar="LEVELS", help=f"after the usual timing, time the vLLM arms under load: this many requests at once per level, e.g. 1,2,4,8 (1..{MAX_CONCURRENCY}, at most {MAX_LOAD_LEVELS} levels; transformers arms stay at one request; default: none)")
     engines.add_argument("--load-rounds", default=LOAD_ROUNDS, help=f"timed rounds per load level, after one warm-up round (default %(default)s, max {LIMITS['load_rounds']}; 5 give a 93.75%% interval)")
+    engines.add_argument("--load-block-rounds", default=None, metavar="N", help="where vLLM servers take turns in blocks (no sleep mode, too big to run together): rounds per block at each level (default: half of --load-rounds, one cycle); each block is one interval unit and costs a server start")
     for declared in registry.SETTINGS.values():  # each engine's settings, as that engine declares them
         _add_setting_options(bench, declared)
     workload = bench.add_argument_group("workloads (a suite of prompts instead of one)")
@@ -171,6 +172,7 @@ def request_from_args(args: argparse.Namespace) -> BenchRequest:
         engines=engines,
         concurrency=args.concurrency,
         load_rounds=args.load_rounds,
+        load_block_rounds=args.load_block_rounds,
     )
 
 

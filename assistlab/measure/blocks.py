@@ -25,6 +25,23 @@ def halves(start: int, stop: int, block: int = BLOCK) -> tuple[range, range]:
     return range(start, start + first), range(start + first, start + size)
 
 
+def cycles(count: int, block: int) -> list[tuple[range, range]]:
+    """Every cycle's halves (as `halves` gives them) for `count` runs in blocks of at most `block`: the load
+    phase's rounds at one level, in one cycle when `block` is half of them, in more when it is smaller."""
+    out, start = [], 0
+    while start < count:
+        first, second = halves(start, count, block)
+        out.append((first, second))
+        start = second.stop if len(second) else first.stop
+    return out
+
+
+def units(count: int, block: int) -> list[list[int]]:
+    """The runs of each block, in order, every arm's the same: what a block design pairs (an arm's block with
+    another's block of the same runs), since runs inside one block share their server's start and moment."""
+    return [list(half) for pair in cycles(count, block) for half in pair if len(half)]
+
+
 def cycle(arms: list[int], first: range, second: range) -> list[tuple[int, list[int]]]:
     """The blocks of one cycle, in order: (arm, its repetitions), every arm's `first` in turn, then every arm's
     `second` in the mirrored order; an empty half adds no blocks."""

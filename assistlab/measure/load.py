@@ -82,8 +82,10 @@ def run_load(
     stop discards the level under way and returns True: the record keeps whole levels only.
 
     `enter(index)`, when the arms are served in blocks (measure/blocks.py), readies an arm before its block (True
-    when its server started afresh): each level's rounds then run arm after arm, half of them in the arms'
-    order and half mirrored, each block after its own warm-up round on a fresh server.
+    when its server started afresh): each level's rounds then run arm after arm in blocks of
+    `request.load_block_rounds` (half the rounds when unset: one cycle), each cycle's first blocks in the arms'
+    order and its second blocks mirrored, each block after its own warm-up round on a fresh server. The record
+    keeps the blocks (`record.blocks`): an interval in blocks pairs blocks, not rounds (results/load.py).
     """
     loading = [i for i, a in enumerate(arms) if a.loads and not a.info.error and not a.info.left]
     record = report.load = LoadRecord(levels=tuple(request.concurrency), rounds_asked=request.load_rounds,
@@ -130,8 +132,10 @@ def run_load(
         if enter is None:
             items = _round_major(loading, broken, request.load_rounds, rotation)
         else:
-            items, orders = _in_blocks([i for i in loading if i not in broken], request.load_rounds)
+            items, orders = _in_blocks([i for i in loading if i not in broken], request.load_rounds,
+                                       block_rounds(request))
             record.orders.extend(orders)
+            record.blocks = blocks.units(request.load_rounds, block_rounds(request))
         current, warmed = None, set()
         for r, index, position, last, order in items:
             warmup = r < 0
@@ -194,14 +198,20 @@ def _round_major(loading: list[int], broken: dict, rounds: int, rotation: Callab
             yield r, index, position, position == len(order) - 1, order
 
 
-def _in_blocks(active: list[int], rounds: int) -> tuple[list[tuple], list[list[int]]]:
-    """The same items in blocks (measure/blocks.py): each arm's first half of the rounds in turn, after its
-    warm-up round (-1; skipped where its server did not start afresh), then the second half mirrored; and
-    the order of the arms for every round."""
-    first, second = blocks.halves(0, rounds, block=(rounds + 1) // 2)
-    items = []
-    for number, (index, reps) in enumerate(blocks.cycle(active, first, second)):
-        order = list(active) if number < len(active) else list(reversed(active))
-        position = order.index(index)
-        items += [(-1, index, position, False, order)] + [(r, index, position, r == reps[-1], order) for r in reps]
-    return items, blocks.orders(active, first, second)
+def block_rounds(request: BenchRequest) -> int:
+    """Rounds per block in blocks: the request's `load_block_rounds`, else half the rounds (one cycle a level)."""
+    return request.load_block_rounds or (request.load_rounds + 1) // 2
+
+
+def _in_blocks(active: list[int], rounds: int, per_block: int) -> tuple[list[tuple], list[list[int]]]:
+    """The same items in blocks (measure/blocks.py), cycle after cycle of blocks of at most `per_block` rounds:
+    each arm's first block in turn, after its warm-up round (-1; skipped where its server did not start
+    afresh), then the second blocks mirrored; and the order of the arms for every round."""
+    items, orders = [], []
+    for first, second in blocks.cycles(rounds, per_block):
+        for number, (index, reps) in enumerate(blocks.cycle(active, first, second)):
+            order = list(active) if number < len(active) else list(reversed(active))
+            position = order.index(index)
+            items += [(-1, index, position, False, order)] + [(r, index, position, r == reps[-1], order) for r in reps]
+        orders += blocks.orders(active, first, second)
+    return items, orders

@@ -53,6 +53,10 @@ class LoadRecord:
     failures: dict[tuple[int, int], str] = field(default_factory=dict)  # (arm, level) -> why it has no result
     done: list[int] = field(default_factory=list)  # the levels measured to the end (a stop discards the one under way)
     orders: list[list[int]] = field(default_factory=list)  # arm indices in run order, per timed round
+    # In blocks (servers one at a time, measure/blocks.py): the rounds of each block, every arm's the same; None
+    # when the arms' rounds alternated. The rounds of one block share their server's start and moment, so an
+    # interval pairs blocks then.
+    blocks: list[list[int]] | None = None
 
     def rounds_of(self, arm: int, level: int) -> list[LoadRound]:
         return sorted((r for r in self.rounds if r.arm == arm and r.concurrency == level), key=lambda r: r.round)
@@ -108,6 +112,19 @@ def _paired(plain: list[LoadRound], mine: list[LoadRound], figure) -> tuple[list
     return [p for p, _ in pairs], [m for _, m in pairs]
 
 
+def _merged(rounds: list[LoadRound], blocks: list[list[int]]) -> list[LoadRound]:
+    """Each block's rounds as one round (`round` is the block's number): its tokens over its summed wall time,
+    every request of the block."""
+    by_round = {r.round: r for r in rounds}
+    out = []
+    for number, members in enumerate(blocks):
+        got = [by_round[i] for i in members if i in by_round]
+        if got:
+            out.append(LoadRound(got[0].arm, got[0].concurrency, number, sum(g.wall_s for g in got),
+                                 [q for g in got for q in g.requests]))
+    return out
+
+
 def _median_e2e(rnd: LoadRound) -> float:
     return float(np.median([r.latency for r in rnd.requests])) if rnd.requests else 0.0
 
@@ -138,14 +155,19 @@ def entry(record: LoadRecord, arms: list[ArmInfo], index: int, level: int) -> di
         "itl_s": percentiles([gap for q in requests for gap in q.itl]),
         "e2e_s": percentiles([q.latency for q in requests]),
         "outputs_identical": identical(rounds, rounds),  # a plain arm: all its requests alike
+        "paired_by": "rounds" if record.blocks is None else "blocks",
         "speedup": None,
         "latency_speedup": None,
         "acceptance": None,
         "client_cpu_s": {"per_request": float(np.median(cpu)) if cpu else None, "total": float(sum(cpu)),
                          "share": sum(cpu) / walls if walls > 0 else None},
     }
+    if record.blocks is not None:
+        data["output_tokens_per_s_blocks"] = [r.tokens_per_s() for r in _merged(rounds, record.blocks)]
     if info.assisted:
         plain = [] if base is None or (base, level) in record.failures else record.rounds_of(base, level)
+        if record.blocks is not None:  # one server at a time: a round pairs only with its own block's moment
+            plain, rounds = _merged(plain, record.blocks), _merged(rounds, record.blocks)
         # The throughput ratio assisted/plain of each round pair: with equal tokens, plain wall / assisted wall.
         ours, theirs = _paired(plain, rounds, LoadRound.tokens_per_s)
         data["speedup"] = stats.speedup(theirs, ours)
@@ -190,12 +212,13 @@ def _plural(level: int) -> str:
     return f"{level} concurrent request" + ("" if level == 1 else "s")
 
 
-def _too_few(rounds: int) -> str:
-    need = stats.fewest_runs()
-    if rounds <= 1:
-        return f"one round gives no interval ({need} rounds give a {_pct(stats.order_statistic_level(need, 1))} one)"
-    return (f"{rounds} rounds give only a {_pct(stats.order_statistic_level(rounds, 1))} range, too few to be sure "
-            f"({need} rounds give a {_pct(stats.order_statistic_level(need, 1))} interval)")
+def _too_few(pairs: int, unit: str = "rounds") -> str:
+    """Why a level has no interval: `pairs` paired rounds (or, in blocks, paired blocks) are too few."""
+    need, one = stats.fewest_runs(), unit.rstrip("s")
+    if pairs <= 1:
+        return f"one {one} gives no interval ({need} {unit} give a {_pct(stats.order_statistic_level(need, 1))} one)"
+    return (f"{pairs} {unit} give only a {_pct(stats.order_statistic_level(pairs, 1))} range, too few to be sure "
+            f"({need} {unit} give a {_pct(stats.order_statistic_level(need, 1))} interval)")
 
 
 def _pct(level: float) -> str:
@@ -229,7 +252,8 @@ def arm_summary(name: str, baseline: str | None, mine: list[dict]) -> dict:
         elif level in costs:
             parts.append(f"costs throughput {f'from {level} on' if from_on else f'at {level}'} ({_x(s)} at {level})")
         elif not stats.has_interval(s):
-            parts.append(f"is not clearly faster at {level} ({_x(s)}: {_too_few(s.get('n') or 0)})")
+            unit = "blocks" if stops.get("paired_by") == "blocks" else "rounds"
+            parts.append(f"is not clearly faster at {level} ({_x(s)}: {_too_few(s.get('n') or 0, unit)})")
         else:
             parts.append(f"is not clearly faster at {level} ({_x(s)}, interval {s['ci_low']:.2f}–{s['ci_high']:.2f}× "
                          f"at {_pct(s['level'])}, which contains 1×)")
@@ -275,6 +299,13 @@ def summary(record: LoadRecord | None, arms: list[ArmInfo], load: list[dict], co
     if differ:
         notes.append(f"Not every request got the same tokens as its engine's plain arm ({', '.join(differ)}): "
                      f"greedy decoding should keep them, so compare the texts before trusting those speedups.")
+    if record is not None and record.blocks is not None and done:
+        size = max(len(b) for b in record.blocks)
+        notes.append(f"The servers ran one at a time, in blocks of {size} round{'s' if size > 1 else ''} "
+                     f"({len(record.blocks)} blocks an arm at each level): rounds of one block share their server's "
+                     f"start and moment, so each speedup's interval pairs an arm's blocks with its baseline's, "
+                     f"assuming independent blocks; more blocks (load_block_rounds) narrow it, each costing "
+                     f"server starts.")
     if agreement(load):
         notes.append(agreement(load))
     during = busy.reasons(contention, "while the load rounds were timed")
@@ -307,7 +338,7 @@ def raw(record: LoadRecord | None) -> dict | None:
         return None
     return {
         "levels": list(record.levels), "rounds_asked": record.rounds_asked, "arms": record.arms, "done": record.done,
-        "orders": record.orders,
+        "orders": record.orders, "blocks": record.blocks,
         "rounds": [{**{k: v for k, v in asdict(r).items() if k != "requests"},
                     "requests": [{k: v for k, v in asdict(q).items() if k != "token_ids"} for q in r.requests]}
                    for r in record.rounds],

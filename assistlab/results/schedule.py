@@ -4,7 +4,9 @@ best fixed K of that level, timed in the same rotated rounds, with the ratio's i
 The ratio at a level is the median over rounds of (schedule's output tokens/s) / (fixed K's), paired by round:
 both arms ran in every round, in rotated order, so a round's busy spell touches both. Its interval is the
 order-statistic interval of stats.speedup, which assumes only independent rounds (5 rounds: [min, max], 93.75%);
-it is per level, not adjusted across levels. `within_band` is True when that interval lies inside 1 ± band (no
+it is per level, not adjusted across levels. Where the servers took turns in blocks (one at a time), the two
+arms' rounds ran at different moments on different server starts, and the rounds of one block share theirs: the
+ratio then pairs blocks (each block's tokens over its wall time), assuming independent blocks. `within_band` is True when that interval lies inside 1 ± band (no
 practical difference, config.NO_DIFFERENCE_BAND unless the request says), False when it lies wholly outside
 the band, None while it is too wide to say.
 """
@@ -49,14 +51,15 @@ def band_verdict(ratio: dict, band: float) -> bool | None:
     return None
 
 
-def _level_sentence(level: int, ratio: dict, within: bool | None, band: float, fixed_k: int) -> str:
+def _level_sentence(level: int, ratio: dict, within: bool | None, band: float, fixed_k: int,
+                    unit: str = "rounds") -> str:
     at = f"At {level} request{'' if level == 1 else 's'} at once"
     rival = f"the fixed k={fixed_k}" if fixed_k else "plain"
     if ratio.get("median") is None:
         return f"{at} the schedule and {rival} have no paired rounds to compare."
     figure = f"{ratio['median']:.3f}×"
     if not stats.has_interval(ratio):
-        return (f"{at} the schedule ran at {figure} the throughput of {rival}, from too few rounds "
+        return (f"{at} the schedule ran at {figure} the throughput of {rival}, from too few {unit} "
                 f"({ratio.get('n') or 0}) for an interval.")
     interval = f"{ratio['ci_low']:.3f}–{ratio['ci_high']:.3f} at {ratio['level'] * 100:.4g}%"
     if within is True:
@@ -70,7 +73,7 @@ def _level_sentence(level: int, ratio: dict, within: bool | None, band: float, f
                      "every step); for those loads a plain server is faster.")
         return said
     return (f"{at} the schedule ran at {figure} the throughput of {rival} ({interval}): not yet "
-            f"shown within ±{band:.0%} or outside it; more rounds would tell.")
+            f"shown within ±{band:.0%} or outside it; more {unit} would tell.")
 
 
 def judge(report: dict, plan: SchedulePlan) -> dict:
@@ -106,17 +109,21 @@ def judge_arms(report: dict, schedule_spec: dict, fixed_specs: dict[int, dict], 
             row["sentence"] = f"At {level} at once the schedule could not be compared: {failed.rstrip('.')}."
             levels.append(row)
             continue
-        a, b = ours["output_tokens_per_s_rounds"], theirs["output_tokens_per_s_rounds"]
+        unit = "blocks" if ours.get("paired_by") == "blocks" else "rounds"
+        a, b = ours[f"output_tokens_per_s_{unit}"], theirs[f"output_tokens_per_s_{unit}"]
         n = min(len(a), len(b))  # every round times both arms; a failure drops all of an arm's rounds there
         ratio = stats.speedup(a[:n], b[:n])  # baseline / candidate: the schedule's throughput over the fixed K's
         within = band_verdict(ratio, band)
         row.update(schedule_tokens_per_s=ours["output_tokens_per_s"], fixed_tokens_per_s=theirs["output_tokens_per_s"],
-                   ratio=ratio, within_band=within, sentence=_level_sentence(level, ratio, within, band, fixed_k))
+                   ratio=ratio, paired_by=unit, within_band=within,
+                   sentence=_level_sentence(level, ratio, within, band, fixed_k, unit))
         levels.append(row)
     verdicts = [r["within_band"] for r in levels]
     every = (None if refused or not levels else False if False in verdicts else None if None in verdicts else True)
+    blocked = any(r.get("paired_by") == "blocks" for r in levels)
     return {"band": band, "levels": levels, "refused": refused, "all_within_band": every,
-            "assumption": "independent rounds (an order-statistic interval of the median ratio), per level"}
+            "assumption": f"independent {'blocks' if blocked else 'rounds'} (an order-statistic interval of the "
+                          f"median ratio), per level"}
 
 
 def merged(checks: list[dict]) -> dict:

@@ -241,3 +241,27 @@ def test_an_interrupt_inside_a_cycle_keeps_only_repetitions_every_arm_ran():
              SimpleNamespace(arm=1, repetition=4)]  # cycle 2: A's block (4, 5), then B's cut after 4
     report = SimpleNamespace(orders=[[0, 1]] * 6 + [[1, 0]] * 2, runs=runs, arms=arms)
     assert runner.whole_repetitions(report) == 5
+
+
+def test_the_load_phase_in_blocks_of_one_round_runs_cycle_after_cycle_and_pairs_blocks(store, logged, monkeypatch):
+    """load_block_rounds=1: 3 rounds at each level make two cycles, A B B A then A B, each round a block of its
+    own (so an interval has 3 units, not the 2 halves of one cycle), every block after its fresh server's
+    warm-up round. Worked out by hand, with plain running after the repetitions' A B B A: level 1 starts ngram,
+    plain, ngram; level 2 plain, ngram, plain, ngram."""
+    monkeypatch.setenv(turns.TURNS_VAR, "always")
+    before = set(vllm_processes())
+    data = runner.run_to_report(_request((VllmArm("plain"), VllmArm("ngram", 3)), repeats=4, concurrency=(1, 2),
+                                         load_rounds=3, load_block_rounds=1), store).to_dict()
+    assert data["status"] == "complete", data["message"]
+    assert _most_running(events(logged)) == 1
+    held = data["environment"]["engines"]["vllm"]["turns"]
+    assert held["arms"]["vllm plain"]["starts"] == 2 + 1 + 2
+    assert held["arms"]["vllm ngram (k=3, lookup 2-4)"]["starts"] == 1 + 2 + 2
+    load = data["load_raw"]
+    assert load["blocks"] == [[0], [1], [2]]
+    assert load["orders"] == [[0, 1], [1, 0], [0, 1]] * 2
+    ngram = [e for e in data["load"] if e["arm"].startswith("vllm ngram")]
+    assert [e["paired_by"] for e in ngram] == ["blocks", "blocks"] and [e["speedup"]["n"] for e in ngram] == [3, 3]
+    assert any(n.startswith("The servers ran one at a time, in blocks of 1 round (3 blocks an arm at each level)")
+               for n in data["load_summary"]["notes"])
+    assert own_vllm_processes(before) == []

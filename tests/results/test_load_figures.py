@@ -208,3 +208,31 @@ def test_a_failed_vllm_arm_is_said_to_have_failed_not_to_lack_batching():
     assert notes[1] == ("The transformers arms (plain) stay at one request at a time: their generation does not "
                         "batch requests, so they are not timed under load.")
     assert not any("vllm arms" in note for note in notes), notes
+
+
+def test_in_blocks_the_interval_pairs_blocks_not_rounds():
+    """Servers one at a time: each arm's rounds of a block ran on one server start, at one moment. Two blocks
+    of 3 rounds here, each round of a block alike but the blocks 10% apart (a drift between them): paired by
+    round, the six pairs would give a 98.4% interval of [1.0, 1.1] from what are two moments; paired by block,
+    the two give no interval, and the note says why."""
+    out = LoadRecord(levels=(4,), rounds_asked=6, arms=[1, 2], done=[4], blocks=[[0, 1, 2], [3, 4, 5]])
+    for r in range(6):
+        drift = 1.0 if r < 3 else 1.1  # the ngram's second block met a slower machine than plain's
+        out.rounds.append(rnd(1, 4, r, 2.0))
+        out.rounds.append(rnd(2, 4, r, 1.0 * drift))
+    entries = load.entries(out, ARMS)
+    ngram = entries[1]
+    assert ngram["paired_by"] == "blocks" and entries[0]["paired_by"] == "blocks"
+    assert ngram["output_tokens_per_s_blocks"] == pytest.approx([120 / 3.0, 120 / 3.3])  # 3 rounds of 4 x 10
+    assert ngram["speedup"]["n"] == 2 and not load.stats.has_interval(ngram["speedup"])
+    assert ngram["speedup"]["median"] == pytest.approx((2.0 + 2.0 / 1.1) / 2)
+    summary = load.summary(out, ARMS, entries)
+    assert "(1.91×: 2 blocks give only a 50% range, too few to be sure (5 blocks give a 93.75% interval))" in \
+        summary["arms"][0]["sentence"]
+    assert summary["notes"][-1].startswith("The servers ran one at a time, in blocks of 3 rounds (2 blocks an arm "
+                                           "at each level): rounds of one block share their server's start")
+    assert load.raw(out)["blocks"] == [[0, 1, 2], [3, 4, 5]]
+    # The same rounds alternating (no blocks): six independent pairs, as before.
+    out.blocks = None
+    ngram = load.entries(out, ARMS)[1]
+    assert ngram["paired_by"] == "rounds" and ngram["speedup"]["n"] == 6 and "output_tokens_per_s_blocks" not in ngram

@@ -123,3 +123,16 @@ def test_a_plan_s_check_reads_its_arms_ks_and_band():
     assert out["levels"][1]["fixed_arm"] == "vllm ngram (k=2, lookup 2-4)"
     part = plan.per_level()[1]
     assert schedule.judge(report, part)["levels"] == [out["levels"][1]]
+
+
+def test_in_blocks_the_ratio_pairs_blocks_and_says_so():
+    """The servers took turns in blocks: the entries carry each block's throughput, and the ratio is taken over
+    those (the rounds of one block share a server start), its sentence and assumption naming blocks."""
+    k4 = {**_load(1, 1, [100, 100, 100, 100]), "paired_by": "blocks", "output_tokens_per_s_blocks": [100, 100]}
+    mine = {**_load(3, 1, [100, 100, 100, 100]), "paired_by": "blocks", "output_tokens_per_s_blocks": [99, 101]}
+    checked = _check(_report([k4, mine]), ks={1: 4}, fixed={1: K4})
+    row = checked["levels"][0]
+    assert row["paired_by"] == "blocks" and row["ratio"]["n"] == 2 and row["within_band"] is None
+    assert row["sentence"] == ("At 1 request at once the schedule ran at 1.000× the throughput of the fixed k=4, from "
+                               "too few blocks (2) for an interval.")
+    assert checked["assumption"].startswith("independent blocks")

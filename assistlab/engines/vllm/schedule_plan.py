@@ -35,8 +35,9 @@ class SchedulePlan:
               max_batch: int | None = None) -> SchedulePlan:
         """The check of the schedule built from `best` ({level: best K}, 0 where plain was best) for `template`'s
         method and settings (its draft model, lookup window): plain, one arm per distinct best K above 0, and the
-        schedule arm, at the levels of `best`, `base.load_rounds` rounds each; one untimed single request per arm
-        (the load phase's own warm-up rounds warm each level). `max_batch`: as Schedule.from_levels takes it."""
+        schedule arm, at the levels of `best`, `base.load_rounds` rounds each (in blocks of one round, unless
+        `base.load_block_rounds` says); one untimed single request per arm (the load phase's own warm-up rounds
+        warm each level). `max_batch`: as Schedule.from_levels takes it."""
         if template.url is not None or not template.assisted:
             raise InputError("A schedule is checked for a speculative method AssistLab starts a server for (ngram, "
                              "draft_model, eagle, eagle3, mtp, suffix), not plain or an operator's server.")
@@ -47,8 +48,11 @@ class SchedulePlan:
         fixed = {level: VllmArm(template.method, best[level], **like) for level in levels if best[level] > 0}
         scheduled = VllmArm(template.method, **like, schedule=schedule)
         arms = (VllmArm("plain"), *dict.fromkeys(fixed.values()), scheduled)
+        # In blocks (servers one at a time) each round is a block of its own, so the ratio's interval has as many
+        # units as rounds (results/schedule.py), at a server start each; all at once the setting is not used.
         request = dataclasses.replace(base, arms=arms, engines=("vllm",), concurrency=levels, repeats=1, warmup=0,
-                                      stop_rule="fixed", precision=None, max_time_s=None)
+                                      stop_rule="fixed", precision=None, max_time_s=None,
+                                      load_block_rounds=base.load_block_rounds or 1)
         return cls(request, scheduled, fixed, dict(best))
 
     @property
