@@ -1,7 +1,7 @@
 """A schedule of draft lengths per batch size, built from measurements and checked: vLLM's ngram on the bundled target.
 
 Run: ASSISTLAB_VLLM_PYTHON=/opt/vllm-venv/bin/python python benchmarks/bench_schedule.py [--ks 1,2,4,8]
-     [--levels 1,4] [--tokens 32] [--rounds 5] [--best 1:8,16:2] [--block-rounds 1] [--by-level] [--json out.json]
+     [--levels 1,4] [--tokens 32] [--rounds 5] [--best 1:8,16:2] [--block-rounds 1] [--by-level] [--only LEVEL] [--json out.json]
 (--best skips the grid and checks the schedule of those Ks; ASSISTLAB_VLLM_TURNS=always checks it in blocks, each
 of --block-rounds rounds, the interval's unit there.)
 First the grid: ngram at each K beside vLLM plain, `--per-pass` Ks per pass (each server holds about 3.5 GB here),
@@ -28,12 +28,13 @@ import os
 import time
 
 from assistlab.config import BenchRequest
-from assistlab.engines import catalog
+from assistlab.engines import catalog, registry
 from assistlab.engines.transformers.models import ModelStore
 from assistlab.engines.vllm import server
 from assistlab.engines.vllm.arms import VllmArm
 from assistlab.measure import runner
 from assistlab.measure.schedule_check import check_schedule
+from assistlab.results import schedule
 
 PROMPT = ("Repeat after me, ten times: the cat sat on the mat, the cat sat on the mat, the cat sat on the mat, "
           "the cat sat on the mat,")
@@ -71,6 +72,16 @@ def grid(base: BenchRequest, ks: list[int], store, per_pass: int) -> tuple[dict[
     return best, entries
 
 
+def check_one_level(base: BenchRequest, template: VllmArm, best: dict[int, int], level: int, store) -> dict:
+    """The check of the schedule built from `best` at `level` alone (plain, that level's best K and the
+    schedule: the tuner's part for that level), in check_schedule's shape."""
+    plan = registry.SCHEDULES.plan(base, template, best)
+    part = next(p for p in plan.per_level() if level in p.best)
+    report = runner.run_to_report(part.request, store)
+    checked = {**schedule.judge(report.to_dict(), part), "checked_by_level": True}
+    return {"schedule": plan.record(), "schedule_check": checked, "report": report, "reports": [report]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ks", default="1,2,4,8")
@@ -81,6 +92,8 @@ def main() -> None:
                         "(default 1: every round its own block, the interval's unit)")
     parser.add_argument("--by-level", action="store_true", help="time the check one level at a time (plain, that "
                         "level's best K and the schedule), as the tuner does where the whole check would not fit")
+    parser.add_argument("--only", type=int, default=None, metavar="LEVEL", help="check the schedule at this level "
+                        "of --best alone")
     parser.add_argument("--per-pass", type=int, default=2, help="Ks timed beside one plain server at a time")
     parser.add_argument("--best", default=None, help="each level's best K as LEVEL:K,... (e.g. 1:8,16:2): no grid, "
                         "the check of that schedule alone")
@@ -113,12 +126,16 @@ def main() -> None:
               f"(rounds {', '.join(f'{x:.1f}' for x in e['output_tokens_per_s_rounds'])}){over}")
     print(f"best K per level: {best}")
     began = time.monotonic()
-    events = check_schedule(base, VllmArm("ngram", None, 1, 3), best, store, max_servers=3 if args.by_level else None)
-    try:
-        while True:
-            next(events)
-    except StopIteration as done:
-        out = done.value
+    if args.only is not None:
+        out = check_one_level(base, VllmArm("ngram", None, 1, 3), best, args.only, store)
+    else:
+        events = check_schedule(base, VllmArm("ngram", None, 1, 3), best, store,
+                                max_servers=3 if args.by_level else None)
+        try:
+            while True:
+                next(events)
+        except StopIteration as done:
+            out = done.value
     check_s = time.monotonic() - began
     checked = out["schedule_check"]
     print(f"schedule {out['schedule']['text']} ({out['schedule']['label']}); check {check_s:.0f} s")
@@ -128,17 +145,25 @@ def main() -> None:
         print(f"  level {row['concurrency']}: schedule K {row['schedule_k']} {row['schedule_tokens_per_s'] or 0:.2f} "
               f"tok/s vs fixed K {row['fixed_k']} {row['fixed_tokens_per_s'] or 0:.2f} tok/s; {row['sentence']}")
     print(f"all within ±{checked['band']:.0%}: {checked['all_within_band']}")
-    data = out["report"].to_dict()
-    mine = next((i for i, a in enumerate(data["arms"]) if a["name"] == out["schedule"]["label"]), None)
+    parts = [r.to_dict() for r in out["reports"]]
+    for part in parts:  # each arm's throughput per block (in blocks) or per round: the units of the intervals
+        for e in part["load"]:
+            units = e.get("output_tokens_per_s_blocks") or e["output_tokens_per_s_rounds"]
+            print(f"  level {e['concurrency']} {e['arm']:<34} by {e.get('paired_by', 'rounds')}: "
+                  f"{', '.join(f'{x:.1f}' for x in units)}")
     for level in base.concurrency:  # what the server drafted: tokens per drafting step, by the schedule's K there
-        rounds = [r["counts"] for r in (data.get("load_raw") or {}).get("rounds", [])
-                  if r["arm"] == mine and r["concurrency"] == level and r["counts"]]
+        rounds = [r["counts"] for data in parts for r in (data.get("load_raw") or {}).get("rounds", [])
+                  if data["arms"][r["arm"]]["name"] == out["schedule"]["label"] and r["concurrency"] == level
+                  and r["counts"]]
+        if not rounds:
+            continue
         steps, tokens = sum(c["drafts"] for c in rounds), sum(c["draft_tokens"] for c in rounds)
         print(f"  schedule at level {level}: {tokens} tokens drafted in {steps} drafting steps"
               + (f" ({tokens / steps:.2f} per step)" if steps else ""))
     if args.json is not None:
         args.json.write_text(json.dumps({"best": best, "grid_load": load, "schedule": out["schedule"],
-                                         "schedule_check": checked, "grid_s": grid_s, "check_s": check_s}, indent=1))
+                                         "schedule_check": checked, "grid_s": grid_s, "check_s": check_s,
+                                         "check_load": [part["load"] for part in parts]}, indent=1))
 
 
 if __name__ == "__main__":

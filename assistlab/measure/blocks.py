@@ -7,7 +7,8 @@ a cycle lands as much on each arm (the two blocks' midpoints average to the cycl
 shows as a difference between an arm's two blocks instead of hiding in a speedup. Adjacent blocks of one arm
 (C C) share its server. What it gives up against interleaving: a change of the machine faster than a cycle,
 which interleaving spreads over every arm, here falls on the arms whose blocks it meets. The stopping rules
-look only at the end of a cycle, when every arm has run both its blocks.
+look only at the end of a cycle, when every arm has run both its blocks. Under load, the runs of one block share
+their server's start and moment, so an interval there pairs blocks (`units`), not rounds (results/load.py).
 """
 
 from __future__ import annotations

@@ -386,7 +386,9 @@ def _blocks_words(words: str, held: dict) -> str:
     starts = sorted(s for a in arms for s in a["start_s"])
     order = "A B C C B A" if len(held.get("arms") or {}) > 2 else "A B B A"
     said = (f"vLLM {words}. The blocks came in a mirrored order ({order}), so that a steady drift of the machine "
-            f"falls on every arm alike; the answers were looked at once every arm had run both its blocks")
+            f"falls on every arm alike; the answers were looked at once every arm had run both its blocks, "
+            f"and their intervals assume a fresh start shifts no arm's times by itself (under load they pair "
+            f"blocks, not rounds)")
     if starts:
         said += (f"; {len(starts)} starts ({starts[len(starts) // 2]:.0f} s median), each followed by its warm-up, "
                  f"never inside a timed run")

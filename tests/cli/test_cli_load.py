@@ -1,4 +1,4 @@
-"""--concurrency and --load-rounds on the command line: parsed into the request, refused in one sentence naming
+"""--concurrency, --load-rounds and --load-block-rounds on the command line: parsed into the request, refused in one sentence naming
 the field, and the load table with its summary sentence under the usual table."""
 
 import pytest
@@ -19,7 +19,10 @@ def test_the_flags_become_the_requests_levels_and_rounds():
     assert request.concurrency == (1, 4, 8) and request.load_rounds == 3
     assert request.to_dict()["concurrency"] == [1, 4, 8]
     plain = request_from_args(build_parser().parse_args(["bench", *VLLM]))
-    assert plain.concurrency == () and plain.load_rounds == 5
+    assert plain.concurrency == () and plain.load_rounds == 5 and plain.load_block_rounds is None
+    blocks = request_from_args(build_parser().parse_args(["bench", *VLLM, "--concurrency", "1", "--load-rounds", "6",
+                                                          "--load-block-rounds", "2"]))
+    assert blocks.load_block_rounds == 2 and blocks.to_dict()["load_block_rounds"] == 2
 
 
 @pytest.mark.parametrize(
@@ -30,6 +33,8 @@ def test_the_flags_become_the_requests_levels_and_rounds():
         (["bench", *VLLM, "--concurrency", "1,2,3,4,5,6,7,8,9"], "concurrency"),
         (["bench", *VLLM, "--concurrency", "1,lots"], "concurrency"),
         (["bench", *VLLM, "--concurrency", "1", "--load-rounds", "0"], "load_rounds must be between"),
+        (["bench", *VLLM, "--concurrency", "1", "--load-rounds", "3", "--load-block-rounds", "4"],
+         "load_block_rounds must be between 1 and 3"),
     ],
 )
 def test_bad_levels_are_one_line_naming_the_field(args, words):
