@@ -137,4 +137,8 @@ def test_the_search_and_its_check_run_in_blocks_where_servers_cannot_sleep(store
     assert report.tune.schedule["best_k_by_level"] == {"1": 4, "4": 2}
     checked = report.tune.schedule_check
     assert checked["refused"] is None and all(r["ratio"]["median"] is not None for r in checked["levels"])
+    # In blocks the check times each round as a block of its own: its ratios pair blocks, as many as rounds.
+    rounds = _request().load_rounds
+    assert [(r["paired_by"], r["ratio"]["n"]) for r in checked["levels"]] == [("blocks", rounds)] * 2
+    assert checked["assumption"].startswith("independent blocks")
     assert own_vllm_processes(before) == []
