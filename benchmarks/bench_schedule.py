@@ -1,7 +1,8 @@
 """A schedule of draft lengths per batch size, built from measurements and checked: vLLM's ngram on the bundled target.
 
 Run: ASSISTLAB_VLLM_PYTHON=/opt/vllm-venv/bin/python python benchmarks/bench_schedule.py [--ks 1,2,4,8]
-     [--levels 1,4] [--tokens 32] [--rounds 5] [--best 1:8,16:2] [--block-rounds 1] [--by-level] [--only LEVEL] [--json out.json]
+     [--levels 1,4] [--tokens 32] [--rounds 5] [--best 1:8,16:2] [--block-rounds 1] [--by-level] [--only LEVEL]
+     [--json out.json]
 (--best skips the grid and checks the schedule of those Ks; ASSISTLAB_VLLM_TURNS=always checks it in blocks, each
 of --block-rounds rounds, the interval's unit there.)
 First the grid: ngram at each K beside vLLM plain, `--per-pass` Ks per pass (each server holds about 3.5 GB here),

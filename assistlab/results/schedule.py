@@ -6,9 +6,9 @@ both arms ran in every round, in rotated order, so a round's busy spell touches 
 order-statistic interval of stats.speedup, which assumes only independent rounds (5 rounds: [min, max], 93.75%);
 it is per level, not adjusted across levels. Where the servers took turns in blocks (one at a time), the two
 arms' rounds ran at different moments on different server starts, and the rounds of one block share theirs: the
-ratio then pairs blocks (each block's tokens over its wall time), assuming independent blocks. `within_band` is True when that interval lies inside 1 ± band (no
-practical difference, config.NO_DIFFERENCE_BAND unless the request says), False when it lies wholly outside
-the band, None while it is too wide to say.
+ratio then pairs blocks (each block's tokens over its wall time), assuming independent blocks. `within_band` is
+True when that interval lies inside 1 ± band (no practical difference, config.NO_DIFFERENCE_BAND unless the
+request says), False when it lies wholly outside the band, None while it is too wide to say.
 """
 
 from __future__ import annotations
