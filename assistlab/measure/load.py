@@ -88,8 +88,10 @@ def run_load(
     keeps the blocks (`record.blocks`): an interval in blocks pairs blocks, not rounds (results/load.py).
     """
     loading = [i for i, a in enumerate(arms) if a.loads and not a.info.error and not a.info.left]
+    per_block = block_rounds(request)
     record = report.load = LoadRecord(levels=tuple(request.concurrency), rounds_asked=request.load_rounds,
-                                      arms=loading)
+                                      arms=loading,
+                                      blocks=None if enter is None else blocks.units(request.load_rounds, per_block))
     if not loading or not request.concurrency:
         return False
     pace = _Pace()
@@ -132,10 +134,8 @@ def run_load(
         if enter is None:
             items = _round_major(loading, broken, request.load_rounds, rotation)
         else:
-            items, orders = _in_blocks([i for i in loading if i not in broken], request.load_rounds,
-                                       block_rounds(request))
+            items, orders = _in_blocks([i for i in loading if i not in broken], request.load_rounds, per_block)
             record.orders.extend(orders)
-            record.blocks = blocks.units(request.load_rounds, block_rounds(request))
         current, warmed = None, set()
         for r, index, position, last, order in items:
             warmup = r < 0

@@ -162,12 +162,13 @@ def entry(record: LoadRecord, arms: list[ArmInfo], index: int, level: int) -> di
         "client_cpu_s": {"per_request": float(np.median(cpu)) if cpu else None, "total": float(sum(cpu)),
                          "share": sum(cpu) / walls if walls > 0 else None},
     }
-    if record.blocks is not None:
-        data["output_tokens_per_s_blocks"] = [r.tokens_per_s() for r in _merged(rounds, record.blocks)]
+    blocks = None if record.blocks is None else _merged(rounds, record.blocks)
+    if blocks is not None:
+        data["output_tokens_per_s_blocks"] = [b.tokens_per_s() for b in blocks]
     if info.assisted:
         plain = [] if base is None or (base, level) in record.failures else record.rounds_of(base, level)
-        if record.blocks is not None:  # one server at a time: a round pairs only with its own block's moment
-            plain, rounds = _merged(plain, record.blocks), _merged(rounds, record.blocks)
+        if blocks is not None:  # one server at a time: a round pairs only with its own block's moment
+            plain, rounds = _merged(plain, record.blocks), blocks
         # The throughput ratio assisted/plain of each round pair: with equal tokens, plain wall / assisted wall.
         ours, theirs = _paired(plain, rounds, LoadRound.tokens_per_s)
         data["speedup"] = stats.speedup(theirs, ours)
